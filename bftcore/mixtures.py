@@ -64,3 +64,245 @@ def mixture_energy(prior_energies, weights, beta: float) -> float:
     with np.errstate(over="ignore", invalid="ignore"):
         s = float(np.sum(p[live] * np.expm1(-b * d)))
     return e_min - np.log1p(max(s, -1.0 + 1e-300)) / b
+
+
+def mean_field_rhs(a1, beta: float, b: float, e_diff: float):
+    """Right-hand side of the m = 2 mean-field equation (46) [001]: ``(tanh Delta + 1) / 2`` with
+    ``Delta = (beta/4) b (2 a_1 - 1) + e_diff / 2`` (45), ``e_diff = E~_2 - E~_1`` (for the Fig 3 model 0.1 beta)."""
+    a1 = np.asarray(a1, dtype=float)
+    return 0.5 * (np.tanh(0.25 * beta * b * (2 * a1 - 1) + 0.5 * e_diff) + 1.0)
+
+
+class ReducedMixture:
+    """The reduced fixed-point problem (43) [001] of a mixture with equal covariances.
+
+    With equal inverse covariances every MAP solution is a convex combination ``h = sum_j a_j t̄_j`` of the
+    component solutions (42), and the component energies are ``E_hj(h) = V_j + (1/2) a^T B_j a`` (+ a common
+    ``offset``), eqs. (39), (40), (43).  All of it is fixed by the weights p_j, the template variances V_j and the
+    Gram matrix ``G_kl = (t̄_k - t̄_1, (K_T + K_0)(t̄_l - t̄_1)) = B_1(k, l)``.  Writing ``G = Y Y^T`` places the
+    t̄_j at points ``Y_j`` of a Euclidean space of dimension r <= m - 1 in which
+    ``E_hj = V_j + |y - Y_j|^2 / 2``: the mixture energy becomes a function of r unknowns y (h = t̄_1 + ...),
+    its gradient is ``y - sum_j a_j Y_j`` (the fixed point (43)) and its Hessian ``I - beta Cov_a(Y)``, whose
+    positive definiteness is the stability test; ``beta Cov_a(Y)`` is the Jacobian of the fixed-point map.
+    """
+
+    def __init__(self, weights, variances, gram, offset: float = 0.0):
+        p = np.asarray(weights, dtype=float)
+        V = np.asarray(variances, dtype=float)
+        G = np.asarray(gram, dtype=float)
+        m = p.size
+        if V.shape != (m,) or G.shape != (m, m):
+            raise ValueError(f"need m weights, m variances and an m x m Gram matrix; got shapes {p.shape}, "
+                             f"{V.shape}, {G.shape}")
+        _check_weights(V, p)
+        self.weights = p / p.sum()
+        self.variances = V
+        self.gram = 0.5 * (G + G.T)
+        self.offset = float(offset)
+        lam, Q = np.linalg.eigh(self.gram)
+        keep = lam > 1e-12 * max(1.0, float(np.max(np.abs(lam))))
+        self.centres = Q[:, keep] * np.sqrt(lam[keep])   # (m, r): Y_j, with Y_j . Y_k = G_jk
+        self.centres = self.centres - self.centres[0]    # t̄_1 at the origin (exact G has Y_1 = 0)
+
+    @property
+    def m(self) -> int:
+        return self.weights.size
+
+    @property
+    def dim(self) -> int:
+        return self.centres.shape[1]
+
+    @property
+    def B(self) -> np.ndarray:
+        """Matrices B_j(k, l) = (t̄_k - t̄_j, (K_T + K_0)(t̄_l - t̄_j)), eq. (39) [001]; shape (m, m, m)."""
+        G = self.gram
+        d = np.diag(G)
+        return G[None, :, :] - G[:, :, None] - G[:, None, :] + d[:, None, None]
+
+    # --- the reduced energy in the coordinates y -------------------------------------------------------------
+    def point(self, a) -> np.ndarray:
+        """Coordinates y of h = sum_j a_j t̄_j."""
+        return np.asarray(a, dtype=float) @ self.centres
+
+    def component_energies(self, y) -> np.ndarray:
+        """E_hj(h) = V_j + |y - Y_j|^2 / 2 (+ offset), eq. (43) [001]."""
+        d = np.asarray(y, dtype=float)[None, :] - self.centres
+        return self.variances + 0.5 * np.sum(d * d, axis=1) + self.offset
+
+    def mixing(self, y, beta: float) -> np.ndarray:
+        """a_j at h(y), eq. (23)/(43) [001]."""
+        return mixing_coefficients(self.component_energies(y), self.weights, beta)
+
+    def energy(self, y, beta: float) -> float:
+        """Mixture energy -(1/beta) ln sum_j p_j exp(-beta E_hj), eq. (18) [001] divided by beta."""
+        return mixture_energy(self.component_energies(y), self.weights, beta)
+
+    def gradient(self, y, beta: float) -> np.ndarray:
+        a = self.mixing(y, beta)
+        return np.asarray(y, dtype=float) - a @ self.centres
+
+    def map_jacobian(self, y, beta: float) -> np.ndarray:
+        """Jacobian ``beta Cov_a(Y)`` of the fixed-point map y -> sum_j a_j(y) Y_j (r x r)."""
+        a = self.mixing(y, beta)
+        c = self.centres - a @ self.centres
+        return beta * (c.T * a) @ c
+
+    def stability(self, y, beta: float) -> float:
+        """Largest eigenvalue of the fixed-point Jacobian; < 1 means a stable solution (Hessian > 0)."""
+        if self.dim == 0:
+            return 0.0
+        return float(np.max(np.linalg.eigvalsh(self.map_jacobian(y, beta))))
+
+    def solution(self, y, beta: float) -> dict:
+        y = np.asarray(y, dtype=float)
+        a = self.mixing(y, beta)
+        lam = self.stability(y, beta)
+        return {"y": y, "mixing": a, "energy": self.energy(y, beta), "jacobian_max_eig": lam,
+                "stable": bool(lam < 1.0), "residual": float(np.linalg.norm(self.gradient(y, beta)))}
+
+    # --- solving ---------------------------------------------------------------------------------------------
+    def minimize(self, beta: float, y0=None, tol: float = 1e-12, max_iter: int = 200) -> dict:
+        """Local minimum of the reduced energy from y0 (default: the complete template average (41)).
+
+        Newton on the r <= m - 1 unknowns with the Hessian ``I - beta Cov_a`` shifted to be positive definite and a
+        backtracking line search on the energy: a descent method, so a warm start slides into the minimum of its
+        own basin and never onto a saddle (what a continuation in beta needs).
+        """
+        beta = _check_beta(beta)
+        y = self.point(self.weights) if y0 is None else np.array(y0, dtype=float)
+        if self.dim == 0:
+            return {**self.solution(np.zeros(0), beta), "iterations": 0, "converged": True}
+        scale = 1.0 + float(np.max(np.abs(self.centres)))
+        E = self.energy(y, beta)
+        for it in range(1, max_iter + 1):
+            g = self.gradient(y, beta)
+            if np.linalg.norm(g) <= tol * scale:
+                return {**self.solution(y, beta), "iterations": it - 1, "converged": True}
+            H = np.eye(self.dim) - self.map_jacobian(y, beta)
+            w, Q = np.linalg.eigh(H)
+            w = np.maximum(np.abs(w), 1e-3)  # saddle-free Newton: flip negative curvature, bound tiny curvature
+            step = -(Q @ ((Q.T @ g) / w))
+            eta = 1.0
+            while True:
+                y_new = y + eta * step
+                E_new = self.energy(y_new, beta)
+                if E_new <= E + 1e-4 * eta * float(g @ step) or eta < 1e-12:
+                    break
+                eta *= 0.5
+            if E_new > E and eta < 1e-12:
+                break
+            converged_step = np.linalg.norm(y_new - y) <= 1e-15 * scale
+            y, E = y_new, E_new
+            if converged_step:
+                break
+        g = self.gradient(y, beta)
+        return {**self.solution(y, beta), "iterations": it,
+                "converged": bool(np.linalg.norm(g) <= max(tol, 1e-9) * scale)}
+
+    def _newton_root(self, beta, y0, max_iter=100):
+        """Newton on the fixed-point residual y - sum_j a_j Y_j (finds saddles as well as minima)."""
+        y = np.array(y0, dtype=float)
+        scale = 1.0 + float(np.max(np.abs(self.centres)))
+        for _ in range(max_iter):
+            g = self.gradient(y, beta)
+            if np.linalg.norm(g) <= 1e-12 * scale:
+                return y
+            H = np.eye(self.dim) - self.map_jacobian(y, beta)
+            try:
+                step = -np.linalg.solve(H, g)
+            except np.linalg.LinAlgError:
+                return None
+            eta = 1.0
+            while np.linalg.norm(self.gradient(y + eta * step, beta)) >= np.linalg.norm(g) and eta > 1e-10:
+                eta *= 0.5
+            y = y + eta * step
+        return y if np.linalg.norm(self.gradient(y, beta)) <= 1e-9 * scale else None
+
+    def fixed_points(self, beta: float, n_random: int = 20, seed: int = 0) -> list[dict]:
+        """All solutions of the reduced fixed point (43) [001] at this beta, with their stability, sorted by a_1.
+
+        m = 2: exact, from the mean-field form (44)-(46): in ``u = ln(a_1/a_2)`` the equation is
+        ``u = kappa + (beta b / 2) tanh(u/2)``, ``kappa = ln(p_1/p_2) - beta (V_1 - V_2)``, monotone between the
+        critical points ``u = +-2 arccosh(sqrt(beta b / 4))``, so every root is bracketed and found by brentq.
+        m > 2: Newton on the residual from the t̄_j, the average (41), the edge midpoints and random convex
+        combinations, plus descent from the same starts; distinct roots are kept (complete in practice, not
+        guaranteed).
+        """
+        beta = _check_beta(beta)
+        if self.dim == 0:
+            return [self.solution(np.zeros(0), beta)]
+        if self.m == 2 and self.dim == 1:
+            return [self.solution(y, beta) for y in self._two_component_roots(beta)]
+        rng = np.random.default_rng(seed)
+        starts = [self.centres[j] for j in range(self.m)] + [self.point(self.weights)]
+        starts += [(self.centres[j] + self.centres[k]) / 2 for j in range(self.m) for k in range(j)]
+        starts += [self.point(rng.dirichlet(np.ones(self.m))) for _ in range(n_random)]
+        found = []
+        for s in starts:
+            for y in (self._newton_root(beta, s), self.minimize(beta, s)["y"]):
+                if y is not None and np.linalg.norm(self.gradient(y, beta)) < 1e-8 * (1 + np.abs(y).max()):
+                    found.append(y)
+        return [self.solution(y, beta) for y in _distinct(found, self)]
+
+    def _two_component_roots(self, beta):
+        from scipy.optimize import brentq
+        (y1,), (y2,) = self.centres
+        b = (y1 - y2) ** 2
+        p1, p2 = self.weights
+        if p1 == 0 or p2 == 0:
+            return [self.minimize(beta)["y"]]
+        kappa = np.log(p1 / p2) - beta * (self.variances[0] - self.variances[1])
+        c = 0.5 * beta * b
+
+        def g(u):
+            return u - kappa - c * np.tanh(0.5 * u)
+
+        lo, hi = kappa - c - 1.0, kappa + c + 1.0
+        knots = [lo, hi]
+        if c / 2 > 1.0:
+            uc = 2.0 * np.arccosh(np.sqrt(c / 2))
+            knots += [u for u in (-uc, uc) if lo < u < hi]
+        knots = sorted(knots)
+        roots = []
+        for u0, u1 in zip(knots[:-1], knots[1:]):
+            g0, g1 = g(u0), g(u1)
+            if g0 == 0.0:
+                roots.append(u0)
+            elif g0 * g1 < 0:
+                roots.append(brentq(g, u0, u1, xtol=1e-14 * max(1.0, abs(u0), abs(u1)), rtol=1e-15))
+        if g(knots[-1]) == 0.0:
+            roots.append(knots[-1])
+        a1 = 0.5 * (np.tanh(0.5 * np.array(sorted(set(roots)))) + 1.0)
+        return [np.array([y2 + a * (y1 - y2)]) for a in a1]
+
+    def count_stable(self, beta: float) -> int:
+        return sum(s["stable"] for s in self.fixed_points(beta))
+
+    def tanh_form(self, beta: float) -> tuple[float, float]:
+        """(b, E~_2 - E~_1) of the m = 2 mean-field equation (45) [001], E~_j = beta V_j - ln p_j."""
+        if self.m != 2:
+            raise ValueError(f"the tanh form (44)-(46) is for two components, this mixture has {self.m}")
+        b = float(self.gram[1, 1] - 2 * self.gram[0, 1] + self.gram[0, 0])
+        e = beta * self.variances - np.log(self.weights)
+        return b, float(e[1] - e[0])
+
+
+def _distinct(points, model, tol=1e-7):
+    out = []
+    for y in points:
+        if all(np.linalg.norm(y - z) > tol * (1 + np.linalg.norm(z)) for z in out):
+            out.append(y)
+    return out
+
+
+def zero_dimensional_model() -> ReducedMixture:
+    """The 0-dimensional model of Fig 3 [001] / Fig 7: t_1 = 1, t_2 = -1, t_D = 0.1, K_D = K_0 = 1, p = (1/2, 1/2).
+
+    Then t̄_j = (t_D + t_j)/2 = 0.55, -0.45, V_j = (t_D - t_j)^2 / 4 = 0.2025, 0.3025 (40), so
+    E~_2 - E~_1 = beta (V_2 - V_1) = 0.1 beta, and b = (K_D + K_0)(t̄_1 - t̄_2)^2 = 2.
+    """
+    t, tD, KD, K0 = np.array([1.0, -1.0]), 0.1, 1.0, 1.0
+    tbar = (KD * tD + K0 * t) / (KD + K0)
+    V = 0.5 * (KD * tD ** 2 + K0 * t ** 2 - (KD + K0) * tbar ** 2)
+    d = tbar - tbar[0]
+    return ReducedMixture([0.5, 0.5], V, (KD + K0) * np.outer(d, d))

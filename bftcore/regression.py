@@ -1,0 +1,555 @@
+"""Gaussian regression with a mixture of Gaussian process priors ([001] Sects. 3-4, CONVENTIONS.md §3).
+
+The regression function h lives on the x nodes of a grid.  Component j has the energy
+
+    E_hj = 1/2 sum_data (h(x_d) - y_d)^2 + (lambda/2) (h - t_j, K_X (h - t_j)),    (f, g) = sum_i f_i g_i hx,
+
+and the posterior over (h, j) is proportional to ``p_j exp(-beta E_hj)`` ([001] eqs. (6), (7): beta is the inverse
+noise variance *and* the inverse temperature of the mixture).  All components share the inverse covariance
+``lambda K_X`` (equal covariances, [001] Sect. 4.5), so the determinants in (20), (23) cancel.
+
+In matrix form on the nodes: ``K_T = diag(n_i)`` (number of data at node i), ``t_T`` the mean datum at node i
+(16), ``K_0 = lambda hx K_X`` and ``A = K_T + K_0``.  Gradients are partial derivatives with respect to the node
+values h_i (so they are ``hx`` times the functional derivative); Hessians and ``massive_solve`` use the same
+convention.  ``lambda_x``/``lambda_y`` of the JSON prior are not used by this model: its prior operator is
+``lambda K_X`` exactly as in CONVENTIONS.md §3.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from .grid import Axis
+from .mixtures import ReducedMixture, _check_beta, mixing_coefficients, mixture_energy
+from .operators import axis_operator
+
+TEMPLATE_KINDS = ("constant", "linear", "array")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# templates and data
+# --------------------------------------------------------------------------------------------------------------
+def template_values(spec, nodes) -> np.ndarray:
+    """Values of one regression template t_j(x) at the nodes, from ``{"kind": "constant", "value": c}``,
+    ``{"kind": "linear", "slope": a, "intercept": b}`` (t = a x + b) or ``{"kind": "array", "values": [...]}``."""
+    nodes = np.asarray(nodes, dtype=float)
+    if not isinstance(spec, dict) or "kind" not in spec:
+        raise ValueError(f"a regression template must be a dict with a 'kind' in {TEMPLATE_KINDS}, got {spec!r}")
+    kind = spec["kind"]
+
+    def number(key):
+        if key not in spec:
+            raise ValueError(f"template of kind {kind!r} needs the key {key!r}, got {spec!r}")
+        try:
+            v = float(spec[key])
+        except (TypeError, ValueError):
+            raise ValueError(f"template {kind!r}: {key!r} must be a number, got {spec[key]!r}") from None
+        if not np.isfinite(v):
+            raise ValueError(f"template {kind!r}: {key!r} must be finite, got {spec[key]!r}")
+        return v
+
+    if kind == "constant":
+        return np.full(nodes.size, number("value"))
+    if kind == "linear":
+        return number("slope") * nodes + number("intercept")
+    if kind == "array":
+        try:
+            v = np.asarray(spec.get("values"), dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"template 'array': 'values' must be a list of numbers, got {spec.get('values')!r}") \
+                from None
+        if v.shape != nodes.shape:
+            raise ValueError(f"template 'array' needs one value per x node ({nodes.size}), got shape {v.shape}")
+        if not np.all(np.isfinite(v)):
+            raise ValueError("template 'array' has non-finite values; give finite numbers")
+        return v.copy()
+    raise ValueError(f"unknown regression template kind {kind!r}; use one of {TEMPLATE_KINDS} "
+                     f"(kinds such as 'paper_t1' or 'uniform' belong to the density model)")
+
+
+def _axis_from_config(grid: dict) -> Axis:
+    if not isinstance(grid, dict) or "x" not in grid:
+        raise ValueError("the regression config needs grid.x = {min, max, n, boundary}")
+    gx = grid["x"]
+    try:
+        return Axis(float(gx["min"]), float(gx["max"]), int(gx["n"]), gx.get("boundary", "neumann"))
+    except KeyError as e:
+        raise ValueError(f"grid.x is missing {e.args[0]!r}; give min, max, n (and boundary)") from None
+
+
+def _snap_data(axis: Axis, data) -> tuple[np.ndarray, np.ndarray]:
+    pts = np.asarray(data if data is not None else [], dtype=float)
+    if pts.size == 0:
+        return np.zeros(0, int), np.zeros(0)
+    if pts.ndim != 2 or pts.shape[1] != 2:
+        raise ValueError(f"regression data must be a list of [x, y] pairs, got an array of shape {pts.shape}")
+    if not np.all(np.isfinite(pts)):
+        raise ValueError("regression data contain non-finite numbers; give finite [x, y] pairs")
+    tol = 1e-9 * axis.h
+    bad = (pts[:, 0] < axis.min - tol) | (pts[:, 0] > axis.max + tol)
+    if np.any(bad):
+        shown = ", ".join(f"({p[0]:g}, {p[1]:g})" for p in pts[bad][:5])
+        more = "" if bad.sum() <= 5 else f" and {int(bad.sum()) - 5} more"
+        raise ValueError(f"data point(s) {shown}{more} outside x in [{axis.min:g}, {axis.max:g}]; "
+                         f"remove them or widen grid.x")
+    return axis.snap(pts[:, 0]), pts[:, 1].copy()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the model: everything that does not depend on beta
+# --------------------------------------------------------------------------------------------------------------
+class RegressionModel:
+    """Data, templates and prior of a regression mixture; the beta-independent pieces of [001] Sects. 4.3-4.5.
+
+    Component solutions t̄_j (29), template variances V_j (40), the matrices B_j (39) and the diagonal of
+    A^{-1} (within-component posterior variance times beta) do not depend on beta, because beta multiplies
+    likelihood and prior alike; they are computed once (one sparse factorisation of A) and cached.
+    """
+
+    def __init__(self, axis: Axis, data, templates, weights=None, lam: float = 1.0,
+                 l0: float = 0.0, l2: float = 1.0, l4: float = 0.0, l6: float = 0.0, truth=None):
+        self.axis = axis
+        self.nodes = axis.nodes
+        self.hx = axis.h
+        n = axis.n
+        self.ix, self.y = _snap_data(axis, data)
+        if not templates:
+            raise ValueError("a regression mixture needs at least one template in 'templates'")
+        self.templates = np.array([template_values(t, self.nodes) for t in templates])
+        m = len(self.templates)
+        p = np.full(m, 1.0 / m) if weights is None else np.asarray(weights, dtype=float)
+        if p.shape != (m,) or np.any(~np.isfinite(p)) or np.any(p < 0) or not p.sum() > 0:
+            raise ValueError(f"'weights' must be {m} finite numbers >= 0 (one per template), not all zero; "
+                             f"got {weights!r}")
+        self.weights = p / p.sum()
+        for name, v in dict(lam=lam, l0=l0, l2=l2, l4=l4, l6=l6).items():
+            if not (np.isfinite(v) and v >= 0):
+                raise ValueError(f"prior coefficient {'lambda' if name == 'lam' else name} must be a finite "
+                                 f"number >= 0, got {v!r}")
+        self.lam = float(lam)
+        self.coeffs = dict(l0=float(l0), l2=float(l2), l4=float(l4), l6=float(l6))
+        self.K0 = sp.csr_matrix(self.lam * self.hx * axis_operator(axis, **self.coeffs))
+        self.counts = np.bincount(self.ix, minlength=n).astype(float)
+        self.ysum = np.bincount(self.ix, weights=self.y, minlength=n)
+        seen = self.counts > 0
+        self.t_T = np.where(seen, self.ysum / np.where(seen, self.counts, 1.0), 0.0)   # (16) [001]
+        # E_T(t_T): the spread of repeated measurements, (15), (17) [001]; common to all components
+        self.offset = 0.5 * float(np.sum((self.y - self.t_T[self.ix]) ** 2))
+        self.truth = None if truth is None else self._truth_values(truth)
+        self._cache: dict = {}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "RegressionModel":
+        """Model of a parsed JSON document with ``"model": "regression"`` (CONVENTIONS.md §4).
+
+        Defaults: boundary "neumann", lambda = 1, l0 = 0, l2 = 1, l4 = l6 = 0, equal weights.  ``truth`` may be
+        a template dict or a list of node values of the true regression function (used for the test error).
+        """
+        if config.get("model", "regression") != "regression":
+            raise ValueError(f"this is the regression model; the config says model = {config.get('model')!r}")
+        axis = _axis_from_config(config.get("grid"))
+        prior = config.get("prior", {}) or {}
+        return cls(axis, config.get("data", []), config.get("templates"), config.get("weights"),
+                   lam=float(prior.get("lambda", 1.0)), l0=float(prior.get("l0", 0.0)),
+                   l2=float(prior.get("l2", 1.0)), l4=float(prior.get("l4", 0.0)), l6=float(prior.get("l6", 0.0)),
+                   truth=config.get("truth"))
+
+    def _truth_values(self, truth):
+        if isinstance(truth, str):
+            raise ValueError(f"truth {truth!r} is for the density model; for regression give a template dict "
+                             f"or a list of true h values at the x nodes")
+        if isinstance(truth, dict):
+            return template_values(truth, self.nodes)
+        return template_values({"kind": "array", "values": truth}, self.nodes)
+
+    # --- basic quantities ----------------------------------------------------------------------------------
+    @property
+    def m(self) -> int:
+        return len(self.templates)
+
+    @property
+    def n(self) -> int:
+        return self.axis.n
+
+    @property
+    def A(self) -> sp.csr_matrix:
+        """A = K_T + K_0, the Hessian of every component energy E_hj."""
+        return sp.csr_matrix(sp.diags(self.counts) + self.K0)
+
+    def _factor(self):
+        if "lu" not in self._cache:
+            if self.lam == 0 or not any(self.coeffs.values()):
+                if np.any(self.counts == 0):
+                    raise ValueError("K_T + lambda K_X is singular: with lambda = 0 (or all l_k = 0) every x node "
+                                     "needs data; set lambda > 0 and l2 > 0 or l0 > 0")
+            elif self.coeffs["l0"] == 0 and self.counts.sum() == 0:
+                raise ValueError("K_T + lambda K_X is singular: without data the prior needs a mass l0 > 0 "
+                                 "(K_X annihilates constants); add data or set prior.l0 > 0")
+            self._cache["lu"] = spla.splu(sp.csc_matrix(self.A))
+        return self._cache["lu"]
+
+    def solve_A(self, rhs) -> np.ndarray:
+        return self._factor().solve(np.asarray(rhs, dtype=float))
+
+    def data_energy(self, h) -> float:
+        """E_T = 1/2 sum_data (h(x_d) - y_d)^2, eq. (15) [001]."""
+        r = np.asarray(h)[self.ix] - self.y
+        return 0.5 * float(r @ r)
+
+    def prior_energies(self, h) -> np.ndarray:
+        """(lambda/2)(h - t_j, K_X (h - t_j)) for every component, eq. (14) [001]; shape (m,)."""
+        d = np.asarray(h, dtype=float)[None, :] - self.templates
+        return 0.5 * np.einsum("ji,ji->j", d, (self.K0 @ d.T).T)
+
+    def component_energies(self, h) -> np.ndarray:
+        """E_hj = E_T + E_0j, eq. (19) [001]."""
+        return self.data_energy(h) + self.prior_energies(h)
+
+    def train_error(self, h) -> float:
+        """Training error: E_T / n = mean over data of (h(x_d) - y_d)^2 / 2 (0 without data)."""
+        return self.data_energy(h) / max(1, self.y.size)
+
+    def test_error(self, h):
+        """Test error against a known truth: mean over x nodes of (h(x_i) - h_true(x_i))^2 / 2 (uniform p(x),
+        noise-free target); None without truth."""
+        if self.truth is None:
+            return None
+        return 0.5 * float(np.mean((np.asarray(h) - self.truth) ** 2))
+
+    # --- beta-independent closed forms ---------------------------------------------------------------------
+    @property
+    def component_solutions(self) -> np.ndarray:
+        """t̄_j = (K_T + K_0)^{-1} (K_T t_T + K_0 t_j), eq. (29) [001] / (555); shape (m, n)."""
+        if "tbar" not in self._cache:
+            rhs = self.ysum[:, None] + self.K0 @ self.templates.T
+            self._cache["tbar"] = self.solve_A(rhs).T.reshape(self.m, self.n)
+        return self._cache["tbar"]
+
+    @property
+    def template_variances(self) -> np.ndarray:
+        """V_j = min_h [E_hj] - E_T(t_T) = Ẽ_0j, eq. (40) [001].
+
+        Evaluated at the minimiser as ``1/2 |t̄_j - t_T|^2_{K_T} + 1/2 |t̄_j - t_j|^2_{K_0}`` (no cancellation)."""
+        if "V" not in self._cache:
+            tb = self.component_solutions
+            r = tb - self.t_T
+            d = tb - self.templates
+            self._cache["V"] = (0.5 * np.einsum("ji,i,ji->j", r, self.counts, r)
+                                + 0.5 * np.einsum("ji,ji->j", d, (self.K0 @ d.T).T))
+        return self._cache["V"]
+
+    @property
+    def gram(self) -> np.ndarray:
+        """G_kl = (t̄_k - t̄_1, A (t̄_l - t̄_1)) = B_1(k, l), using A (t̄_k - t̄_1) = K_0 (t_k - t_1)."""
+        if "gram" not in self._cache:
+            D = self.component_solutions - self.component_solutions[0]
+            Dt = self.templates - self.templates[0]
+            G = D @ (self.K0 @ Dt.T)
+            self._cache["gram"] = 0.5 * (G + G.T)
+        return self._cache["gram"]
+
+    @property
+    def reduced(self) -> ReducedMixture:
+        """The reduced m-dimensional fixed-point problem (43) [001]."""
+        if "reduced" not in self._cache:
+            self._cache["reduced"] = ReducedMixture(self.weights, self.template_variances, self.gram, self.offset)
+        return self._cache["reduced"]
+
+    @property
+    def B(self) -> np.ndarray:
+        """B_j(k, l) = (t̄_k - t̄_j, (K_T + K_0)(t̄_l - t̄_j)), eq. (39) [001]; shape (m, m, m)."""
+        return self.reduced.B
+
+    def complete_average(self, a0=None) -> np.ndarray:
+        """Complete template average t̄ = (K_T + K_0)^{-1}(K_T t_T + K_0 sum_j a0_j t_j), eq. (35) [001]: the
+        beta -> 0 solution, with a0_j -> p_j (34) for equal covariances.  Equals sum_j a0_j t̄_j, eq. (41)."""
+        a0 = self.weights if a0 is None else np.asarray(a0, dtype=float)
+        return a0 @ self.component_solutions
+
+    def low_temperature_solutions(self) -> list[dict]:
+        """The beta -> infinity limit, eqs. (37)-(40) [001]: every t̄_j with
+        ``2 V_j < B_j'(j, j) + 2 V_j'`` for all j' != j (38) is a solution; reports t̄_j, V_j, B_j and the flag."""
+        V, B = self.template_variances, self.B
+        out = []
+        for j in range(self.m):
+            ok = all(2 * V[j] < B[k, j, j] + 2 * V[k] for k in range(self.m) if k != j)
+            out.append({"component": j, "tbar": self.component_solutions[j], "V": float(V[j]),
+                        "B": B[j], "stable": bool(ok)})
+        return out
+
+    def posterior_variance_within(self) -> np.ndarray:
+        """diag(A^{-1}): beta times the within-component posterior variance of h(x_i) (same for every j)."""
+        if "diag_inv" not in self._cache:
+            if self.n <= 3000:
+                c = sla.cho_factor(self.A.toarray(), lower=False, check_finite=False)
+                inv = sla.cho_solve(c, np.eye(self.n), check_finite=False)
+                self._cache["diag_inv"] = np.diag(inv).copy()
+            else:
+                lu = self._factor()
+                self._cache["diag_inv"] = np.array([lu.solve(np.eye(self.n)[:, i])[i] for i in range(self.n)])
+        return self._cache["diag_inv"]
+
+    # --- beta-dependent --------------------------------------------------------------------------------------
+    def exact_weights(self, beta: float) -> np.ndarray:
+        """Exact mixture posterior b_j = p_j exp(-beta V_j) / sum_k (...), eqs. (28), (30)-(32) [001].
+
+        For equal covariances the factor det(beta K̃/2 pi)^{1/2} of (30) is the same for all j and Ẽ_0j = V_j (40),
+        so this equals the normalised p_j p(y_T | x_T, j) (see :meth:`log_evidences`)."""
+        return mixing_coefficients(self.template_variances, self.weights, beta)
+
+    def log_evidences(self, beta: float) -> np.ndarray:
+        """ln p(y_T | x_T, D_0, j) of eq. (30) [001] for each component (no hyperprior), data on distinct nodes.
+
+        ``-beta Ẽ_0j + 1/2 ln det(beta K̃ / 2 pi)`` with ``K̃ = (K_T^{-1} + K_0,TT^{-1})^{-1}`` (32), computed as
+        ``[K_T - K_T A^{-1} K_T]_TT`` (the sign of the printed text after (486) is wrong, see notes §8.6).
+        Requires a proper prior (prior.l0 > 0) and each datum on its own node; b_j needs neither.
+        """
+        beta = _check_beta(beta)
+        D = np.flatnonzero(self.counts)
+        if np.any(self.counts[D] > 1):
+            raise ValueError("log_evidences needs every datum on its own x node (repeated x give an extra "
+                             "spread term); use exact_weights for b_j")
+        if self.coeffs["l0"] <= 0:
+            raise ValueError("the evidence of an improper prior (l0 = 0) is not defined; set prior.l0 > 0 "
+                             "(b_j from exact_weights do not need it)")
+        nD = self.counts[D]
+        E = np.zeros((self.n, D.size))
+        E[D, np.arange(D.size)] = nD
+        Kt = np.diag(nD) - nD[:, None] * self.solve_A(E)[D, :]
+        sign, logdet = np.linalg.slogdet(beta / (2 * np.pi) * 0.5 * (Kt + Kt.T))
+        if sign <= 0:
+            raise ValueError("K̃ is not positive definite; the prior covariance is singular on the data")
+        return -beta * self.template_variances + 0.5 * logdet
+
+    def exact(self, beta: float) -> dict:
+        """Exact posterior summaries ([001] Sect. 4.3): weights b_j (28), predictive mean sum_j b_j t̄_j (27),
+        and the posterior variance of h(x) = diag((beta A)^{-1}) + sum_j b_j (t̄_j - mean)^2 (noise excluded)."""
+        beta = _check_beta(beta)
+        b = self.exact_weights(beta)
+        tb = self.component_solutions
+        mean = b @ tb
+        var = self.posterior_variance_within() / beta + b @ (tb - mean) ** 2
+        return {"b": b, "mean": mean, "var": var}
+
+    def energy(self, beta: float) -> "RegressionMixtureEnergy":
+        return RegressionMixtureEnergy(self, beta)
+
+    # --- the reduced route --------------------------------------------------------------------------------------
+    def field(self, a) -> np.ndarray:
+        """h = sum_j a_j t̄_j, eq. (42) [001]."""
+        return np.asarray(a, dtype=float) @ self.component_solutions
+
+    def coordinates(self, h) -> np.ndarray:
+        """Coordinates y of the A-orthogonal projection of h onto the affine span of the t̄_j (reduced space)."""
+        Y = self.reduced.centres
+        if Y.shape[1] == 0:
+            return np.zeros(0)
+        Dt = self.templates - self.templates[0]
+        q = (self.K0 @ Dt.T).T @ (np.asarray(h, dtype=float) - self.component_solutions[0])
+        return np.linalg.lstsq(Y, q, rcond=None)[0]
+
+    def reduced_solution(self, sol: dict, beta: float) -> dict:
+        """Attach h = sum a_j t̄_j, errors and the full energy to a reduced solution dict."""
+        h = self.field(sol["mixing"])
+        return {**sol, "h": h, "energy": float(self.energy(beta).value(h)), "train_error": self.train_error(h),
+                "test_error": self.test_error(h)}
+
+    def fixed_points(self, beta: float) -> list[dict]:
+        """All solutions of the reduced fixed point (43) [001] with their h, energy and stability."""
+        return [self.reduced_solution(s, beta) for s in self.reduced.fixed_points(beta)]
+
+    def solve_reduced(self, beta: float, init=None) -> tuple[np.ndarray, dict]:
+        """Local MAP solution through the reduced problem, warm-started from a field h (None: the average (41)).
+
+        This is the ``solve(beta, init) -> (field, result)`` callable of :mod:`bftcore.mixtures` sweeps/basins."""
+        y0 = None if init is None else self.coordinates(init)
+        sol = self.reduced.minimize(beta, y0)
+        res = self.reduced_solution(sol, beta)
+        return res["h"], {"energy": res["energy"], "test_error": res["test_error"],
+                          "train_error": res["train_error"], "mixing": res["mixing"].tolist(),
+                          "stable": res["stable"], "converged": sol["converged"],
+                          "exact_b": self.exact_weights(beta).tolist()}
+
+    def initial_field(self, init: str = "average") -> np.ndarray:
+        """Initial h: ``"template:<i>"`` (t_i), ``"uniform"`` (h = 0), ``"kernel"`` (the single-GP smoother
+        (K_T + K_0)^{-1} K_T t_T), ``"empirical"`` (t_T at data nodes, the data mean elsewhere), ``"average"``
+        (the complete template average (35))."""
+        if init is None or init == "average":
+            return self.complete_average()
+        if init == "uniform":
+            return np.zeros(self.n)
+        if init == "kernel":
+            return self.solve_A(self.ysum)
+        if init == "empirical":
+            fill = float(np.mean(self.y)) if self.y.size else 0.0
+            return np.where(self.counts > 0, self.t_T, fill)
+        if isinstance(init, str) and init.startswith("template:"):
+            try:
+                i = int(init.split(":", 1)[1])
+                return self.templates[i].copy()
+            except (ValueError, IndexError):
+                raise ValueError(f"init {init!r}: give template:<index> with index in 0..{self.m - 1}") from None
+        raise ValueError(f"unknown init {init!r}; use uniform, kernel, empirical, average or template:<index>")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the energy object of the solver protocol
+# --------------------------------------------------------------------------------------------------------------
+class RegressionMixtureEnergy:
+    """E(h) = -(1/beta) ln sum_j p_j exp(-beta E_hj(h)), eqs. (18), (19) [001] (divided by beta).
+
+    Implements the solver protocol: ``value``, ``gradient`` (stationarity (21)), ``hessp``, ``project``
+    (identity), ``massive_solve`` and ``mixing`` (a_j of (23)).  The Hessian is
+    ``A - beta sum_j a_j d_j d_j^T`` with ``d_j = K_0 (t_j - sum_k a_k t_k)``: the covariance of the component
+    gradients under a, which makes the mixture energy non-convex.
+    """
+
+    def __init__(self, model: RegressionModel, beta: float):
+        self.model = model
+        self.beta = _check_beta(beta)
+        self._lu = {}
+
+    def _prior(self, h):
+        return self.model.prior_energies(h)
+
+    def mixing(self, h) -> np.ndarray:
+        """a_j = p_j exp(-beta E_0j) / sum_k (...), eq. (23) [001] (E_T cancels)."""
+        return mixing_coefficients(self._prior(h), self.model.weights, self.beta)
+
+    def value(self, h) -> float:
+        return self.model.data_energy(h) + mixture_energy(self._prior(h), self.model.weights, self.beta)
+
+    def gradient(self, h) -> np.ndarray:
+        """sum_j a_j (K_T (h - t_T) + K_0 (h - t_j)), eq. (21) [001]."""
+        M = self.model
+        h = np.asarray(h, dtype=float)
+        a = self.mixing(h)
+        return M.counts * h - M.ysum + M.K0 @ (h - a @ M.templates)
+
+    def _directions(self, h):
+        M = self.model
+        a = self.mixing(h)
+        return a, (M.K0 @ (M.templates - a @ M.templates).T).T   # rows d_j
+
+    def hessp(self, h, v) -> np.ndarray:
+        M = self.model
+        v = np.asarray(v, dtype=float)
+        a, d = self._directions(h)
+        return M.counts * v + M.K0 @ v - self.beta * ((a * (d @ v)) @ d)
+
+    def hessian(self, h) -> np.ndarray:
+        """Dense Hessian (small grids, tests and the fallback Newton loop)."""
+        a, d = self._directions(h)
+        return self.model.A.toarray() - self.beta * (d.T * a) @ d
+
+    def project(self, h) -> np.ndarray:
+        return np.asarray(h, dtype=float)
+
+    def massive_solve(self, r, mass2: float) -> np.ndarray:
+        """(K_0 + mass2 I)^{-1} r with K_0 = lambda hx K_X, the massive-relaxation learning matrix (632)."""
+        key = float(mass2)
+        if key not in self._lu:
+            Am = sp.csc_matrix(self.model.K0 + key * sp.identity(self.model.n))
+            try:
+                self._lu[key] = spla.splu(Am)
+            except RuntimeError:
+                raise ValueError(f"lambda K_X + m^2 I is singular with m^2 = {mass2}; use a mass m^2 > 0") from None
+        return self._lu[key].solve(np.asarray(r, dtype=float))
+
+
+def newton_descent(energy, h0, min_iter: int = 1, max_iter: int = 100, tol: float = 1e-10):
+    """Newton iteration with backtracking line search for a RegressionMixtureEnergy (yields one record per step).
+
+    Falls back to the prior-relaxation direction -A^{-1} g (always a descent direction) where the Hessian is not
+    positive definite.  Used by :func:`fit` when ``bftcore.solvers`` is not available.
+    """
+    h = np.asarray(h0, dtype=float).copy()
+    E = energy.value(h)
+    for it in range(1, max_iter + 1):
+        g = energy.gradient(h)
+        try:
+            c = sla.cho_factor(energy.hessian(h), check_finite=False)
+            step = -sla.cho_solve(c, g, check_finite=False)
+            method = "newton"
+        except np.linalg.LinAlgError:
+            step = -energy.model.solve_A(g)
+            method = "prior"
+        slope = float(g @ step)
+        eta = 1.0
+        while True:
+            h_new = h + eta * step
+            E_new = energy.value(h_new)
+            if E_new <= E + 1e-4 * eta * slope or eta < 1e-10:
+                break
+            eta *= 0.5
+        size = float(np.max(np.abs(h_new - h))) if h.size else 0.0
+        h, E = h_new, E_new
+        res = float(np.linalg.norm(energy.gradient(h)))
+        yield {"iteration": it, "energy": E, "step": size, "residual": res, "field": h.copy(),
+               "mixing": energy.mixing(h), "method": method}
+        if it >= min_iter and (res <= tol * (1.0 + np.linalg.norm(energy.model.ysum)) or size <= 1e-15):
+            return
+
+
+def _record_attr(rec, name, default=None):
+    return rec.get(name, default) if isinstance(rec, dict) else getattr(rec, name, default)
+
+
+def fit(config: dict, init=None) -> dict:
+    """Fit a regression config (CONVENTIONS.md §4, ``"model": "regression"``) and return the result document.
+
+    Solves the stationarity equation (21) [001] for h on the x nodes with the learning algorithm of
+    ``solver.method`` (``bftcore.solvers.iterate`` when present; else Newton with line search).  Keys:
+    ``energy`` (mixture energy at the MAP h), ``train_error`` (E_T/n: mean of (h(x_d) - y_d)^2/2 over the
+    data), ``test_error`` (mean over x nodes of (h - h_true)^2/2 when ``truth`` is given, else None),
+    ``iterations``, ``converged``, ``mixing`` (MAP a_j), ``h``, ``history`` (energy, train_error, test_error,
+    mixing, step per iteration), ``elapsed_s``, ``exact`` ({b, mean, var}: exact b_j (28), predictive mean (27)
+    and posterior variance of h(x)), and the reduced-route extras ``component_solutions`` (t̄_j),
+    ``template_variances`` (V_j), ``B`` (B_j), ``stable`` (Hessian positive definite at the MAP h).
+    ``init`` (an array of node values) overrides ``solver.init``.
+    """
+    t0 = time.perf_counter()
+    model = RegressionModel.from_config(config)
+    beta = _check_beta(config.get("beta", 1.0))
+    solver = dict(config.get("solver", {}) or {})
+    h0 = model.initial_field(solver.get("init", "average")) if init is None else np.asarray(init, dtype=float)
+    if h0.shape != (model.n,):
+        raise ValueError(f"init must have one value per x node ({model.n}), got shape {h0.shape}")
+    energy = model.energy(beta)
+    min_iter, max_iter = int(solver.get("min_iter", 1)), int(solver.get("max_iter", 100))
+    tol = float(solver.get("tol", 1e-10))
+    try:
+        from . import solvers  # the lead's generic driver
+        records = solvers.iterate(energy, h0, method=solver.get("method", "newton"),
+                                  mass2=float(solver.get("mass2", 0.01)), min_iter=min_iter,
+                                  max_iter=max_iter, tol=tol)
+    except (ImportError, AttributeError):
+        records = newton_descent(energy, h0, min_iter=min_iter, max_iter=max_iter, tol=tol)
+    history, h = [], h0
+    for rec in records:
+        h = np.asarray(_record_attr(rec, "field"), dtype=float)
+        mix = _record_attr(rec, "mixing")
+        history.append({"iteration": int(_record_attr(rec, "iteration", len(history) + 1)),
+                        "energy": float(_record_attr(rec, "energy")),
+                        "train_error": model.train_error(h), "test_error": model.test_error(h),
+                        "mixing": (energy.mixing(h) if mix is None else np.asarray(mix)).tolist(),
+                        "step": float(_record_attr(rec, "step", np.nan))})
+    g = energy.gradient(h)
+    converged = bool(np.linalg.norm(g) <= max(tol, 1e-8) * (1.0 + np.linalg.norm(model.ysum)))
+    exact = model.exact(beta)
+    try:
+        stable = bool(np.all(np.linalg.eigvalsh(energy.hessian(h)) > 0)) if model.n <= 2000 else None
+    except np.linalg.LinAlgError:
+        stable = None
+    elapsed = time.perf_counter() - t0
+    return {"model": "regression", "x": model.nodes.tolist(), "beta": beta,
+            "energy": float(energy.value(h)), "train_error": model.train_error(h),
+            "test_error": model.test_error(h), "iterations": len(history), "converged": converged,
+            "mixing": energy.mixing(h).tolist(), "h": h.tolist(), "history": history, "elapsed_s": elapsed,
+            "exact": {k: np.asarray(v).tolist() for k, v in exact.items()},
+            "component_solutions": model.component_solutions.tolist(),
+            "template_variances": model.template_variances.tolist(), "B": model.B.tolist(), "stable": stable}
