@@ -76,7 +76,7 @@ def _axis_from_config(grid: dict) -> Axis:
         raise ValueError("the regression config needs grid.x = {min, max, n, boundary}")
     gx = grid["x"]
     try:
-        return Axis(float(gx["min"]), float(gx["max"]), int(gx["n"]), gx.get("boundary", "neumann"))
+        return Axis(float(gx["min"]), float(gx["max"]), int(gx["n"]), gx.get("boundary", "periodic"))
     except KeyError as e:
         raise ValueError(f"grid.x is missing {e.args[0]!r}; give min, max, n (and boundary)") from None
 
@@ -146,17 +146,19 @@ class RegressionModel:
     def from_config(cls, config: dict) -> "RegressionModel":
         """Model of a parsed JSON document with ``"model": "regression"`` (CONVENTIONS.md §4).
 
-        Defaults: boundary "neumann", lambda = 1, l0 = 0, l2 = 1, l4 = l6 = 0, equal weights.  ``truth`` may be
+        Defaults as in :mod:`bftcore.config`: grid.x the paper's x = 1..10 (n = 10), boundary "periodic",
+        lambda = 1, the missing l_k are 0 except l2 = 1 when none is given, equal weights, solver.init "kernel".  ``truth`` may be
         a template dict or a list of node values of the true regression function (used for the test error).
         """
         if config.get("model", "regression") != "regression":
             raise ValueError(f"this is the regression model; the config says model = {config.get('model')!r}")
-        axis = _axis_from_config(config.get("grid"))
+        axis = _axis_from_config(config.get("grid", {"x": {"min": 1, "max": 10, "n": 10}}))
         prior = config.get("prior", {}) or {}
+        ls = ("l0", "l2", "l4", "l6")
+        given = any(k in prior for k in ls)
+        coeffs = {k: float(prior.get(k, 1.0 if (k == "l2" and not given) else 0.0)) for k in ls}
         return cls(axis, config.get("data", []), config.get("templates"), config.get("weights"),
-                   lam=float(prior.get("lambda", 1.0)), l0=float(prior.get("l0", 0.0)),
-                   l2=float(prior.get("l2", 1.0)), l4=float(prior.get("l4", 0.0)), l6=float(prior.get("l6", 0.0)),
-                   truth=config.get("truth"))
+                   lam=float(prior.get("lambda", 1.0)), truth=config.get("truth"), **coeffs)
 
     def _truth_values(self, truth):
         if isinstance(truth, str):
@@ -408,10 +410,24 @@ class RegressionMixtureEnergy:
     gradients under a, which makes the mixture energy non-convex.
     """
 
+    field = "h"
+
     def __init__(self, model: RegressionModel, beta: float):
         self.model = model
         self.beta = _check_beta(beta)
         self._lu = {}
+
+    def at(self, h) -> "RegressionPoint":
+        """The energy evaluated at h (the point protocol of :func:`bftcore.solvers.iterate`)."""
+        return RegressionPoint(self, np.asarray(h, dtype=float))
+
+    def normalise(self, h) -> np.ndarray:
+        """Regression fields carry no constraint: the identity."""
+        return np.asarray(h, dtype=float)
+
+    def newton_preconditioner(self, point):
+        """Exact inverse of the single-component Hessian A = K_T + K_0 (one sparse factorisation)."""
+        return self.model.solve_A
 
     def _prior(self, h):
         return self.model.prior_energies(h)
@@ -459,6 +475,24 @@ class RegressionMixtureEnergy:
             except RuntimeError:
                 raise ValueError(f"lambda K_X + m^2 I is singular with m^2 = {mass2}; use a mass m^2 > 0") from None
         return self._lu[key].solve(np.asarray(r, dtype=float))
+
+
+class RegressionPoint:
+    """RegressionMixtureEnergy at one h: value, gradient, hessp, mixing and the stationarity residual."""
+
+    def __init__(self, energy: RegressionMixtureEnergy, h: np.ndarray):
+        self.energy, self.phi = energy, h
+        self.value = energy.value(h)
+        self.gradient = energy.gradient(h)
+        self.mixing = energy.mixing(h)
+
+    def hessp(self, v) -> np.ndarray:
+        return self.energy.hessp(self.phi, v)
+
+    @property
+    def residual(self) -> float:
+        """max |gradient|: the residual of the stationarity equation (21) [001]."""
+        return float(np.max(np.abs(self.gradient))) if self.gradient.size else 0.0
 
 
 def newton_descent(energy, h0, min_iter: int = 1, max_iter: int = 100, tol: float = 1e-10):
@@ -516,7 +550,7 @@ def fit(config: dict, init=None) -> dict:
     model = RegressionModel.from_config(config)
     beta = _check_beta(config.get("beta", 1.0))
     solver = dict(config.get("solver", {}) or {})
-    h0 = model.initial_field(solver.get("init", "average")) if init is None else np.asarray(init, dtype=float)
+    h0 = model.initial_field(solver.get("init", "kernel")) if init is None else np.asarray(init, dtype=float)
     if h0.shape != (model.n,):
         raise ValueError(f"init must have one value per x node ({model.n}), got shape {h0.shape}")
     energy = model.energy(beta)
