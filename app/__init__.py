@@ -1,0 +1,1 @@
+"""The bftcore Panel dashboard; `panel serve app` runs app/main.py."""

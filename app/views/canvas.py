@@ -1,0 +1,119 @@
+"""The data canvas: p(y|x) as a heatmap over the grid with the training points; click to add or remove."""
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.events import Tap
+from bokeh.models import ColorBar, ColumnDataSource, LinearColorMapper
+
+from ..state import BFTSession, X_RANGE, Y_RANGE
+from .common import PALETTE, make_figure, teaching
+
+EQUATION = (r"$p(y|x) = e^{L(x,y)}$, with $\int e^{L(x,y)}\,dy = 1$ for every $x$;"
+            r" the MAP field minimises $E_L = -\sum_i L(x_i,y_i) + \frac{\lambda}{2}(L-t, K(L-t))$")
+TEXT = """The colour is the learned conditional density p(y|x) on the grid; every column (fixed x) integrates to 1.
+White dots are the training data. **Click** to add a point (it snaps to the nearest node), switch the click
+mode to *remove* to delete the nearest point. The solver restarts from the current field after every change,
+so you see it move rather than jump. *ln P* shows the field L itself; *true density* is the paper's
+mixture of two Gaussians (708); *empirical density* is the normalised histogram of the data."""
+
+
+def empirical_density(grid, data) -> np.ndarray:
+    """Normalised histogram per x (eq. 237): columns without data are uniform."""
+    N = grid.counts(np.asarray(data, float).reshape(-1, 2)) if len(data) else np.zeros(grid.shape)
+    rows = N.sum(axis=1, keepdims=True)
+    uniform = np.full(grid.shape, 1.0 / (grid.y.n * grid.hy))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        emp = np.where(rows > 0, N / (rows * grid.hy), uniform)
+    return emp
+
+
+class DataCanvas(pn.viewable.Viewer):
+    """Heatmap of P (or ln P, the truth, the empirical density) with the data on top; clicks edit the data."""
+
+    session = param.ClassSelector(class_=BFTSession)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.session
+        fig = make_figure("posterior density p(y|x)", "x", "y", x_range=(X_RANGE[0] - 0.5, X_RANGE[1] + 0.5),
+                          y_range=(Y_RANGE[0] - 0.5, Y_RANGE[1] + 0.5), tools="tap,pan,wheel_zoom,reset,save")
+        self.mapper = LinearColorMapper(palette=PALETTE, low=0, high=1)
+        self.image_source = ColumnDataSource(dict(image=[np.zeros((2, 2))], x=[0.0], y=[0.0], dw=[1.0], dh=[1.0]),
+                                             name="bft-image-source")
+        self.image = fig.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.image_source,
+                               color_mapper=self.mapper)
+        self.colorbar = ColorBar(color_mapper=self.mapper, width=10, title="P", title_text_font_size="12px",
+                                 major_label_text_font_size="11px")
+        fig.add_layout(self.colorbar, "right")
+        self.curve_source = ColumnDataSource(dict(x=[], h=[]))
+        self.curve = fig.line("x", "h", source=self.curve_source, color="orange", line_width=3, visible=False,
+                              legend_label="MAP h(x)")
+        self.points_source = ColumnDataSource(dict(x=[], y=[]), name="bft-points-source")
+        fig.scatter("x", "y", source=self.points_source, size=10, fill_color="white", line_color="black",
+                    line_width=1.5, legend_label="data")
+        fig.legend.location = "top_right"
+        fig.legend.label_text_font_size = "11px"
+        fig.legend.background_fill_alpha = 0.5
+        fig.on_event(Tap, self._on_tap)
+        self.figure = fig
+        self.pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
+        s.param.watch(self._update_image, ["record", "display", "truth", "grid_size", "model"])
+        s.param.watch(self._update_points, ["data"])
+        s.param.watch(self._update_ranges, ["grid_size"])
+        self._update_ranges()
+        self._update_points()
+        self._update_image()
+
+    def _on_tap(self, event):
+        self.session.click(event.x, event.y)
+
+    def _update_ranges(self, *_):
+        g = self.session.grid
+        self.figure.x_range.start, self.figure.x_range.end = g.x.min - g.hx / 2, g.x.max + g.hx / 2
+        self.figure.y_range.start, self.figure.y_range.end = g.y.min - g.hy / 2, g.y.max + g.hy / 2
+
+    def _update_points(self, *_):
+        pts = np.asarray(self.session.data, float).reshape(-1, 2)
+        self.points_source.data = dict(x=pts[:, 0], y=pts[:, 1])
+
+    def field_shown(self):
+        """The array on screen, shape (nx, ny), and its colour-bar title."""
+        s, g = self.session, self.session.grid
+        if s.display == "true density":
+            from bftcore.presets import paper_true_density
+            return paper_true_density(g), "P_true"
+        if s.display == "empirical density":
+            return empirical_density(g, s.data), "P_emp"
+        rec = s.record
+        if rec is None or s.is_regression or not hasattr(rec, "P") or np.shape(rec.P) != g.shape:
+            return None, ""
+        P = np.asarray(rec.P, float)
+        if s.display == "ln P":
+            return np.log(np.maximum(P, max(P.max(), 1e-300) * 1e-8)), "ln P"
+        return P, "P"
+
+    def _update_image(self, *_):
+        s, g = self.session, self.session.grid
+        arr, label = self.field_shown()
+        regression = s.is_regression
+        self.curve.visible = regression
+        if regression and s.record is not None and hasattr(s.record, "h"):
+            self.curve_source.data = dict(x=g.x.nodes, h=np.asarray(s.record.h, float))
+        self.figure.title.text = ("data and MAP regression h(x) — click to add points" if regression
+                                  else f"{label or 'P'} on the {g.x.n}×{g.y.n} grid — click to add points")
+        if arr is None:
+            self.image.visible = False
+            return
+        self.image.visible = True
+        lo, hi = float(np.nanmin(arr)), float(np.nanmax(arr))
+        if hi <= lo:
+            hi = lo + 1e-12
+        self.mapper.update(low=lo, high=hi)
+        self.colorbar.title = label
+        self.image_source.data = dict(image=[np.ascontiguousarray(arr.T)], x=[g.x.min - g.hx / 2],
+                                      y=[g.y.min - g.hy / 2], dw=[g.x.n * g.hx], dh=[g.y.n * g.hy])
+
+    def __panel__(self):
+        return pn.Column(self.pane, teaching(EQUATION, TEXT), sizing_mode="stretch_width")

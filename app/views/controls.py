@@ -1,0 +1,107 @@
+"""The control sidebar: model, prior, templates, solver, grid, run buttons, data editing."""
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from ..state import BFTSession, DENSITY_TEMPLATES, REGRESSION_TEMPLATES, TEMPLATE_LABELS
+
+#: Sliders whose change starts a solve send their value on release only (value_throttled).
+THROTTLED = dict(throttled=True)
+
+
+class Controls(pn.viewable.Viewer):
+    session = param.ClassSelector(class_=BFTSession)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.session
+        sp = s.param
+        W = 280
+
+        def slider(p, step=None, **kw):
+            return pn.widgets.FloatSlider.from_param(p, width=W, step=step or 0.01, **THROTTLED, **kw)
+
+        self.run = pn.widgets.Button(name="▶ Run", button_type="success", width=62)
+        self.step = pn.widgets.Button(name="Step", width=58)
+        self.pause = pn.widgets.Button(name="❚❚ Pause", width=72)
+        self.reset = pn.widgets.Button(name="Reset", width=62)
+        self.run.on_click(lambda _: s.play())
+        self.step.on_click(lambda _: s.step())
+        self.pause.on_click(lambda _: s.pause())
+        self.reset.on_click(lambda _: s.reset(play=False))
+        self.clear = pn.widgets.Button(name="Clear points", width=110)
+        self.undo = pn.widgets.Button(name="Undo", width=70)
+        self.clear.on_click(lambda _: s.clear_points())
+        self.undo.on_click(lambda _: s.undo())
+        self.widgets = {
+            "model": pn.widgets.Select.from_param(sp.model, width=W),
+            "click_mode": pn.widgets.RadioButtonGroup.from_param(sp.click_mode, width=W, button_type="primary",
+                                                                 button_style="outline"),
+            "display": pn.widgets.RadioButtonGroup.from_param(sp.display, width=W, button_type="primary",
+                                                              button_style="outline"),
+            "lam": slider(sp.lam), "lam_x": slider(sp.lam_x), "lam_y": slider(sp.lam_y),
+            "mass2": slider(sp.mass2),
+            "order": pn.widgets.RadioButtonGroup.from_param(sp.order, width=W),
+            "order_coef": slider(sp.order_coef, step=0.001, format="0.000"),
+            "templates": pn.widgets.CheckButtonGroup.from_param(
+                sp.templates, options={TEMPLATE_LABELS[k]: k for k in DENSITY_TEMPLATES}, width=W,
+                button_type="primary", button_style="outline"),
+            "w_uniform": slider(sp.w_uniform), "w_paper_t1": slider(sp.w_paper_t1),
+            "w_paper_t2": slider(sp.w_paper_t2), "w_gaussian": slider(sp.w_gaussian),
+            "gauss_mu": slider(sp.gauss_mu, step=0.1), "gauss_sigma": slider(sp.gauss_sigma, step=0.1),
+            "w_constant": slider(sp.w_constant), "const_value": slider(sp.const_value, step=0.1),
+            "w_linear": slider(sp.w_linear), "lin_slope": slider(sp.lin_slope, step=0.05),
+            "lin_intercept": slider(sp.lin_intercept, step=0.1),
+            "log10_beta": slider(sp.log10_beta, step=0.05),
+            "method": pn.widgets.RadioButtonGroup.from_param(sp.method, width=W),
+            "solver_mass2": slider(sp.solver_mass2, step=0.001, format="0.000"),
+            "init": pn.widgets.Select.from_param(sp.init, width=W),
+            "init_mass2": slider(sp.init_mass2, step=0.01),
+            "max_iter": pn.widgets.IntSlider.from_param(sp.max_iter, width=W, **THROTTLED),
+            "grid_size": pn.widgets.Select.from_param(sp.grid_size, width=W),
+            "boundary_x": pn.widgets.RadioButtonGroup.from_param(sp.boundary_x, width=W // 2 - 5),
+            "boundary_y": pn.widgets.RadioButtonGroup.from_param(sp.boundary_y, width=W // 2 - 5),
+            "truth": pn.widgets.RadioButtonGroup.from_param(sp.truth, width=W),
+            "frame_ms": pn.widgets.IntSlider.from_param(sp.frame_ms, width=W, step=10),
+            "live": pn.widgets.Checkbox.from_param(sp.live),
+        }
+        self.beta_text = pn.pane.Markdown("", margin=(-12, 10, 0, 10), styles={"font-size": "12px"})
+        s.param.watch(self._sync_visibility, ["model", "templates", "method", "init", "log10_beta"])
+        self._sync_visibility()
+
+    def _sync_visibility(self, *_):
+        s, w = self.session, self.widgets
+        regression = s.is_regression
+        kinds = REGRESSION_TEMPLATES if regression else DENSITY_TEMPLATES
+        w["templates"].options = {TEMPLATE_LABELS[k]: k for k in kinds}
+        for k in DENSITY_TEMPLATES + REGRESSION_TEMPLATES:
+            w[f"w_{k}"].visible = k in s.templates and k in kinds
+        w["gauss_mu"].visible = w["gauss_sigma"].visible = "gaussian" in s.templates and not regression
+        w["const_value"].visible = "constant" in s.templates and regression
+        w["lin_slope"].visible = w["lin_intercept"].visible = "linear" in s.templates and regression
+        w["solver_mass2"].visible = s.method == "massive"
+        w["init_mass2"].visible = s.init == "kernel"
+        w["display"].disabled = regression
+        self.beta_text.object = f"β = {s.beta:.3g}"
+
+    def __panel__(self):
+        w = self.widgets
+        h = lambda t: pn.pane.Markdown(f"**{t}**", margin=(8, 10, 0, 10))  # noqa: E731
+        return pn.Column(
+            pn.Row(self.run, self.step, self.pause, self.reset),
+            pn.Row(self.clear, self.undo, w["live"]),
+            h("Canvas"), w["click_mode"], w["display"],
+            pn.Accordion(
+                ("Model and prior", pn.Column(w["model"], w["lam"], w["lam_x"], w["lam_y"], w["mass2"],
+                                              w["order"], w["order_coef"])),
+                ("Templates and mixture", pn.Column(w["templates"], w["w_uniform"], w["w_paper_t1"],
+                                                    w["w_paper_t2"], w["w_gaussian"], w["gauss_mu"],
+                                                    w["gauss_sigma"], w["w_constant"], w["const_value"],
+                                                    w["w_linear"], w["lin_slope"], w["lin_intercept"],
+                                                    w["log10_beta"], self.beta_text)),
+                ("Solver and grid", pn.Column(w["method"], w["solver_mass2"], w["init"], w["init_mass2"],
+                                              w["max_iter"], w["frame_ms"], w["grid_size"],
+                                              pn.Row(w["boundary_x"], w["boundary_y"]), w["truth"])),
+                active=[0], toggle=False, width=300),
+            width=310)

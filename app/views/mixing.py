@@ -1,0 +1,72 @@
+"""Mixing coefficients a_j of the prior mixture (and b_j in regression) with their trace over iterations."""
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, FactorRange
+
+from ..state import BFTSession, TEMPLATE_LABELS
+from .common import SERIES, legend_outside, make_figure, teaching
+
+EQUATION = (r"$a_j = \frac{p_j\, e^{-\beta\lambda E_{0j}}}{\sum_k p_k\, e^{-\beta\lambda E_{0k}}}$, "
+            r"$E_{0j} = \frac12 (L - t_j, K (L - t_j))$ (718)")
+TEXT = """Each prior component j is a Gaussian process centred on a template t_j. The mixing coefficient a_j says how
+much the current field trusts template j: the component whose template is closest to the field in the prior
+metric wins. The inverse temperature β sharpens the competition: for small β all a_j tend to the prior
+weights p_j, for large β the winner takes all. In regression mode the orange bars are the exact posterior
+weights b_j of the components. The right plot traces a_j over the iterations: long flat stretches followed by a
+switch are the signature of a metastable mixture."""
+
+
+class MixingView(pn.viewable.Viewer):
+    session = param.ClassSelector(class_=BFTSession)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.bars = ColumnDataSource(dict(name=[], value=[], color=[]), name="bft-mixing-source")
+        bar = make_figure("mixing coefficients", "component", "weight", x_range=FactorRange(factors=["–"]),
+                          y_range=(0, 1.05), tools="save", width=250)
+        bar.sizing_mode = "fixed"
+        bar.vbar(x="name", top="value", width=0.7, color="color", source=self.bars)
+        bar.xaxis.major_label_orientation = 0.5
+        bar.xgrid.grid_line_color = None
+        self.trace = ColumnDataSource(dict(iteration=[]))
+        tr = make_figure("a_j over the iterations", "iteration", "a_j", y_range=(-0.02, 1.02))
+        self.lines = [tr.line("iteration", f"a{j}", source=self.trace, color=SERIES[j], line_width=2.5,
+                              legend_label=f"a{j + 1}", visible=False) for j in range(4)]
+        self.trace.data = {"iteration": [], **{f"a{j}": [] for j in range(4)}}
+        legend_outside(tr)
+        tr.legend.location = "center_right"
+        self.bar_fig, self.trace_fig = bar, tr
+        self.session.param.watch(self._update, ["history", "result", "templates", "model"])
+        self._update()
+
+    def _update(self, *_):
+        s = self.session
+        kinds = s.template_kinds()
+        names = [f"a{j + 1} {TEMPLATE_LABELS[k]}" for j, k in enumerate(kinds)]
+        last = s.history[-1]["mixing"] if s.history else []
+        values = list(last[:len(names)]) + [0.0] * max(0, len(names) - len(last))
+        colors = [SERIES[j % 10] for j in range(len(names))]
+        exact = (s.result or {}).get("exact") if s.is_regression and s.result else None
+        if exact and exact.get("b") and len(exact["b"]) == len(kinds):
+            names += [f"b{j + 1} {TEMPLATE_LABELS[k]}" for j, k in enumerate(kinds)]
+            values += [float(b) for b in exact["b"]]
+            colors += ["#ff7f0e"] * len(kinds)
+        if not names:
+            names, values, colors = ["no templates"], [0.0], ["#cccccc"]
+        if list(self.bar_fig.x_range.factors) != names:
+            self.bar_fig.x_range.factors = names
+        self.bars.data = dict(name=names, value=values, color=colors)
+        hist = s.history
+        cols = {"iteration": [h["iteration"] for h in hist]}
+        for j in range(4):
+            cols[f"a{j}"] = [h["mixing"][j] if len(h["mixing"]) > j and j < len(kinds) else np.nan for h in hist]
+            self.lines[j].visible = j < len(kinds) and len(kinds) > 0
+        self.trace.data = cols
+
+    def __panel__(self):
+        return pn.Column(pn.Row(pn.pane.Bokeh(self.bar_fig), pn.pane.Bokeh(self.trace_fig, sizing_mode="stretch_width"),
+                                sizing_mode="stretch_width"),
+                         teaching(EQUATION, TEXT), sizing_mode="stretch_width")

@@ -1,0 +1,46 @@
+"""The presets selector: each paper figure and the teaching demonstrations, with an explanation for a class."""
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from ..state import BFTSession
+
+
+def preset_names() -> dict:
+    from bftcore import presets
+    return {name: name for name in presets.PRESETS}
+
+
+class PresetsView(pn.viewable.Viewer):
+    session = param.ClassSelector(class_=BFTSession)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        from bftcore import presets
+        self._presets = presets.PRESETS
+        self.select = pn.widgets.Select(name="Preset", options=["(choose a preset)"] + list(self._presets),
+                                        width=280)
+        self.explain = pn.pane.Markdown("", width=290, styles={"font-size": "13px"})
+        self._syncing = False
+        self.select.param.watch(self._on_select, "value")
+        self.session.param.watch(self._on_session_preset, "preset")
+        self._on_session_preset()
+
+    def _on_select(self, event):
+        if self._syncing or event.new not in self._presets:
+            return
+        self.session.load_preset(event.new)
+
+    def _on_session_preset(self, *_):
+        name = self.session.preset
+        self._syncing = True
+        try:
+            self.select.value = name if name in self._presets else "(choose a preset)"
+        finally:
+            self._syncing = False
+        self.explain.object = self._presets[name][1] if name in self._presets else \
+            "*Edited by hand. Pick a preset to set everything at once.*"
+
+    def __panel__(self):
+        return pn.Column(self.select, self.explain, width=300)

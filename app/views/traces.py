@@ -1,0 +1,124 @@
+"""Energy, training and test error against iteration, streamed while the solver runs."""
+from __future__ import annotations
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.models import BoxAnnotation, ColumnDataSource, Span, Label
+
+from ..state import BFTSession
+from .common import SERIES, legend_outside, make_figure, teaching
+
+EQUATION = (r"training error $\varepsilon_{tr} = -\frac{1}{n}\sum_i L(x_i,y_i)$ (710), test error "
+            r"$\varepsilon_{te} = -\frac{1}{n_x}\sum_{x}\int p_{true}(y|x)\,L(x,y)\,dy$ (711)")
+TEXT = """The energy must fall at every accepted step. The training error is the negative mean log-likelihood of
+the data; the test error compares with the true density and is only shown when the truth is known. A red line
+marks the iteration where the **test error starts rising while the energy still falls**: from there on the
+fit learns the noise of the sample (overfitting). Shaded bands mark **plateaus**, long stretches where the energy
+hardly changes: the solver sits near a saddle between mixture components (metastability) before escaping."""
+
+N_PLATEAUS = 6
+
+
+def overfitting_onset(history):
+    """Iteration where the test error starts rising while the energy falls (bftcore.metrics), or None."""
+    from bftcore import metrics
+    found = metrics.detect_overfitting(history)
+    if found is None or found is False:
+        return None
+    if isinstance(found, dict):
+        found = found.get("iteration", found.get("onset"))
+    if isinstance(found, (list, tuple)):
+        found = found[0] if found else None
+    return None if found is None else int(found)
+
+
+def plateaus(history):
+    """Plateaus of the energy trace as (first, last) iterations (bftcore.mixtures.detect_plateaus)."""
+    from bftcore import mixtures
+    out = []
+    for p in mixtures.detect_plateaus(history) or []:
+        if isinstance(p, dict):
+            p = (p.get("start", p.get("first")), p.get("end", p.get("last", p.get("stop"))))
+        out.append((float(p[0]), float(p[1])))
+    return out
+
+
+class TracesView(pn.viewable.Viewer):
+    """Two stacked plots sharing the iteration axis: energy above, training/test error below."""
+
+    session = param.ClassSelector(class_=BFTSession)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.source = ColumnDataSource(dict(iteration=[], energy=[], train_error=[], test_error=[]),
+                                       name="bft-traces-source")
+        top = make_figure("energy E", "iteration", "energy", height=150)
+        top.xaxis.axis_label = None
+        top.line("iteration", "energy", source=self.source, color=SERIES[0], line_width=2.5, legend_label="energy")
+        top.scatter("iteration", "energy", source=self.source, color=SERIES[0], size=5)
+        bottom = make_figure("errors", "iteration", "error", height=170, x_range=top.x_range)
+        bottom.line("iteration", "train_error", source=self.source, color=SERIES[1], line_width=2.5,
+                    legend_label="training error")
+        bottom.line("iteration", "test_error", source=self.source, color=SERIES[2], line_width=2.5,
+                    legend_label="test error")
+        bottom.scatter("iteration", "test_error", source=self.source, color=SERIES[2], size=5)
+        for f in (top, bottom):
+            legend_outside(f)
+            f.legend.location = "top_right"
+        self.onset = [Span(dimension="height", line_color="crimson", line_width=2, line_dash="dashed",
+                           visible=False, location=0) for _ in (top, bottom)]
+        self.onset_label = Label(x=0, y=5, x_units="data", y_units="screen", text="overfitting starts",
+                                 text_color="crimson", text_font_size="12px", visible=False)
+        bottom.add_layout(self.onset_label)
+        self.boxes = []
+        for f, span in zip((top, bottom), self.onset):
+            f.add_layout(span)
+            for _ in range(N_PLATEAUS):
+                box = BoxAnnotation(left=0, right=0, fill_color="gold", fill_alpha=0.25, visible=False)
+                f.add_layout(box)
+                self.boxes.append(box)
+        self.top, self.bottom = top, bottom
+        self._run_id = None
+        self.session.param.watch(self._update, ["history"])
+        self._update()
+
+    def _columns(self, entries):
+        nan = float("nan")
+        return dict(iteration=[e["iteration"] for e in entries], energy=[e["energy"] for e in entries],
+                    train_error=[e["train_error"] for e in entries],
+                    test_error=[nan if e["test_error"] is None else e["test_error"] for e in entries])
+
+    def _update(self, *_):
+        s = self.session
+        hist = s.history
+        n_shown = len(self.source.data["iteration"])
+        if self._run_id != s.run_id or len(hist) < n_shown:
+            self.source.data = self._columns(hist)
+        elif len(hist) > n_shown:
+            self.source.stream(self._columns(hist[n_shown:]))
+        self._run_id = s.run_id
+        self._mark(hist)
+
+    def _mark(self, hist):
+        onset = overfitting_onset(hist) if len(hist) > 2 else None
+        for span in self.onset:
+            span.visible = onset is not None
+            if onset is not None:
+                span.location = onset
+        self.onset_label.visible = onset is not None
+        if onset is not None:
+            self.onset_label.x = onset
+        found = plateaus(hist) if len(hist) > 3 else []
+        per_fig = len(self.boxes) // 2
+        for k, box in enumerate(self.boxes):
+            j = k % per_fig
+            if j < len(found):
+                box.update(left=found[j][0], right=found[j][1], visible=True)
+            else:
+                box.visible = False
+
+    def __panel__(self):
+        return pn.Column(pn.pane.Bokeh(self.top, sizing_mode="stretch_width"),
+                         pn.pane.Bokeh(self.bottom, sizing_mode="stretch_width"),
+                         teaching(EQUATION, TEXT), sizing_mode="stretch_width")
