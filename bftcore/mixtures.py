@@ -33,6 +33,20 @@ def _check_weights(prior_energies, weights):
     return E, p / p.sum()
 
 
+def _fast_mixing(E, p, live, beta):
+    """mixing_coefficients without validation (p normalised, ``live = p > 0``)."""
+    shift = np.where(live, E - np.min(E[live]), np.inf)
+    w = np.where(live, p * np.exp(-beta * shift), 0.0)
+    return w / w.sum()
+
+
+def _fast_energy(E, p, live, beta):
+    """mixture_energy without validation."""
+    e_min = np.min(E[live])
+    s = float(np.sum(p[live] * np.expm1(-beta * (E[live] - e_min))))
+    return float(e_min - np.log1p(max(s, -1.0 + 1e-300)) / beta)
+
+
 def mixing_coefficients(prior_energies, weights, beta: float) -> np.ndarray:
     """Mixing coefficients a_j = p_j exp(-beta E_j) / sum_k p_k exp(-beta E_k), eq. (718) with beta.
 
@@ -43,11 +57,8 @@ def mixing_coefficients(prior_energies, weights, beta: float) -> np.ndarray:
     """
     b = _check_beta(beta)
     E, p = _check_weights(prior_energies, weights)
-    live = p > 0
-    shift = np.where(live, E - np.min(E[live]), np.inf)
     with np.errstate(over="ignore", invalid="ignore"):
-        w = np.where(live, p * np.exp(-b * shift), 0.0)
-    return w / w.sum()
+        return _fast_mixing(E, p, p > 0, b)
 
 
 def mixture_energy(prior_energies, weights, beta: float) -> float:
@@ -58,12 +69,8 @@ def mixture_energy(prior_energies, weights, beta: float) -> float:
     """
     b = _check_beta(beta)
     E, p = _check_weights(prior_energies, weights)
-    live = p > 0
-    e_min = float(np.min(E[live]))
-    d = E[live] - e_min
     with np.errstate(over="ignore", invalid="ignore"):
-        s = float(np.sum(p[live] * np.expm1(-b * d)))
-    return e_min - np.log1p(max(s, -1.0 + 1e-300)) / b
+        return _fast_energy(E, p, p > 0, b)
 
 
 def mean_field_rhs(a1, beta: float, b: float, e_diff: float):
@@ -96,6 +103,7 @@ class ReducedMixture:
                              f"{V.shape}, {G.shape}")
         _check_weights(V, p)
         self.weights = p / p.sum()
+        self._live = self.weights > 0
         self.variances = V
         self.gram = 0.5 * (G + G.T)
         self.offset = float(offset)
@@ -127,23 +135,25 @@ class ReducedMixture:
     def component_energies(self, y) -> np.ndarray:
         """E_hj(h) = V_j + |y - Y_j|^2 / 2 (+ offset), eq. (43) [001]."""
         d = np.asarray(y, dtype=float)[None, :] - self.centres
-        return self.variances + 0.5 * np.sum(d * d, axis=1) + self.offset
+        return self.variances + 0.5 * np.einsum("jk,jk->j", d, d) + self.offset
 
     def mixing(self, y, beta: float) -> np.ndarray:
         """a_j at h(y), eq. (23)/(43) [001]."""
-        return mixing_coefficients(self.component_energies(y), self.weights, beta)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _fast_mixing(self.component_energies(y), self.weights, self._live, float(beta))
 
     def energy(self, y, beta: float) -> float:
         """Mixture energy -(1/beta) ln sum_j p_j exp(-beta E_hj), eq. (18) [001] divided by beta."""
-        return mixture_energy(self.component_energies(y), self.weights, beta)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return _fast_energy(self.component_energies(y), self.weights, self._live, float(beta))
 
     def gradient(self, y, beta: float) -> np.ndarray:
         a = self.mixing(y, beta)
         return np.asarray(y, dtype=float) - a @ self.centres
 
-    def map_jacobian(self, y, beta: float) -> np.ndarray:
+    def map_jacobian(self, y, beta: float, a=None) -> np.ndarray:
         """Jacobian ``beta Cov_a(Y)`` of the fixed-point map y -> sum_j a_j(y) Y_j (r x r)."""
-        a = self.mixing(y, beta)
+        a = self.mixing(y, beta) if a is None else a
         c = self.centres - a @ self.centres
         return beta * (c.T * a) @ c
 
@@ -175,10 +185,11 @@ class ReducedMixture:
         scale = 1.0 + float(np.max(np.abs(self.centres)))
         E = self.energy(y, beta)
         for it in range(1, max_iter + 1):
-            g = self.gradient(y, beta)
+            a = self.mixing(y, beta)
+            g = y - a @ self.centres
             if np.linalg.norm(g) <= tol * scale:
                 return {**self.solution(y, beta), "iterations": it - 1, "converged": True}
-            H = np.eye(self.dim) - self.map_jacobian(y, beta)
+            H = np.eye(self.dim) - self.map_jacobian(y, beta, a)
             w, Q = np.linalg.eigh(H)
             w = np.maximum(np.abs(w), 1e-3)  # saddle-free Newton: flip negative curvature, bound tiny curvature
             step = -(Q @ ((Q.T @ g) / w))
