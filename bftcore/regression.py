@@ -587,3 +587,29 @@ def fit(config: dict, init=None) -> dict:
             "exact": {k: np.asarray(v).tolist() for k, v in exact.items()},
             "component_solutions": model.component_solutions.tolist(),
             "template_variances": model.template_variances.tolist(), "B": model.B.tolist(), "stable": stable}
+
+
+def regression_presets() -> dict[str, dict]:
+    """Named regression configs (CONVENTIONS.md §4 documents with ``"model": "regression"``).
+
+    ``"two_trends"``: a rising (t_1 = x/2) and a falling (t_2 = 5 - x/2) linear template fight over five points
+    on a hump, x in [0, 10] (101 Neumann nodes), lambda = 1, l2 = 1, l0 = 0.01, p = (1/2, 1/2).
+    b = 3.79 and V_2 - V_1 = -0.149, so the low-temperature solutions t̄_1 and t̄_2 both pass (38).  A sweep over
+    beta in [0.05, 5] (``bftcore.mixtures.sweep_document``) finds one solution below beta_c = 1.376 (saddle
+    node, located by bisection) and two stable branches on [1.376, 5] (in fact on [1.376, inf): with equal
+    weights both component solutions stay stable as beta -> infinity): the up branch ends at a_1 ~ 4e-5 (the
+    falling trend), the down branch from t̄_1 keeps a_1 ~ 1 down to beta_c and then jumps.  The exact weights
+    b_j stay smooth: b = (0.32, 0.68) at beta = 5, while the MAP mixing is saturated on either branch.
+
+    ``"fig7"``: the 0-dimensional model of Fig 3 [001] / Fig 7 as a regression on a one-node grid.
+    """
+    from .mixtures import fig7_config
+    two = {"model": "regression",
+           "grid": {"x": {"min": 0.0, "max": 10.0, "n": 101, "boundary": "neumann"}},
+           "data": [[1.0, 1.2], [3.0, 2.0], [5.0, 2.5], [7.0, 2.4], [9.0, 0.9]],
+           "prior": {"lambda": 1.0, "l0": 0.01, "l2": 1.0, "l4": 0.0, "l6": 0.0},
+           "templates": [{"kind": "linear", "slope": 0.5, "intercept": 0.0},
+                         {"kind": "linear", "slope": -0.5, "intercept": 5.0}],
+           "weights": [0.5, 0.5], "beta": 3.0,
+           "solver": {"method": "newton", "init": "kernel", "min_iter": 1, "max_iter": 100, "tol": 1e-10}}
+    return {"two_trends": two, "fig7": fig7_config()}
