@@ -4,12 +4,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from ..state import BFTSession
-
-
-def preset_names() -> dict:
-    from bftcore import presets
-    return {name: name for name in presets.PRESETS}
+from ..state import BFTSession, preset_catalogue
 
 
 class PresetsView(pn.viewable.Viewer):
@@ -17,8 +12,7 @@ class PresetsView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        from bftcore import presets
-        self._presets = presets.PRESETS
+        self._presets = preset_catalogue()
         self.select = pn.widgets.Select(name="Preset", options=["(choose a preset)"] + list(self._presets),
                                         width=280)
         self.explain = pn.pane.Markdown("", width=290, styles={"font-size": "13px"})

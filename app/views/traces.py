@@ -23,14 +23,10 @@ N_PLATEAUS = 6
 def overfitting_onset(history):
     """Iteration where the test error starts rising while the energy falls (bftcore.metrics), or None."""
     from bftcore import metrics
-    found = metrics.detect_overfitting(history)
-    if found is None or found is False:
+    if not history or any(h["test_error"] is None for h in history):
         return None
-    if isinstance(found, dict):
-        found = found.get("iteration", found.get("onset"))
-    if isinstance(found, (list, tuple)):
-        found = found[0] if found else None
-    return None if found is None else int(found)
+    k = metrics.detect_overfitting([h["energy"] for h in history], [h["test_error"] for h in history])
+    return None if k is None else int(history[k]["iteration"])
 
 
 def plateaus(history):
@@ -38,9 +34,7 @@ def plateaus(history):
     from bftcore import mixtures
     out = []
     for p in mixtures.detect_plateaus(history) or []:
-        if isinstance(p, dict):
-            p = (p.get("start", p.get("first")), p.get("end", p.get("last", p.get("stop"))))
-        out.append((float(p[0]), float(p[1])))
+        out.append((float(p["start"]), float(p["end"])))
     return out
 
 
