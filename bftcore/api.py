@@ -1,0 +1,249 @@
+"""One entry point for the CLI, the dashboard, the estimator and the tests: configuration in, records out.
+
+``iterate(config, init=None)`` yields one :class:`Record` per iteration (iteration 0 is the initial field);
+``fit(config, init=None)`` runs to the end and returns the result document of CONVENTIONS.md §4.
+Warm start: pass the previous field as ``init`` (L for field L, P for field P, h for regression).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import metrics
+from .config import ConfigError, default_config, grid_from_config, validate_config
+from .energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log, project_simplex
+from .grid import Grid
+from .operators import PriorOperator
+from .presets import paper_t1, paper_t2, paper_true_density
+from .solvers import iterate as _iterate
+
+__all__ = ["ConfigError", "default_config", "validate_config", "build_density", "iterate", "fit", "Record"]
+
+EMPIRICAL_EPS = 1e-10  # epsilon of the delta-peak start ln(N/n + eps), Fig. 22
+
+
+def template_density(spec: dict, grid: Grid) -> np.ndarray:
+    """A density template as a density (raw at the nodes): uniform, paper t_1 (719), t_2 (720), gaussian."""
+    kind = spec["kind"]
+    if kind == "uniform":
+        return np.full(grid.shape, 1.0 / (grid.y.n * grid.hy))
+    if kind == "paper_t1":
+        return paper_t1(grid)
+    if kind == "paper_t2":
+        return paper_t2(grid)
+    if kind == "gaussian":
+        _, Y = grid.mesh
+        s = spec["sigma"]
+        return np.exp(-(Y - spec["mu"]) ** 2 / (2 * s * s)) / (np.sqrt(2 * np.pi) * s)
+    raise ConfigError(f"template kind {kind!r} has no density form")
+
+
+def template_field(spec: dict, grid: Grid, fld: str) -> np.ndarray:
+    """Template in the representation of the field: ln of the density for field L, the density for field P."""
+    if spec["kind"] == "array":
+        t = np.asarray(spec["values"], dtype=float)
+        if t.shape != grid.shape or not np.all(np.isfinite(t)):
+            raise ConfigError(f"an array template must be {grid.shape[0]} x {grid.shape[1]} finite numbers, "
+                              f"got shape {t.shape}")
+        return t
+    P = template_density(spec, grid)
+    if fld == "P":
+        return P
+    with np.errstate(divide="ignore"):
+        L = np.log(P)
+    if not np.all(np.isfinite(L)):
+        raise ConfigError(f"template {spec} underflows to 0 on the grid, so its log is -inf; widen it")
+    return L
+
+
+@dataclass
+class DensityProblem:
+    """Everything built from a density configuration."""
+
+    config: dict
+    grid: Grid
+    N: np.ndarray
+    K: PriorOperator
+    energy: object
+    P_true: np.ndarray | None
+
+
+def build_density(config: dict) -> DensityProblem:
+    cfg = validate_config(config)
+    grid = grid_from_config(cfg)
+    pr = cfg["prior"]
+    K = PriorOperator(grid, pr["lambda_x"], pr["lambda_y"], pr["l0"], pr["l2"], pr["l4"], pr["l6"])
+    templates = [template_field(t, grid, pr["field"]) for t in cfg["templates"]]
+    prior = Prior(K, pr["lambda"], templates or None, cfg["weights"] or None, cfg["beta"])
+    N = grid.counts(cfg["data"])
+    energy = (LogDensityEnergy if pr["field"] == "L" else ProbabilityEnergy)(grid, N, prior)
+    P_true = paper_true_density(grid) if cfg["truth"] == "paper" else None
+    return DensityProblem(cfg, grid, N, K, energy, P_true)
+
+
+def empirical_density(N: np.ndarray, grid: Grid) -> np.ndarray:
+    """Extended conditional empirical density P~_emp (237): N/n_x at x with data, uniform elsewhere."""
+    nx = N.sum(axis=1, keepdims=True)
+    uniform = np.full_like(N, 1.0 / (grid.y.n * grid.hy))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(nx > 0, N / (np.maximum(nx, 1) * grid.hy), uniform)
+
+
+def kernel_density(problem: DensityProblem, mass2: float) -> np.ndarray:
+    """Kernel start ``C~ P~_emp`` with ``C = (K + m_C^2 I)^{-1}`` (676), (698): smooth, then normalise each x.
+
+    For higher-order priors C can have negative entries; the smoothed density is floored at 1e-12 of its row
+    maximum so that ln P exists."""
+    grid = problem.grid
+    P = problem.K.solve(empirical_density(problem.N, grid), 1.0, mass2)
+    P = np.maximum(P, 1e-12 * np.max(P, axis=1, keepdims=True))
+    return P / (P.sum(axis=1, keepdims=True) * grid.hy)
+
+
+def initial_field(problem: DensityProblem, init=None) -> np.ndarray:
+    """The start of the iteration (Sect. 7.3): uniform, kernel, empirical ln(N/n + eps), a template, or an array
+    (warm start from a previous solution)."""
+    cfg, grid, E = problem.config, problem.grid, problem.energy
+    fld = cfg["prior"]["field"]
+    if init is not None and not isinstance(init, str):
+        phi = np.asarray(init, dtype=float)
+        if phi.shape != grid.shape:
+            raise ValueError(f"warm-start field has shape {phi.shape}, the grid is {grid.shape}")
+        if fld == "P":
+            phi = project_simplex(phi, grid.hy)
+            if np.any(phi[problem.N > 0] <= 0):  # a new data point where P = 0: blend in a little uniform density
+                phi = 0.999 * phi + 0.001 / (grid.y.n * grid.hy)
+            return phi
+        if not np.all(np.isfinite(phi)):
+            raise ValueError("warm-start field L contains NaN or infinite values")
+        return normalise_log(phi, grid.hy)
+    init = cfg["solver"]["init"] if init is None else init
+    if init == "uniform":
+        P = np.full(grid.shape, 1.0 / (grid.y.n * grid.hy))
+    elif init == "kernel":
+        P = kernel_density(problem, cfg["solver"]["init_mass2"])
+    elif init == "empirical":
+        if fld == "L":
+            n = max(problem.N.sum(), 1.0)
+            return normalise_log(np.log(problem.N / n + EMPIRICAL_EPS), grid.hy)
+        P = empirical_density(problem.N, grid)
+    elif init.startswith("template:"):
+        t = E.prior.templates[int(init.split(":")[1])]
+        return normalise_log(t, grid.hy) if fld == "L" else project_simplex(t, grid.hy)
+    else:
+        raise ConfigError(f"unknown init {init!r}")
+    return normalise_log(np.log(P), grid.hy) if fld == "L" else P
+
+
+@dataclass
+class Record:
+    """One iteration as the dashboard and the result document see it."""
+
+    iteration: int
+    energy: float
+    train_error: float
+    test_error: float | None
+    mixing: np.ndarray
+    step: float
+    residual: float
+    method: str
+    change: float
+    converged: bool
+    elapsed_s: float
+    L: np.ndarray | None = None
+    P: np.ndarray | None = None
+    h: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _density_records(problem: DensityProblem, init=None):
+    cfg, grid, E = problem.config, problem.grid, problem.energy
+    so = cfg["solver"]
+    phi0 = initial_field(problem, init)
+    for rec in _iterate(E, phi0, method=so["method"], mass2=so["mass2"], min_iter=so["min_iter"],
+                        max_iter=so["max_iter"], tol=so["tol"]):
+        P = E.to_P(rec.field)
+        L = E.to_L(rec.field)
+        te = metrics.test_error(L, problem.P_true, grid) if problem.P_true is not None else None
+        yield Record(rec.iteration, rec.energy, metrics.training_error(L, problem.N), te, rec.mixing, rec.step,
+                     rec.residual, rec.method, rec.change, rec.converged, rec.elapsed_s, L=L, P=P)
+
+
+def iterate(config: dict, init=None):
+    """Yield a :class:`Record` per iteration of the configured solver; close the generator to stop early."""
+    cfg = validate_config(config)
+    if cfg["model"] == "regression":
+        from . import regression
+        yield from regression.iterate(cfg, init)
+        return
+    yield from _density_records(build_density(cfg), init)
+
+
+def _finite_list(a):
+    """Nested list with non-finite numbers as None (JSON has no infinities)."""
+    a = np.asarray(a, dtype=float)
+    return np.where(np.isfinite(a), a, np.nan).tolist() if a.ndim == 0 else \
+        [[None if not np.isfinite(v) else float(v) for v in row] for row in np.atleast_2d(a)] if a.ndim == 2 \
+        else [None if not np.isfinite(v) else float(v) for v in a]
+
+
+def _num_or_none(v):
+    return None if v is None or not np.isfinite(v) else float(v)
+
+
+def fit(config: dict, init=None, callback=None) -> dict:
+    """Run the configured solver to the end and return the result document (CONVENTIONS.md §4).
+
+    ``callback(record)`` is called for every iteration; returning True from it stops the run.
+    """
+    cfg = validate_config(config)
+    if cfg["model"] == "regression":
+        from . import regression
+        return regression.fit(cfg, init)
+    problem = build_density(cfg)
+    t0 = time.perf_counter()
+    history = []
+    for rec in _density_records(problem, init):
+        history.append(rec)
+        if callback is not None and callback(rec):
+            break
+    elapsed = time.perf_counter() - t0
+    return density_result(problem, history, elapsed)
+
+
+def density_result(problem: DensityProblem, history: list, elapsed: float) -> dict:
+    grid, last = problem.grid, history[-1]
+    point = problem.energy.at(last.P if problem.config["prior"]["field"] == "P" else last.L)
+    h, sd = metrics.regression_function(last.P, grid)
+    notes = []
+    if last.test_error is not None and not np.isfinite(last.test_error):
+        notes.append("test_error is infinite: P = 0 at nodes where the true density is positive")
+    doc = {
+        "model": "density",
+        "field": problem.config["prior"]["field"],
+        "energy": float(last.energy),
+        "train_error": _num_or_none(last.train_error),
+        "test_error": _num_or_none(last.test_error),
+        "kl_to_truth": (_num_or_none(metrics.kl_to_truth(last.L, problem.P_true, grid))
+                        if problem.P_true is not None else None),
+        "iterations": int(last.iteration),
+        "converged": bool(last.converged),
+        "residual": float(last.residual),
+        "normalisation_error": metrics.normalisation_error(last.P, grid),
+        "max_P": float(np.max(last.P)),
+        "mixing": [float(a) for a in last.mixing],
+        "lagrange_multiplier": [float(v) for v in point.lagrange_multiplier],
+        "regression": {"h": h.tolist(), "sd": sd.tolist()},
+        "P": _finite_list(last.P),
+        "L": _finite_list(last.L),
+        "history": [{"iteration": r.iteration, "energy": float(r.energy), "train_error": _num_or_none(r.train_error),
+                     "test_error": _num_or_none(r.test_error), "mixing": [float(a) for a in r.mixing],
+                     "step": float(r.step), "residual": float(r.residual), "method": r.method}
+                    for r in history],
+        "elapsed_s": float(elapsed),
+    }
+    if notes:
+        doc["notes"] = notes
+    return doc

@@ -1,0 +1,123 @@
+"""Grids, axes and boundary conditions (CONVENTIONS.md §1).
+
+A :class:`Grid` is an x axis times a y axis.  Fields are ``(nx, ny)`` arrays, index ``[i, j]`` is
+``(x_i, y_j)``; the inner product is ``sum f*g * hx*hy`` and integrals over y are ``sum_j (...) * hy``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+BOUNDARIES = ("periodic", "neumann")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One grid axis: nodes ``min + k*h``, ``k = 0..n-1``, ``h = (max-min)/(n-1)`` (h = 1 for n = 1)."""
+
+    min: float
+    max: float
+    n: int
+    boundary: str = "periodic"
+
+    def __post_init__(self):
+        if not isinstance(self.n, (int, np.integer)) or self.n < 1:
+            raise ValueError(f"axis n must be a whole number >= 1, got {self.n!r}")
+        if not (np.isfinite(self.min) and np.isfinite(self.max)):
+            raise ValueError(f"axis bounds must be finite numbers, got min={self.min!r}, max={self.max!r}")
+        if self.n > 1 and not self.max > self.min:
+            raise ValueError(f"axis max ({self.max}) must be larger than min ({self.min})")
+        if self.boundary not in BOUNDARIES:
+            raise ValueError(f"axis boundary must be one of {BOUNDARIES}, got {self.boundary!r}")
+
+    @property
+    def h(self) -> float:
+        return 1.0 if self.n == 1 else (self.max - self.min) / (self.n - 1)
+
+    @property
+    def nodes(self) -> np.ndarray:
+        return self.min + self.h * np.arange(self.n)
+
+    def snap(self, values, name: str = "x") -> np.ndarray:
+        """Index of the nearest node for each value; values outside ``[min, max]`` are an error."""
+        v = np.asarray(values, dtype=float)
+        bad = ~np.isfinite(v) | (v < self.min - 1e-9 * self.h) | (v > self.max + 1e-9 * self.h)
+        if np.any(bad):
+            shown = ", ".join(f"{b:g}" for b in v[bad][:5])
+            raise ValueError(f"{int(bad.sum())} data value(s) outside {name} in [{self.min:g}, {self.max:g}]: "
+                             f"{shown}; move the points onto the grid or widen the axis")
+        return np.clip(np.rint((v - self.min) / self.h).astype(int), 0, self.n - 1)
+
+    def to_dict(self) -> dict:
+        return {"min": self.min, "max": self.max, "n": int(self.n), "boundary": self.boundary}
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The (x, y) grid of density estimation p(y|x); the regression model uses only its x axis."""
+
+    x: Axis
+    y: Axis
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.x.n, self.y.n)
+
+    @property
+    def size(self) -> int:
+        return self.x.n * self.y.n
+
+    @property
+    def hx(self) -> float:
+        return self.x.h
+
+    @property
+    def hy(self) -> float:
+        return self.y.h
+
+    @property
+    def cell(self) -> float:
+        """Volume element ``hx*hy`` of the inner product."""
+        return self.x.h * self.y.h
+
+    def inner(self, f: np.ndarray, g: np.ndarray) -> float:
+        """Inner product ``(f, g) = sum f*g hx*hy``."""
+        return float(np.vdot(f, g)) * self.cell
+
+    def snap(self, points) -> tuple[np.ndarray, np.ndarray]:
+        """Node indices ``(ix, iy)`` of data points given as an ``(n, 2)`` array of (x, y)."""
+        pts = np.asarray(points, dtype=float)
+        if pts.size == 0:
+            return np.zeros(0, int), np.zeros(0, int)
+        if pts.ndim != 2 or pts.shape[1] != 2:
+            raise ValueError(f"data must be a list of [x, y] pairs, got an array of shape {pts.shape}")
+        bad = (~np.isfinite(pts).all(axis=1) | (pts[:, 0] < self.x.min - 1e-9 * self.hx)
+               | (pts[:, 0] > self.x.max + 1e-9 * self.hx) | (pts[:, 1] < self.y.min - 1e-9 * self.hy)
+               | (pts[:, 1] > self.y.max + 1e-9 * self.hy))
+        if np.any(bad):
+            shown = ", ".join(f"({p[0]:g}, {p[1]:g})" for p in pts[bad][:5])
+            more = "" if bad.sum() <= 5 else f" and {int(bad.sum()) - 5} more"
+            raise ValueError(f"data point(s) {shown}{more} outside the grid x in [{self.x.min:g}, {self.x.max:g}],"
+                             f" y in [{self.y.min:g}, {self.y.max:g}]; remove them or widen the grid")
+        return self.x.snap(pts[:, 0]), self.y.snap(pts[:, 1], "y")
+
+    def counts(self, points) -> np.ndarray:
+        """Data field ``N[i, j]``: the number of data snapped to node (i, j), eq. (111)."""
+        ix, iy = self.snap(points)
+        N = np.zeros(self.shape)
+        np.add.at(N, (ix, iy), 1.0)
+        return N
+
+    @property
+    def mesh(self) -> tuple[np.ndarray, np.ndarray]:
+        """Node coordinates ``(X, Y)`` as two ``(nx, ny)`` arrays."""
+        return np.meshgrid(self.x.nodes, self.y.nodes, indexing="ij")
+
+    def to_dict(self) -> dict:
+        return {"x": self.x.to_dict(), "y": self.y.to_dict()}
+
+    @classmethod
+    def paper(cls, boundary_x: str = "periodic") -> "Grid":
+        """The paper mesh: x = 1..10, y = 1..15, spacing 1, periodic in y."""
+        return cls(Axis(1, 10, 10, boundary_x), Axis(1, 15, 15, "periodic"))

@@ -1,0 +1,422 @@
+"""Learning algorithms of Sect. 7.2 with a line search on eta, and the observable iteration.
+
+An iteration is ``phi <- normalise(phi + eta d)`` with the direction ``d = -A^{-1} G`` of eq. (611)/(612) for a
+learning matrix A:
+
+* ``"gradient"``: A = I (621);
+* ``"massive"``: massive relaxation A = K + m^2 I (632), solved exactly by FFT/DCT (field L) or on the free set
+  of the active-set method (field P);
+* ``"newton"``: A = -H, the normalisation-consistent Hessian (160) (field L) or the Hessian (181) of E_P on the
+  free set.  For field L the Newton system is solved by preconditioned conjugate gradients with exact Hessian
+  actions; when the Hessian is not positive definite along a CG direction the CG is truncated there (Steihaug),
+  so the step is still a descent direction; if that happens on the very first CG direction the step is the
+  preconditioned gradient step (a massive-relaxation step) and the record's ``method`` says ``"newton-fallback"``.
+
+Every method uses a line search on eta that only accepts a decrease of the energy, so the energy never increases.
+:func:`iterate` is a generator yielding one :class:`IterationRecord` per iteration (iteration 0 is the start);
+closing it stops the run between iterations, and any field can be passed back in as a warm start.
+
+Energies: any object with ``at(phi)`` returning a point with ``value``, ``gradient``, ``hessp(v)``, ``mixing``
+and ``residual``, plus ``normalise(phi)`` and ``field`` ("L", "P", or "h" for regression).  ``massive_solve(r,
+mass2)`` is used when the energy provides it (regression), otherwise the prior operator of the energy.  A
+functional-style energy with ``value(phi)``, ``gradient(phi)``, ``hessp(phi, v)``, ``project(phi)``,
+``mixing(phi)`` and ``massive_solve(r, mass2)`` is accepted too (see :class:`FunctionalEnergy`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.fft as sfft
+import scipy.sparse as sp
+import scipy.sparse.linalg as spl
+
+from .energies import project_simplex
+from .operators import axis_symbol
+
+METHODS = ("newton", "massive", "gradient")
+
+
+@dataclass
+class IterationRecord:
+    """What one iteration reports: the dashboard streams these, the result document stores them."""
+
+    iteration: int
+    energy: float
+    step: float
+    residual: float
+    mixing: np.ndarray
+    field: np.ndarray
+    method: str
+    change: float = np.nan
+    converged: bool = False
+    elapsed_s: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+class SolverError(RuntimeError):
+    """The iteration produced a non-finite energy or field."""
+
+
+class _FunctionalPoint:
+    def __init__(self, energy, phi):
+        self._e, self.phi = energy, phi
+
+    @property
+    def value(self):
+        return float(self._e.value(self.phi))
+
+    @property
+    def gradient(self):
+        return np.asarray(self._e.gradient(self.phi))
+
+    def hessp(self, v):
+        return np.asarray(self._e.hessp(self.phi, v))
+
+    @property
+    def mixing(self):
+        m = self._e.mixing(self.phi)
+        return np.ones(1) if m is None else np.asarray(m)
+
+    @property
+    def residual(self):
+        return float(np.max(np.abs(self.gradient)))
+
+
+class FunctionalEnergy:
+    """Adapter from the functional protocol (``value(phi)``, ``gradient(phi)``, ``hessp(phi, v)``,
+    ``project(phi)``, ``mixing(phi)``, ``massive_solve(r, mass2)``) to the point protocol of :func:`iterate`."""
+
+    def __init__(self, energy):
+        self._e = energy
+        self.field = getattr(energy, "field", "h")
+
+    def at(self, phi):
+        return _FunctionalPoint(self._e, phi)
+
+    def normalise(self, phi):
+        return np.asarray(self._e.project(phi), dtype=float)
+
+    def massive_solve(self, r, mass2):
+        return self._e.massive_solve(r, mass2)
+
+
+def _identity_precond(r):
+    return r
+
+
+# ----------------------------------------------------------------------------------------------- line search
+def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=60, path=None):
+    """Step length eta along d with ``E(normalise(phi + eta d)) < E0``; returns ``(eta, new_phi, new_point)``.
+
+    ``path(eta)`` replaces ``normalise(phi + eta d)`` when given (the projection arc of the active-set method).
+
+    ``exact=False`` (Newton): try eta0, then backtrack with safeguarded quadratic interpolation (Armijo, c = 1e-4).
+    ``exact=True`` (gradient and massive relaxation, as the paper's FindMinimum): expand or shrink by factors of two
+    to bracket the minimum along the line, then refine with one parabolic step.  ``eta = 0`` (no point) when no
+    decrease can be found, which the caller treats as convergence at machine precision.
+    """
+    def trial(eta):
+        p = path(eta) if path is not None else energy.normalise(phi + eta * d)
+        pt = energy.at(p)
+        v = pt.value
+        return (v if np.isfinite(v) else np.inf), p, pt
+
+    eta = eta0
+    E1, p1, pt1 = trial(eta)
+    if not exact:
+        for _ in range(max_halvings):
+            if E1 <= E0 + 1e-4 * eta * slope and E1 < E0:
+                return eta, p1, pt1
+            if E1 < E0 and eta < 1e-6:
+                return eta, p1, pt1
+            denom = 2 * (E1 - E0 - slope * eta)
+            new = -slope * eta * eta / denom if np.isfinite(E1) and denom > 0 else 0.5 * eta
+            eta = min(max(new, 0.1 * eta), 0.5 * eta)
+            E1, p1, pt1 = trial(eta)
+        return (eta, p1, pt1) if E1 < E0 else (0.0, phi, None)
+
+    best = (E1, eta, p1, pt1)
+    if E1 < E0:  # expand while it keeps improving
+        for _ in range(30):
+            E2, p2, pt2 = trial(2 * eta)
+            if not E2 < best[0]:
+                hi = (E2, 2 * eta)
+                break
+            eta *= 2
+            best = (E2, eta, p2, pt2)
+        else:
+            return best[1], best[2], best[3]
+        lo = (E0, 0.0) if eta == eta0 else None
+        # three points: eta/2 (or 0), eta, 2 eta around the minimum; one parabolic refinement
+        a, fa = (eta / 2, None) if lo is None else (0.0, E0)
+        if fa is None:
+            fa = trial(a)[0]
+        b, fb = eta, best[0]
+        c, fc = hi[1], hi[0]
+    else:  # shrink until it improves
+        c, fc = eta, E1
+        for _ in range(max_halvings):
+            eta *= 0.5
+            E1, p1, pt1 = trial(eta)
+            if E1 < E0:
+                best = (E1, eta, p1, pt1)
+                break
+            c, fc = eta, E1
+        else:
+            return 0.0, phi, None
+        a, fa, b, fb = 0.0, E0, eta, E1
+    if np.isfinite(fc) and np.isfinite(fa):
+        num = (b - a) ** 2 * (fb - fc) - (b - c) ** 2 * (fb - fa)
+        den = (b - a) * (fb - fc) - (b - c) * (fb - fa)
+        if den != 0:
+            x = b - 0.5 * num / den
+            if a < x < c and x != b:
+                Ex, px, ptx = trial(x)
+                if Ex < best[0]:
+                    best = (Ex, x, px, ptx)
+    return best[1], best[2], best[3]
+
+
+# ------------------------------------------------------------------------------------- learning matrices, L
+class SeparablePreconditioner:
+    """Approximate inverse of the Newton matrix ``lambda cell K + diag(Lambda_X P hy)`` for field L.
+
+    The diagonal data term is replaced by its x-average d(y), which makes the operator separable: the x axis is
+    diagonalised by its FFT/DCT, the y axis by one dense eigendecomposition of ``lambda cell lambda_y K_Y +
+    diag(d)`` (ny x ny), so applying it costs two transforms and two (nx, ny) x (ny, ny) products.  Exact when the
+    data term does not depend on x; used only to precondition conjugate gradients, never as the step itself.
+    """
+
+    def __init__(self, point):
+        E = point.energy
+        grid, pr = E.grid, E.prior
+        K = pr.K
+        scale = pr.lam * grid.cell
+        V = point.P * grid.hy
+        lamX = np.maximum(point.lagrange_multiplier, 0.0)
+        d = np.mean(lamX[:, None] * V, axis=0)
+        Ky = (scale * K.lambda_y) * K.ky.toarray()
+        ref = max(float(np.max(d)), float(np.max(np.abs(np.diag(Ky)))), 1e-300)
+        w, self.Q = np.linalg.eigh(Ky + np.diag(d + 1e-10 * ref))
+        sx = scale * K.lambda_x * axis_symbol(grid.x, l0=K.l0, l2=K.l2, l4=K.l4, l6=K.l6)
+        self.inv = 1.0 / np.maximum(sx[:, None] + w[None, :], 1e-12 * ref)
+        self.x_periodic = grid.x.boundary == "periodic" and grid.x.n > 1
+        self.x_neumann = grid.x.boundary == "neumann" and grid.x.n > 1
+
+    def __call__(self, r: np.ndarray) -> np.ndarray:
+        if self.x_periodic:
+            c = sfft.fft(r, axis=0, workers=-1)
+        elif self.x_neumann:
+            c = sfft.dct(r, type=2, axis=0, norm="ortho")
+        else:
+            c = r
+        c = ((c @ self.Q) * self.inv) @ self.Q.T
+        if self.x_periodic:
+            return sfft.ifft(c, axis=0, workers=-1).real
+        if self.x_neumann:
+            return sfft.idct(c, type=2, axis=0, norm="ortho")
+        return np.real(c)
+
+
+def newton_cg_direction(point, precond, rtol: float, maxiter: int):
+    """Solve ``H d = -G`` by preconditioned CG, truncated at negative curvature (Steihaug).
+
+    Returns ``(d, label, cg_iterations)``; label is ``"newton"``, or ``"newton-fallback"`` when the first CG
+    direction already has non-positive curvature and the preconditioned gradient step is returned instead.
+    """
+    g = point.gradient
+    r = -g
+    z = precond(r)
+    p = z.copy()
+    rz = float(np.vdot(r, z))
+    x = np.zeros_like(g)
+    gnorm = float(np.linalg.norm(g))
+    for k in range(maxiter):
+        Hp = point.hessp(p)
+        pHp = float(np.vdot(p, Hp))
+        if not pHp > 1e-14 * float(np.vdot(p, p)) * max(1.0, abs(rz)):
+            if k == 0:
+                return z, "newton-fallback", k
+            return x, "newton", k
+        alpha = rz / pHp
+        x += alpha * p
+        r -= alpha * Hp
+        if np.linalg.norm(r) <= rtol * gnorm:
+            return x, "newton", k + 1
+        z = precond(r)
+        rz_new = float(np.vdot(r, z))
+        p = z + (rz_new / rz) * p
+        rz = rz_new
+    return x, "newton", maxiter
+
+
+def _massive_solve(energy, r, mass2):
+    if hasattr(energy, "massive_solve"):
+        return energy.massive_solve(r, mass2)
+    return energy.prior.K.solve(r, 1.0, mass2)
+
+
+# ------------------------------------------------------------------------------------- active set, field P
+def _free_set_direction(point, method: str, mass2: float):
+    """Direction for E_P on the face F = {P > 0}: solve the KKT system ``[A_FF B; B^T 0] [d; mu] = [-G_F; 0]``
+    with ``B`` the per-x normalisation constraint, so d keeps ``sum_j P hy = 1`` and leaves the nodes with P = 0
+    alone (Sect. 7.2.5, inverting in subspaces).  Releasing nodes from P = 0 is the job of the projected-gradient
+    step in :func:`iterate`."""
+    E = point.energy
+    grid = E.grid
+    nx, ny = grid.shape
+    G = point.gradient
+    free = ~_eps_active(point)
+    fidx = np.flatnonzero(free.ravel())
+    rows_x = fidx // ny
+    if method == "gradient":
+        d = np.zeros(grid.shape)
+        Gf = np.where(free, G, 0.0)
+        cnt = free.sum(axis=1)
+        mean = Gf.sum(axis=1) / np.maximum(cnt, 1)
+        d[free] = -(G - mean[:, None])[free]
+        return d
+    K = E.prior.K.matrix
+    if method == "massive":
+        A = K + mass2 * sp.identity(grid.size, format="csr")
+    else:
+        data = (E.N / np.where(point.P > 0, point.P, 1.0) ** 2).ravel()
+        A = E.prior.lam * grid.cell * K + sp.diags(data)
+    Aff = A[fidx][:, fidx]
+    B = sp.csr_matrix((np.full(fidx.size, grid.hy), (np.arange(fidx.size), rows_x)), shape=(fidx.size, nx))
+    kkt = sp.bmat([[Aff, B], [B.T, None]], format="csc")
+    rhs = np.concatenate([-G.ravel()[fidx], np.zeros(nx)])
+    try:
+        sol = spl.splu(kkt, permc_spec="MMD_AT_PLUS_A").solve(rhs)
+    except RuntimeError:  # singular: fall back to the gradient on the face
+        return _free_set_direction(point, "gradient", mass2)
+    d = np.zeros(grid.size)
+    d[fidx] = sol[:fidx.size]
+    d = d.reshape(grid.shape)
+    if not np.vdot(d, G) < 0:
+        return _free_set_direction(point, "gradient", mass2)
+    return d
+
+
+def _eps_active(point) -> np.ndarray:
+    """Bertsekas' epsilon-active set: nodes with P <= eps whose reduced gradient pushes outwards, with
+    eps = min(1e-3 max P, |P - Proj(P - G)|), so nodes about to hit zero are fixed there instead of zigzagging."""
+    P, G = point.P, point.gradient
+    w = float(np.max(np.abs(P - project_simplex(P - G, point.energy.grid.hy))))
+    eps = min(1e-3 * float(np.max(P)), w)
+    return (P <= eps) & (G > 0)
+
+
+def _probability_step(energy, phi, point, method, mass2, eta_prev):
+    """One iteration of the active-set method for E_P: a step of the learning matrix on the face P > 0, projected
+    back onto ``{P >= 0, sum P hy = 1}``; a projected-gradient arc ``Proj(P - eta G)`` when nodes at P = 0 should be
+    released (their reduced gradient is negative) or the face step cannot decrease the energy."""
+    G = point.gradient
+    active = _eps_active(point)
+    if np.any(active & (phi > 0)):  # move the epsilon-active nodes onto the bound first
+        phi = project_simplex(np.where(active, 0.0, phi), energy.grid.hy)
+        point = energy.at(phi)
+        G = point.gradient
+    E_start = point.value
+    zero = phi <= 0
+    face_res = float(np.max(np.abs(G[~zero]), initial=0.0))
+    release = float(np.max(-G[zero], initial=0.0))
+    hy = energy.grid.hy
+    out = None
+    label = method
+    if release <= face_res:
+        d = _free_set_direction(point, method, mass2)
+        slope = float(np.vdot(G, d))
+        if slope < 0:
+            exact = method != "newton"
+            out = line_search(energy, phi, d, E_start, slope, eta0=eta_prev if exact else 1.0, exact=exact,
+                              path=lambda eta: project_simplex(phi + eta * d, hy))
+            if out[2] is None:
+                out = None
+    if out is None:
+        label = "projected-gradient"
+        g = point.raw_gradient
+        out = line_search(energy, phi, -g, E_start, -float(np.vdot(G, G)), eta0=eta_prev, exact=True,
+                          path=lambda eta: project_simplex(phi - eta * g, hy))
+    return out, label
+
+
+# --------------------------------------------------------------------------------------------- the iteration
+def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter: int = 4, max_iter: int = 50,
+            tol: float = 1e-8, cg_maxiter: int = 200):
+    """Run a learning algorithm; yield an :class:`IterationRecord` for the start and after every iteration.
+
+    Stops after ``max_iter`` iterations, or once ``min_iter`` are done and the field changes by less than ``tol``
+    (max-abs, the rule of Fig. 22) while the stationarity residual is below ``sqrt(tol)`` (a tiny step alone is
+    not convergence), or when the energy cannot decrease any more at machine precision.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
+    if method == "massive" and not (np.isfinite(mass2) and mass2 > 0):
+        raise ValueError(f"massive relaxation needs mass2 > 0 (A = K + m^2 I is singular otherwise), got {mass2!r}")
+    t0 = time.perf_counter()
+    if not hasattr(energy, "at"):
+        energy = FunctionalEnergy(energy)
+    phi = energy.normalise(np.asarray(phi0, dtype=float))
+    point = energy.at(phi)
+    if not np.isfinite(point.value):
+        raise SolverError("the energy is not finite at the initial field (for a prior on P the density must be "
+                          "positive at every data point); choose another initialisation")
+    yield IterationRecord(0, point.value, 0.0, point.residual, point.mixing, phi, "start",
+                          elapsed_s=time.perf_counter() - t0)
+    eta_prev = 1.0
+    g0 = max(float(np.linalg.norm(point.gradient)), 1e-300)
+    for it in range(1, max_iter + 1):
+        G = point.gradient
+        label = method
+        if energy.field == "P":
+            (eta, new_phi, new_point), label = _probability_step(energy, phi, point, method, mass2, eta_prev)
+            exact = label != "newton"
+        elif method == "gradient":
+            d = -G
+        elif method == "massive":
+            d = -_massive_solve(energy, G, mass2)
+        else:
+            gn = float(np.linalg.norm(G))
+            rtol = min(0.1, max(1e-12, np.sqrt(gn / g0)))
+            if hasattr(energy, "newton_preconditioner"):
+                precond = energy.newton_preconditioner(point)
+            elif energy.field == "L":
+                precond = SeparablePreconditioner(point)
+            else:
+                precond = _identity_precond
+            d, label, _ = newton_cg_direction(point, precond, rtol, cg_maxiter)
+        if energy.field != "P":
+            slope = float(np.vdot(G, d))
+            exact = not label.startswith("newton") or label == "newton-fallback"
+            eta0 = 1.0 if not exact else eta_prev
+            if not slope < 0:
+                eta, new_phi, new_point = 0.0, phi, None
+            else:
+                eta, new_phi, new_point = line_search(energy, phi, d, point.value, slope, eta0=eta0, exact=exact)
+        if new_point is None:  # no decrease possible: converged to machine precision (or stalled)
+            rec = IterationRecord(it, point.value, 0.0, point.residual, point.mixing, phi, label, 0.0, True,
+                                  time.perf_counter() - t0)
+            yield rec
+            return
+        if exact:
+            eta_prev = eta
+        change = float(np.max(np.abs(new_phi - phi)))
+        dE = point.value - new_point.value
+        phi, point = new_phi, new_point
+        if not np.isfinite(point.value) or not np.all(np.isfinite(phi[phi > -np.inf])):
+            raise SolverError(f"iteration {it} produced a non-finite energy or field")
+        small = change < tol or dE <= 1e-15 * max(1.0, abs(point.value))
+        converged = it >= min_iter and small and point.residual <= max(np.sqrt(tol), 1e-12)
+        yield IterationRecord(it, point.value, eta, point.residual, point.mixing, phi, label, change, converged,
+                              time.perf_counter() - t0)
+        if converged:
+            return
+
+
+def minimize(energy, phi0, **kwargs) -> tuple[np.ndarray, list[IterationRecord]]:
+    """Run :func:`iterate` to the end; return the final field and the history."""
+    history = list(iterate(energy, phi0, **kwargs))
+    return history[-1].field, history
