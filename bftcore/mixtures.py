@@ -57,7 +57,7 @@ def mixing_coefficients(prior_energies, weights, beta: float) -> np.ndarray:
     """
     b = _check_beta(beta)
     E, p = _check_weights(prior_energies, weights)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(under="ignore"):
         return _fast_mixing(E, p, p > 0, b)
 
 
@@ -69,7 +69,7 @@ def mixture_energy(prior_energies, weights, beta: float) -> float:
     """
     b = _check_beta(beta)
     E, p = _check_weights(prior_energies, weights)
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(under="ignore"):
         return _fast_energy(E, p, p > 0, b)
 
 
@@ -139,12 +139,12 @@ class ReducedMixture:
 
     def mixing(self, y, beta: float) -> np.ndarray:
         """a_j at h(y), eq. (23)/(43) [001]."""
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(under="ignore"):
             return _fast_mixing(self.component_energies(y), self.weights, self._live, float(beta))
 
     def energy(self, y, beta: float) -> float:
         """Mixture energy -(1/beta) ln sum_j p_j exp(-beta E_hj), eq. (18) [001] divided by beta."""
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(under="ignore"):
             return _fast_energy(self.component_energies(y), self.weights, self._live, float(beta))
 
     def gradient(self, y, beta: float) -> np.ndarray:
