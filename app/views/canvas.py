@@ -99,6 +99,7 @@ class DataCanvas(pn.viewable.Viewer):
         arr, label = self.field_shown()
         regression = s.is_regression
         self.curve.visible = regression
+        self.figure.legend.visible = regression
         if regression and s.record is not None and hasattr(s.record, "h"):
             self.curve_source.data = dict(x=g.x.nodes, h=np.asarray(s.record.h, float))
         self.figure.title.text = ("data and MAP regression h(x) — click to add points" if regression

@@ -63,6 +63,11 @@ class RegressionView(pn.viewable.Viewer):
             from bftcore.presets import paper_true_density
             truth = regression_function(paper_true_density(g), g)[0]
         self.truth.data = dict(x=x if truth is not None else [], h=truth if truth is not None else [])
+        for item in self.figure.legend.items:
+            if item.renderers and item.renderers[0] in (self.exact_band, self.exact_line):
+                item.visible = s.is_regression
+            if item.renderers and item.renderers[0] is self.truth_line:
+                item.visible = truth is not None
         if s.is_regression:
             self.figure.title.text = "regression: MAP h(x), exact predictive mean and templates"
             h = np.asarray(rec.h, float) if rec is not None and hasattr(rec, "h") and len(rec.h) == g.x.n else None
