@@ -541,7 +541,7 @@ def _model_and_starts(config: dict):
         starts = [(f"template:{j}", f"template:{j}") for j in range(model.m)]
         starts += [("uniform", "uniform"), ("kernel", "kernel"), ("average", "average")]
         starts += [(f"random:{k}", rng.dirichlet(np.ones(model.m)) @ model.templates) for k in range(3)]
-        up_init = (config.get("solver") or {}).get("init", "average")
+        up_init = (config.get("solver") or {}).get("init", "kernel")
         return regression_solver(model), starts, model.reduced.count_stable, up_init
     if kind == "density":
         solve = density_solver(config)
@@ -585,7 +585,7 @@ def fig7_config() -> dict:
     return {"model": "regression", "grid": {"x": {"min": 0.0, "max": 0.0, "n": 1, "boundary": "neumann"}},
             "data": [[0.0, 0.1]], "prior": {"lambda": 1.0, "l0": 1.0, "l2": 0.0, "l4": 0.0, "l6": 0.0},
             "templates": [{"kind": "constant", "value": 1.0}, {"kind": "constant", "value": -1.0}],
-            "weights": [0.5, 0.5], "beta": 1.0, "solver": {"init": "average"}}
+            "weights": [0.5, 0.5], "beta": 1.0, "solver": {"init": "kernel"}}
 
 
 def fig7_document(beta_min: float = 0.05, beta_max: float = 4.0, n: int = 80) -> dict:

@@ -533,47 +533,76 @@ def _record_attr(rec, name, default=None):
     return rec.get(name, default) if isinstance(rec, dict) else getattr(rec, name, default)
 
 
-def fit(config: dict, init=None) -> dict:
-    """Fit a regression config (CONVENTIONS.md §4, ``"model": "regression"``) and return the result document.
-
-    Solves the stationarity equation (21) [001] for h on the x nodes with the learning algorithm of
-    ``solver.method`` (``bftcore.solvers.iterate`` when present; else Newton with line search).  Keys:
-    ``energy`` (mixture energy at the MAP h), ``train_error`` (E_T/n: mean of (h(x_d) - y_d)^2/2 over the
-    data), ``test_error`` (mean over x nodes of (h - h_true)^2/2 when ``truth`` is given, else None),
-    ``iterations``, ``converged``, ``mixing`` (MAP a_j), ``h``, ``history`` (energy, train_error, test_error,
-    mixing, step per iteration), ``elapsed_s``, ``exact`` ({b, mean, var}: exact b_j (28), predictive mean (27)
-    and posterior variance of h(x)), and the reduced-route extras ``component_solutions`` (t̄_j),
-    ``template_variances`` (V_j), ``B`` (B_j), ``stable`` (Hessian positive definite at the MAP h).
-    ``init`` (an array of node values) overrides ``solver.init``.
-    """
-    t0 = time.perf_counter()
+def _setup(config: dict, init):
     model = RegressionModel.from_config(config)
     beta = _check_beta(config.get("beta", 1.0))
     solver = dict(config.get("solver", {}) or {})
     h0 = model.initial_field(solver.get("init", "kernel")) if init is None else np.asarray(init, dtype=float)
     if h0.shape != (model.n,):
         raise ValueError(f"init must have one value per x node ({model.n}), got shape {h0.shape}")
-    energy = model.energy(beta)
-    min_iter, max_iter = int(solver.get("min_iter", 1)), int(solver.get("max_iter", 100))
-    tol = float(solver.get("tol", 1e-10))
+    kw = dict(method=solver.get("method", "newton"), mass2=float(solver.get("mass2", 0.01)),
+              min_iter=int(solver.get("min_iter", 1)), max_iter=int(solver.get("max_iter", 100)),
+              tol=float(solver.get("tol", 1e-10)))
+    return model, beta, model.energy(beta), h0, kw
+
+
+def _records(model: RegressionModel, energy: RegressionMixtureEnergy, h0, kw):
+    """api.Record per iteration of the configured learning algorithm (bftcore.solvers.iterate)."""
+    from .api import Record
     try:
-        from . import solvers  # the lead's generic driver
-        records = solvers.iterate(energy, h0, method=solver.get("method", "newton"),
-                                  mass2=float(solver.get("mass2", 0.01)), min_iter=min_iter,
-                                  max_iter=max_iter, tol=tol)
-    except (ImportError, AttributeError):
-        records = newton_descent(energy, h0, min_iter=min_iter, max_iter=max_iter, tol=tol)
-    history, h = [], h0
-    for rec in records:
+        from .solvers import iterate as solver_iterate
+        recs = solver_iterate(energy, h0, **kw)
+    except ImportError:
+        recs = newton_descent(energy, h0, min_iter=kw["min_iter"], max_iter=kw["max_iter"], tol=kw["tol"])
+    t0 = time.perf_counter()
+    for i, rec in enumerate(recs):
         h = np.asarray(_record_attr(rec, "field"), dtype=float)
         mix = _record_attr(rec, "mixing")
-        history.append({"iteration": int(_record_attr(rec, "iteration", len(history) + 1)),
-                        "energy": float(_record_attr(rec, "energy")),
-                        "train_error": model.train_error(h), "test_error": model.test_error(h),
-                        "mixing": (energy.mixing(h) if mix is None else np.asarray(mix)).tolist(),
-                        "step": float(_record_attr(rec, "step", np.nan))})
+        yield Record(int(_record_attr(rec, "iteration", i)), float(_record_attr(rec, "energy")),
+                     model.train_error(h), model.test_error(h),
+                     energy.mixing(h) if mix is None else np.asarray(mix, dtype=float),
+                     float(_record_attr(rec, "step", np.nan)), float(_record_attr(rec, "residual", np.nan)),
+                     str(_record_attr(rec, "method", "")), float(_record_attr(rec, "change", np.nan)),
+                     bool(_record_attr(rec, "converged", False)),
+                     float(_record_attr(rec, "elapsed_s", time.perf_counter() - t0)), h=h)
+
+
+def iterate(config: dict, init=None):
+    """Yield one ``bftcore.api.Record`` (with ``h``) per iteration of a regression fit; iteration 0 is the start.
+
+    Used by ``bftcore.api.iterate`` so the dashboard can stream a regression run like a density run."""
+    model, _, energy, h0, kw = _setup(config, init)
+    yield from _records(model, energy, h0, kw)
+
+
+def fit(config: dict, init=None) -> dict:
+    """Fit a regression config (CONVENTIONS.md §4, ``"model": "regression"``) and return the result document.
+
+    Solves the stationarity equation (21) [001] for h on the x nodes with the learning algorithm of
+    ``solver.method`` (``bftcore.solvers.iterate``).  Keys:
+    ``energy`` (mixture energy at the MAP h), ``train_error`` (E_T/n: mean of (h(x_d) - y_d)^2/2 over the
+    data), ``test_error`` (mean over x nodes of (h - h_true)^2/2 when ``truth`` is given, else None),
+    ``iterations``, ``converged`` (the solver's stopping rule was met, or the gradient vanishes),
+    ``mixing`` (MAP a_j), ``h``, ``history`` (iteration, energy, train_error, test_error, mixing, step,
+    residual, method per iteration; iteration 0 is the start), ``elapsed_s``, ``exact`` ({b, mean, var}: exact
+    b_j (28), predictive mean (27) and posterior variance of h(x)), and the reduced-route extras
+    ``component_solutions`` (t̄_j), ``template_variances`` (V_j), ``B`` (B_j), ``stable`` (Hessian positive
+    definite at h), ``plateaus`` (:func:`bftcore.mixtures.detect_plateaus` of the history).
+    ``init`` (an array of node values) overrides ``solver.init``.
+    """
+    from .mixtures import detect_plateaus
+    t0 = time.perf_counter()
+    model, beta, energy, h0, kw = _setup(config, init)
+    history, last = [], None
+    for rec in _records(model, energy, h0, kw):
+        last = rec
+        history.append({"iteration": rec.iteration, "energy": rec.energy, "train_error": rec.train_error,
+                        "test_error": rec.test_error, "mixing": np.asarray(rec.mixing).tolist(),
+                        "step": rec.step, "residual": rec.residual, "method": rec.method})
+    h = last.h
     g = energy.gradient(h)
-    converged = bool(np.linalg.norm(g) <= max(tol, 1e-8) * (1.0 + np.linalg.norm(model.ysum)))
+    converged = bool(last.converged) or bool(
+        np.linalg.norm(g) <= max(kw["tol"], 1e-8) * (1.0 + np.linalg.norm(model.ysum)))
     exact = model.exact(beta)
     try:
         stable = bool(np.all(np.linalg.eigvalsh(energy.hessian(h)) > 0)) if model.n <= 2000 else None
@@ -582,11 +611,12 @@ def fit(config: dict, init=None) -> dict:
     elapsed = time.perf_counter() - t0
     return {"model": "regression", "x": model.nodes.tolist(), "beta": beta,
             "energy": float(energy.value(h)), "train_error": model.train_error(h),
-            "test_error": model.test_error(h), "iterations": len(history), "converged": converged,
+            "test_error": model.test_error(h), "iterations": int(last.iteration), "converged": converged,
             "mixing": energy.mixing(h).tolist(), "h": h.tolist(), "history": history, "elapsed_s": elapsed,
             "exact": {k: np.asarray(v).tolist() for k, v in exact.items()},
             "component_solutions": model.component_solutions.tolist(),
-            "template_variances": model.template_variances.tolist(), "B": model.B.tolist(), "stable": stable}
+            "template_variances": model.template_variances.tolist(), "B": model.B.tolist(), "stable": stable,
+            "plateaus": detect_plateaus(history)}
 
 
 def regression_presets() -> dict[str, dict]:
