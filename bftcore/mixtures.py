@@ -514,12 +514,14 @@ def regression_solver(model):
 
 
 def density_solver(config: dict):
-    """``solve(beta, init)`` for a density config through ``bftcore.api.fit`` (field: the L array).
+    """``solve(beta, init)`` for a density config through ``bftcore.api.fit`` (field: L or P, as prior.field).
     ``init`` may be None (the config's solver.init), an init name such as ``"template:0"``, or an L field."""
     try:
         from . import api
     except ImportError:
         raise NotImplementedError("density sweeps need bftcore.api (fit(config, init) -> result)") from None
+
+    fld = "P" if (config.get("prior") or {}).get("field", "L") == "P" else "L"
 
     def solve(beta, init):
         cfg = {**config, "beta": float(beta)}
@@ -527,7 +529,7 @@ def density_solver(config: dict):
             cfg["solver"] = {**(config.get("solver") or {}), "init": init}
             init = None
         res = api.fit(cfg, init=init)
-        return np.asarray(res["L"]), res
+        return np.asarray(res[fld], dtype=float), res
     return solve
 
 

@@ -226,12 +226,17 @@ def test_plateau_near_the_saddle_is_flagged():
     assert detect_plateaus(_gradient_descent_history(M, 4.0, M.centres[0])) == []
 
 
-def test_density_documents_need_the_api_or_delegate_to_it():
-    cfg = {"model": "density"}
-    try:
-        import bftcore.api  # noqa: F401
-    except ImportError:
-        with pytest.raises(NotImplementedError):
-            basins_document(cfg)
+def test_density_documents_delegate_to_the_api():
+    pytest.importorskip("bftcore.api")
+    cfg = {"model": "density", "data": [[3, 3], [7, 12]], "prior": {"field": "L", "lambda": 0.3, "l2": 0.025},
+           "templates": [{"kind": "paper_t1"}, {"kind": "paper_t2"}], "weights": [0.5, 0.5],
+           "solver": {"method": "newton", "init": "kernel"}}
+    doc = sweep_document(cfg, 0.2, 1.0, 3)
+    json.dumps(doc)
+    assert doc["bifurcation_method"] == "jump" and doc["branches"][0]["beta"] == pytest.approx([0.2, 0.6, 1.0])
+    for br in doc["branches"]:
+        assert np.allclose(np.sum(br["mixing"], axis=1), 1.0)
+    # continuation: the up and down branches of a unique solution coincide
+    assert np.allclose(doc["branches"][0]["mixing"], doc["branches"][1]["mixing"][::-1], atol=1e-6)
     with pytest.raises(ValueError):
         sweep_document({"model": "nonsense"}, 0.1, 1.0, 3)
