@@ -146,6 +146,9 @@ def validate_config(doc) -> dict:
     given = [k for k in ("l0", "l2", "l4", "l6") if k in pr]
     for k in ("l0", "l2", "l4", "l6"):
         prior[k] = _num(pr.get(k, 1.0 if (k == "l2" and not given) else 0.0), f"prior.{k}", 0)
+    if prior["lambda_x"] + prior["lambda_y"] == 0:
+        raise ConfigError("prior: lambda_x and lambda_y are both 0, so K = 0 and the prior is empty; "
+                          "set lambda_x > 0 or lambda_y > 0")
     if prior["l0"] + prior["l2"] + prior["l4"] + prior["l6"] == 0:
         raise ConfigError("prior: all of l0, l2, l4, l6 are 0, so K = 0 and the prior is empty; "
                           "set l2 > 0 (smoothness) or l0 > 0 (mass)")

@@ -174,12 +174,21 @@ class LogPoint(_Point):
         V = self.P * self.energy.grid.hy
         return self._r + V * self.lagrange_multiplier[:, None]
 
-    def hessp(self, v: np.ndarray) -> np.ndarray:
+    def hessp(self, v: np.ndarray, convexified: bool = False) -> np.ndarray:
         """Normalisation-consistent Hessian action ``J^T M J v`` of eq. (160), ``J = I - I_X P hy``,
-        ``M = lambda cell K (+ mixture term) + diag(Lambda_X P hy)``."""
+        ``M = lambda cell K (+ mixture term) + diag(Lambda_X P hy)``.
+
+        ``convexified=True`` gives the Gauss-Newton form: Lambda_X clipped at 0 and the (negative) mixture term
+        dropped, which is positive definite on the tangent space of the normalisation; the Newton solver uses it
+        for a step where the true Hessian has negative curvature."""
         V = self.P * self.energy.grid.hy
         Jv = v - np.sum(V * v, axis=1, keepdims=True)
-        MJv = self.prior_hessp(Jv) + self.lagrange_multiplier[:, None] * V * Jv
+        if convexified:
+            pr = self.energy.prior
+            lamX = np.maximum(self.lagrange_multiplier, 0.0)
+            MJv = pr.lam * pr.grid.cell * pr.K.apply(Jv) + lamX[:, None] * V * Jv
+        else:
+            MJv = self.prior_hessp(Jv) + self.lagrange_multiplier[:, None] * V * Jv
         return MJv - V * MJv.sum(axis=1, keepdims=True)
 
     @property

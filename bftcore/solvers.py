@@ -194,9 +194,8 @@ class SeparablePreconditioner:
         grid, pr = E.grid, E.prior
         K = pr.K
         scale = pr.lam * grid.cell
-        V = point.P * grid.hy
-        lamX = np.maximum(point.lagrange_multiplier, 0.0)
-        d = np.mean(lamX[:, None] * V, axis=0)
+        d = self.data_term(point)
+        self.d = d
         Ky = (scale * K.lambda_y) * K.ky.toarray()
         ref = max(float(np.max(d)), float(np.max(np.abs(np.diag(Ky)))), 1e-300)
         w, self.Q = np.linalg.eigh(Ky + np.diag(d + 1e-10 * ref))
@@ -204,6 +203,17 @@ class SeparablePreconditioner:
         self.inv = 1.0 / np.maximum(sx[:, None] + w[None, :], 1e-12 * ref)
         self.x_periodic = grid.x.boundary == "periodic" and grid.x.n > 1
         self.x_neumann = grid.x.boundary == "neumann" and grid.x.n > 1
+
+    @staticmethod
+    def data_term(point) -> np.ndarray:
+        """x-average of the data term ``max(Lambda_X, 0) P hy`` of the Newton matrix, as a function of y."""
+        V = point.P * point.energy.grid.hy
+        return np.mean(np.maximum(point.lagrange_multiplier, 0.0)[:, None] * V, axis=0)
+
+    def still_good(self, point, rel: float = 0.25) -> bool:
+        """Whether this preconditioner may be reused at ``point`` (its data term moved by less than ``rel``)."""
+        d = self.data_term(point)
+        return float(np.max(np.abs(d - self.d))) <= rel * float(np.max(np.abs(self.d)) + 1e-300)
 
     def __call__(self, r: np.ndarray) -> np.ndarray:
         if self.x_periodic:
@@ -221,12 +231,33 @@ class SeparablePreconditioner:
 
 
 def newton_cg_direction(point, precond, rtol: float, maxiter: int):
-    """Solve ``H d = -G`` by preconditioned CG, truncated at negative curvature (Steihaug).
+    """Solve ``H d = -G`` by preconditioned CG.
 
-    Returns ``(d, label, cg_iterations)``; label is ``"newton"``, or ``"newton-fallback"`` when the first CG
-    direction already has non-positive curvature and the preconditioned gradient step is returned instead.
+    If CG meets a direction of non-positive curvature (the Hessian is not positive definite there) and the
+    point offers a convexified Hessian (``hessp(v, convexified=True)``, Gauss-Newton), the system is solved again
+    with it: a descent step of full length instead of a truncated one, labelled ``"newton-convexified"``.
+    Otherwise CG is truncated there (Steihaug); if that happens on the very first direction the preconditioned
+    gradient step is returned, labelled ``"newton-fallback"``.  Returns ``(d, label, cg_iterations)``.
     """
-    g = point.gradient
+    d, label, k = _pcg(point.gradient, point.hessp, precond, rtol, maxiter)
+    if label == "negative-curvature":
+        try:
+            hessp = lambda v: point.hessp(v, convexified=True)  # noqa: E731
+        except TypeError:
+            hessp = None
+        if hessp is not None and hasattr(point, "lagrange_multiplier"):
+            d2, label2, k2 = _pcg(point.gradient, hessp, precond, rtol, maxiter)
+            if label2 != "negative-curvature":
+                return d2, "newton-convexified", k + k2
+        if k == 0:
+            return d, "newton-fallback", k
+        return d, "newton", k
+    return d, label, k
+
+
+def _pcg(g, hessp, precond, rtol, maxiter):
+    """Preconditioned CG for ``H x = -g``; stops at non-positive curvature with label "negative-curvature" and
+    the iterate so far (the preconditioned gradient if it is the first direction)."""
     r = -g
     z = precond(r)
     p = z.copy()
@@ -234,12 +265,10 @@ def newton_cg_direction(point, precond, rtol: float, maxiter: int):
     x = np.zeros_like(g)
     gnorm = float(np.linalg.norm(g))
     for k in range(maxiter):
-        Hp = point.hessp(p)
+        Hp = hessp(p)
         pHp = float(np.vdot(p, Hp))
         if not pHp > 1e-14 * float(np.vdot(p, p)) * max(1.0, abs(rz)):
-            if k == 0:
-                return z, "newton-fallback", k
-            return x, "newton", k
+            return (z if k == 0 else x), "negative-curvature", k
         alpha = rz / pHp
         x += alpha * p
         r -= alpha * Hp
@@ -260,7 +289,7 @@ def _massive_solve(energy, r, mass2):
 
 # ------------------------------------------------------------------------------------- active set, field P
 def _free_set_direction(point, method: str, mass2: float):
-    """Direction for E_P on the face F = {P > 0}: solve the KKT system ``[A_FF B; B^T 0] [d; mu] = [-G_F; 0]``
+    """Direction for E_P on the face F = {P > 0} less the epsilon-active nodes (held fixed): solve the KKT system ``[A_FF B; B^T 0] [d; mu] = [-G_F; 0]``
     with ``B`` the per-x normalisation constraint, so d keeps ``sum_j P hy = 1`` and leaves the nodes with P = 0
     alone (Sect. 7.2.5, inverting in subspaces).  Releasing nodes from P = 0 is the job of the projected-gradient
     step in :func:`iterate`."""
@@ -314,11 +343,6 @@ def _probability_step(energy, phi, point, method, mass2, eta_prev):
     back onto ``{P >= 0, sum P hy = 1}``; a projected-gradient arc ``Proj(P - eta G)`` when nodes at P = 0 should be
     released (their reduced gradient is negative) or the face step cannot decrease the energy."""
     G = point.gradient
-    active = _eps_active(point)
-    if np.any(active & (phi > 0)):  # move the epsilon-active nodes onto the bound first
-        phi = project_simplex(np.where(active, 0.0, phi), energy.grid.hy)
-        point = energy.at(phi)
-        G = point.gradient
     E_start = point.value
     zero = phi <= 0
     face_res = float(np.max(np.abs(G[~zero]), initial=0.0))
@@ -331,8 +355,11 @@ def _probability_step(energy, phi, point, method, mass2, eta_prev):
         slope = float(np.vdot(G, d))
         if slope < 0:
             exact = method != "newton"
+            # the epsilon-active nodes go onto the bound along the path; acceptance is still judged against the
+            # energy at phi, so the energy never increases
+            base = np.where(_eps_active(point), 0.0, phi)
             out = line_search(energy, phi, d, E_start, slope, eta0=eta_prev if exact else 1.0, exact=exact,
-                              path=lambda eta: project_simplex(phi + eta * d, hy))
+                              path=lambda eta: project_simplex(base + eta * d, hy))
             if out[2] is None:
                 out = None
     if out is None:
@@ -368,6 +395,7 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
                           elapsed_s=time.perf_counter() - t0)
     eta_prev = 1.0
     g0 = max(float(np.linalg.norm(point.gradient)), 1e-300)
+    precond = None
     for it in range(1, max_iter + 1):
         G = point.gradient
         label = method
@@ -384,7 +412,8 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
             if hasattr(energy, "newton_preconditioner"):
                 precond = energy.newton_preconditioner(point)
             elif energy.field == "L":
-                precond = SeparablePreconditioner(point)
+                if precond is None or not precond.still_good(point):
+                    precond = SeparablePreconditioner(point)
             else:
                 precond = _identity_precond
             d, label, _ = newton_cg_direction(point, precond, rtol, cg_maxiter)

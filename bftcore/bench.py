@@ -1,0 +1,115 @@
+"""Performance benchmark: ``python -m bftcore bench`` prints a table of medians over several runs.
+
+Cases (issue: solver speed): random problems with 200 points, x uniform, y Gaussian around the middle
+(sd ny/8), E_L with Newton, periodic y, Neumann x, unit spacing, lambda = lambda_x = lambda_y = 1, kernel start;
+on 64x64 and 128x128 with l2 = 0.05, 1, 20 and l6 = 0.1; plus the paper figures 14-17 on the 10x15 mesh.
+Baseline: ``scipy.optimize.minimize(method="L-BFGS-B")`` on the same energy in the parameterisation
+L = g - ln sum exp(g) (eq. 146), from the same start, stopped as soon as its energy is within 1e-8 (relative) of
+bftcore's final energy.  bftcore's time is its whole fit (start, iterations, line searches).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.optimize as so
+
+from . import api
+from .presets import figure_config
+
+
+def random_problem(n: int, prior: dict, seed: int = 0, points: int = 200) -> dict:
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(1, n, points)
+    y = np.clip(rng.normal((n + 1) / 2, n / 8, points), 1, n)
+    pr = {"field": "L", "lambda": 1.0, "lambda_x": 1.0, "lambda_y": 1.0, "l0": 0.0, "l2": 0.0, "l4": 0.0,
+          "l6": 0.0, **prior}
+    return {"model": "density",
+            "grid": {"x": {"min": 1, "max": n, "n": n, "boundary": "neumann"},
+                     "y": {"min": 1, "max": n, "n": n, "boundary": "periodic"}},
+            "data": np.column_stack([x, y]).tolist(), "prior": pr,
+            "solver": {"method": "newton", "init": "kernel", "init_mass2": 0.1, "min_iter": 1, "max_iter": 200,
+                       "tol": 1e-9}}
+
+
+def lbfgs_time(config: dict, target: float) -> tuple[float, float, int]:
+    """Seconds L-BFGS-B needs from the same start to reach ``target`` energy; returns (time, energy, evaluations)."""
+    problem = api.build_density(config)
+    E = problem.energy
+    g0 = api.initial_field(problem).ravel()
+    shape = problem.grid.shape
+    nfev = [0]
+
+    def fun(g):
+        nfev[0] += 1
+        pt = E.at(E.normalise(g.reshape(shape)))
+        return pt.value, pt.gradient.ravel()
+
+    class Done(Exception):
+        pass
+
+    best = [np.inf]
+
+    def cb(xk):
+        f = fun(xk)[0]
+        best[0] = min(best[0], f)
+        if f <= target:
+            raise Done
+
+    t = time.perf_counter()
+    try:
+        res = so.minimize(fun, g0, jac=True, method="L-BFGS-B", callback=cb,
+                          options={"maxiter": 100000, "maxfun": 200000, "ftol": 0.0, "gtol": 0.0, "maxcor": 20})
+        best[0] = min(best[0], res.fun)
+    except Done:
+        pass
+    return time.perf_counter() - t, best[0], nfev[0]
+
+
+def _median_fit(config, repeats):
+    times, doc = [], None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        doc = api.fit(config)
+        times.append(time.perf_counter() - t)
+    return float(np.median(times)), float(np.min(times)), float(np.max(times)), doc
+
+
+CASES = [("64x64 l2=0.05", 64, {"l2": 0.05}, 0.150), ("64x64 l2=1", 64, {"l2": 1.0}, 0.150),
+         ("64x64 l2=20", 64, {"l2": 20.0}, 0.150), ("64x64 l6=0.1", 64, {"l6": 0.1}, 0.500),
+         ("128x128 l2=0.05", 128, {"l2": 0.05}, 2.0), ("128x128 l2=1", 128, {"l2": 1.0}, 2.0),
+         ("128x128 l2=20", 128, {"l2": 20.0}, 2.0), ("128x128 l6=0.1", 128, {"l6": 0.1}, 2.0)]
+
+
+def main(repeats: int = 5, quick: bool = False, baseline_repeats: int = 3) -> int:
+    print(f"bftcore benchmark: median of {repeats} runs (min-max in brackets); times in ms")
+    print()
+    print(f"{'case':<18}{'bftcore':>10}{'[min-max]':>18}{'target':>8}{'iters':>6}  {'energy':>16}")
+    for name in ("fig14", "fig15", "fig16", "fig17"):
+        med, lo, hi, doc = _median_fit(figure_config(name), repeats)
+        print(f"{name:<18}{med * 1e3:>10.1f}{f'[{lo * 1e3:.1f}-{hi * 1e3:.1f}]':>18}{20:>8}{doc['iterations']:>6}  "
+              f"{doc['energy']:>16.10f}")
+    print()
+    print(f"{'case':<18}{'bftcore':>10}{'[min-max]':>18}{'target':>8}{'iters':>6}{'L-BFGS-B':>11}{'ratio':>8}"
+          f"  {'rel. energy gap':>15}")
+    for name, n, prior, target in CASES:
+        if quick and n > 64:
+            continue
+        cfg = random_problem(n, prior)
+        med, lo, hi, doc = _median_fit(cfg, repeats)
+        goal = doc["energy"] + 1e-8 * abs(doc["energy"])
+        lb = [lbfgs_time(cfg, goal) for _ in range(baseline_repeats if n <= 64 or "l2" in prior else 1)]
+        lt = float(np.median([t for t, _, _ in lb]))
+        gap = (min(e for _, e, _ in lb) - doc["energy"]) / abs(doc["energy"])
+        reached = "" if min(e for _, e, _ in lb) <= goal else " (not reached)"
+        print(f"{name:<18}{med * 1e3:>10.1f}{f'[{lo * 1e3:.1f}-{hi * 1e3:.1f}]':>18}{target * 1e3:>8.0f}"
+              f"{doc['iterations']:>6}{lt * 1e3:>11.1f}{lt / med:>8.1f}  {gap:>15.2e}{reached}")
+    try:
+        from .bench_mixtures import bench_rows
+    except ImportError:
+        return 0
+    print()
+    print(f"{'mixture case':<58}{'median ms':>10}{'target':>8}")
+    for row in bench_rows(repeats):
+        print(f"{row[0]:<58}{row[1]:>10.2f}{row[2]:>8.0f}")
+    return 0
