@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-BETA_MIN, BETA_MAX = 1e-12, 1e12
 
 
 def _check_beta(beta) -> float:
@@ -253,7 +252,7 @@ class ReducedMixture:
             for y in (self._newton_root(beta, s), self.minimize(beta, s)["y"]):
                 if y is not None and np.linalg.norm(self.gradient(y, beta)) < 1e-8 * (1 + np.abs(y).max()):
                     found.append(y)
-        return [self.solution(y, beta) for y in _distinct(found, self)]
+        return [self.solution(y, beta) for y in _distinct(found)]
 
     def _two_component_roots(self, beta):
         from scipy.optimize import brentq
@@ -298,7 +297,7 @@ class ReducedMixture:
         return b, float(e[1] - e[0])
 
 
-def _distinct(points, model, tol=1e-7):
+def _distinct(points, tol=1e-7):
     out = []
     for y in points:
         if all(np.linalg.norm(y - z) > tol * (1 + np.linalg.norm(z)) for z in out):

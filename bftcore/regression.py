@@ -286,13 +286,16 @@ class RegressionModel:
     def posterior_variance_within(self) -> np.ndarray:
         """diag(A^{-1}): beta times the within-component posterior variance of h(x_i) (same for every j)."""
         if "diag_inv" not in self._cache:
-            if self.n <= 3000:
-                c = sla.cho_factor(self.A.toarray(), lower=False, check_finite=False)
-                inv = sla.cho_solve(c, np.eye(self.n), check_finite=False)
-                self._cache["diag_inv"] = np.diag(inv).copy()
-            else:
-                lu = self._factor()
-                self._cache["diag_inv"] = np.array([lu.solve(np.eye(self.n)[:, i])[i] for i in range(self.n)])
+            # sparse triangular solves with the cached factorisation: no dense BLAS (which is slow under load),
+            # O(n^2 * bandwidth) in blocks of columns so memory stays O(n * block)
+            lu, n, block = self._factor(), self.n, 256
+            diag = np.empty(n)
+            for s0 in range(0, n, block):
+                cols = np.arange(s0, min(n, s0 + block))
+                E = np.zeros((n, cols.size))
+                E[cols, np.arange(cols.size)] = 1.0
+                diag[cols] = lu.solve(E)[cols, np.arange(cols.size)]
+            self._cache["diag_inv"] = diag
         return self._cache["diag_inv"]
 
     # --- beta-dependent --------------------------------------------------------------------------------------
