@@ -191,7 +191,7 @@ class RegressionModel:
             elif self.coeffs["l0"] == 0 and self.counts.sum() == 0:
                 raise ValueError("K_T + lambda K_X is singular: without data the prior needs a mass l0 > 0 "
                                  "(K_X annihilates constants); add data or set prior.l0 > 0")
-            self._cache["lu"] = spla.splu(sp.csc_matrix(self.A))
+            self._cache["lu"] = spla.splu(sp.csc_matrix(self.A), permc_spec="MMD_AT_PLUS_A")  # symmetric ordering
         return self._cache["lu"]
 
     def solve_A(self, rhs) -> np.ndarray:
@@ -474,7 +474,7 @@ class RegressionMixtureEnergy:
         if key not in self._lu:
             Am = sp.csc_matrix(self.model.K0 + key * sp.identity(self.model.n))
             try:
-                self._lu[key] = spla.splu(Am)
+                self._lu[key] = spla.splu(Am, permc_spec="MMD_AT_PLUS_A")
             except RuntimeError:
                 raise ValueError(f"lambda K_X + m^2 I is singular with m^2 = {mass2}; use a mass m^2 > 0") from None
         return self._lu[key].solve(np.asarray(r, dtype=float))
