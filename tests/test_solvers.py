@@ -44,11 +44,6 @@ CONFIGS = {
     "odd-P-mixture": lambda: odd_config("P", 0.5),
 }
 
-EP_MONOTONE_BUG = ("E_P energy increases between iterations: solvers._probability_step moves the epsilon-active "
-                   "nodes onto P = 0 (project_simplex(np.where(active, 0, phi))) without checking the energy, and the "
-                   "line search only guarantees a decrease relative to that projected point")
-
-
 def run(cfg, method=None, **solver):
     c = copy.deepcopy(cfg)
     if method:
@@ -57,17 +52,10 @@ def run(cfg, method=None, **solver):
     return list(api.iterate(c))
 
 
-def monotone_cases():
-    for name in CONFIGS:
-        for m in METHODS:
-            marks = ()
-            if name in ("fig17", "odd-P-mixture") and m in ("massive", "gradient"):
-                marks = pytest.mark.xfail(strict=True, reason=EP_MONOTONE_BUG)
-            yield pytest.param(name, m, marks=marks, id=f"{name}-{m}")
-
-
 # ------------------------------------------------------------------------------- normalisation and monotonicity
-@pytest.mark.parametrize("name, method", monotone_cases())
+# fig17 and odd-P-mixture with massive/gradient caught a bug: the active-set step for E_P moved the epsilon-active
+# nodes onto P = 0 without checking the energy, so the energy rose between iterations.
+@pytest.mark.parametrize("name, method", [(n, m) for n in CONFIGS for m in METHODS])
 def test_normalised_every_iteration_and_energy_never_increases(name, method):
     cfg = CONFIGS[name]()
     hist = run(cfg, method, max_iter=250, tol=1e-12)
@@ -152,7 +140,7 @@ def test_stationarity_of_E_L(name):
     Lambda = problem.N.sum(axis=1) - lam * cell * KLt.sum(axis=1)
     residual = problem.N - lam * cell * KLt - Lambda[:, None] * P * g.hy
     scale = max(1.0, np.abs(problem.N).max(), np.abs(lam * cell * KLt).max())
-    assert np.max(np.abs(residual)) < 1e-9 * scale
+    assert np.max(np.abs(residual)) < 1e-8 * scale  # the energy line search resolves a residual of ~sqrt(eps)
     # Lambda_X is also N_X plus nothing else when integrated: sum_y of the residual vanishes identically
     assert np.allclose(Lambda, api.build_density(cfg).energy.at(L).lagrange_multiplier, rtol=1e-10, atol=1e-10)
     # the field is not trivially stationary: the data term alone is far from zero
