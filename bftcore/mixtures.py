@@ -33,16 +33,21 @@ def _check_weights(prior_energies, weights):
 
 
 def _fast_mixing(E, p, live, beta):
-    """mixing_coefficients without validation (p normalised, ``live = p > 0``)."""
-    shift = np.where(live, E - np.min(E[live]), np.inf)
-    w = np.where(live, p * np.exp(-beta * shift), 0.0)
+    """mixing_coefficients without validation (p normalised, ``live = p > 0`` or None when all are)."""
+    if live is None:  # every p_j > 0: the common case, no masking
+        w = p * np.exp(-beta * (E - E.min()))
+    else:
+        shift = np.where(live, E - np.min(E[live]), np.inf)
+        w = np.where(live, p * np.exp(-beta * shift), 0.0)
     return w / w.sum()
 
 
 def _fast_energy(E, p, live, beta):
     """mixture_energy without validation."""
-    e_min = np.min(E[live])
-    s = float(np.sum(p[live] * np.expm1(-beta * (E[live] - e_min))))
+    if live is not None:
+        E, p = E[live], p[live]
+    e_min = E.min()
+    s = float(np.sum(p * np.expm1(-beta * (E - e_min))))
     return float(e_min - np.log1p(max(s, -1.0 + 1e-300)) / beta)
 
 
@@ -56,8 +61,9 @@ def mixing_coefficients(prior_energies, weights, beta: float) -> np.ndarray:
     """
     b = _check_beta(beta)
     E, p = _check_weights(prior_energies, weights)
+    live = p > 0
     with np.errstate(under="ignore"):
-        return _fast_mixing(E, p, p > 0, b)
+        return _fast_mixing(E, p, None if live.all() else live, b)
 
 
 def mixture_energy(prior_energies, weights, beta: float) -> float:
@@ -68,8 +74,9 @@ def mixture_energy(prior_energies, weights, beta: float) -> float:
     """
     b = _check_beta(beta)
     E, p = _check_weights(prior_energies, weights)
+    live = p > 0
     with np.errstate(under="ignore"):
-        return _fast_energy(E, p, p > 0, b)
+        return _fast_energy(E, p, None if live.all() else live, b)
 
 
 def mean_field_rhs(a1, beta: float, b: float, e_diff: float):
@@ -102,7 +109,7 @@ class ReducedMixture:
                              f"{V.shape}, {G.shape}")
         _check_weights(V, p)
         self.weights = p / p.sum()
-        self._live = self.weights > 0
+        self._live = None if np.all(self.weights > 0) else self.weights > 0
         self.variances = V
         self.gram = 0.5 * (G + G.T)
         self.offset = float(offset)
@@ -138,13 +145,11 @@ class ReducedMixture:
 
     def mixing(self, y, beta: float) -> np.ndarray:
         """a_j at h(y), eq. (23)/(43) [001]."""
-        with np.errstate(under="ignore"):
-            return _fast_mixing(self.component_energies(y), self.weights, self._live, float(beta))
+        return _fast_mixing(self.component_energies(y), self.weights, self._live, float(beta))
 
     def energy(self, y, beta: float) -> float:
         """Mixture energy -(1/beta) ln sum_j p_j exp(-beta E_hj), eq. (18) [001] divided by beta."""
-        with np.errstate(under="ignore"):
-            return _fast_energy(self.component_energies(y), self.weights, self._live, float(beta))
+        return _fast_energy(self.component_energies(y), self.weights, self._live, float(beta))
 
     def gradient(self, y, beta: float) -> np.ndarray:
         a = self.mixing(y, beta)

@@ -360,7 +360,8 @@ class RegressionModel:
     def reduced_solution(self, sol: dict, beta: float) -> dict:
         """Attach h = sum a_j t̄_j, errors and the full energy to a reduced solution dict."""
         h = self.field(sol["mixing"])
-        return {**sol, "h": h, "energy": float(self.energy(beta).value(h)), "train_error": self.train_error(h),
+        # the reduced energy already is the full mixture energy at h = sum a_j t̄_j (offset included), eq. (43)
+        return {**sol, "h": h, "energy": float(sol["energy"]), "train_error": self.train_error(h),
                 "test_error": self.test_error(h)}
 
     def fixed_points(self, beta: float) -> list[dict]:

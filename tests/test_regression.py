@@ -157,6 +157,8 @@ def test_map_field_solution_equals_reduced_fixed_point(beta, init):
     assert res["converged"] and res["stable"]
     M = RegressionModel.from_config(cfg)
     sols = [s for s in M.fixed_points(beta) if s["stable"]]
+    for s in M.fixed_points(beta):   # the reduced energy is the full mixture energy at h = sum a_j t̄_j
+        assert s["energy"] == pytest.approx(M.energy(beta).value(s["h"]), rel=1e-12)
     h = np.array(res["h"])
     assert _close_to_some(h, sols) < 1e-7
     a = np.array(res["mixing"])
