@@ -82,7 +82,7 @@ def _fig_14_17(field: str, l2: float, l6: float) -> dict:
                   "l0": 0.0, "l2": l2, "l4": 0.0, "l6": l6},
         "templates": [], "weights": [], "beta": 1.0,
         "solver": {"method": "newton" if newton else "massive", "mass2": 1.0, "init": "kernel",
-                   "init_mass2": 0.1 if newton else 1.0, "min_iter": 4, "max_iter": 100, "tol": 1e-10},
+                   "init_mass2": 0.1 if newton else 1.0, "min_iter": 4, "max_iter": 100, "tol": 1e-8},
         "truth": "paper",
     }
 

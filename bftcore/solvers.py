@@ -113,8 +113,9 @@ def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=6
     ``path(eta)`` replaces ``normalise(phi + eta d)`` when given (the projection arc of the active-set method).
 
     ``exact=False`` (Newton): try eta0, then backtrack with safeguarded quadratic interpolation (Armijo, c = 1e-4).
-    ``exact=True`` (gradient and massive relaxation, as the paper's FindMinimum): expand or shrink by factors of two
-    to bracket the minimum along the line, then refine with one parabolic step.  ``eta = 0`` (no point) when no
+    ``exact=True`` (gradient and massive relaxation, standing in for the paper's FindMinimum): from eta0 (the last
+    accepted step) one step of the quadratic model through E(0), the slope at 0 and E(eta0), or backtracking
+    when eta0 does not decrease the energy; two or three energy evaluations per iteration.  ``eta = 0`` (no point) when no
     decrease can be found, which the caller treats as convergence at machine precision.
     """
     def trial(eta):
@@ -137,46 +138,24 @@ def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=6
             E1, p1, pt1 = trial(eta)
         return (eta, p1, pt1) if E1 < E0 else (0.0, phi, None)
 
-    best = (E1, eta, p1, pt1)
-    if E1 < E0:  # expand while it keeps improving
-        for _ in range(30):
-            E2, p2, pt2 = trial(2 * eta)
-            if not E2 < best[0]:
-                hi = (E2, 2 * eta)
-                break
-            eta *= 2
-            best = (E2, eta, p2, pt2)
-        else:
-            return best[1], best[2], best[3]
-        lo = (E0, 0.0) if eta == eta0 else None
-        # three points: eta/2 (or 0), eta, 2 eta around the minimum; one parabolic refinement
-        a, fa = (eta / 2, None) if lo is None else (0.0, E0)
-        if fa is None:
-            fa = trial(a)[0]
-        b, fb = eta, best[0]
-        c, fc = hi[1], hi[0]
-    else:  # shrink until it improves
-        c, fc = eta, E1
-        for _ in range(max_halvings):
-            eta *= 0.5
-            E1, p1, pt1 = trial(eta)
-            if E1 < E0:
-                best = (E1, eta, p1, pt1)
-                break
-            c, fc = eta, E1
-        else:
-            return 0.0, phi, None
-        a, fa, b, fb = 0.0, E0, eta, E1
-    if np.isfinite(fc) and np.isfinite(fa):
-        num = (b - a) ** 2 * (fb - fc) - (b - c) ** 2 * (fb - fa)
-        den = (b - a) * (fb - fc) - (b - c) * (fb - fa)
-        if den != 0:
-            x = b - 0.5 * num / den
-            if a < x < c and x != b:
-                Ex, px, ptx = trial(x)
-                if Ex < best[0]:
-                    best = (Ex, x, px, ptx)
-    return best[1], best[2], best[3]
+    if E1 < E0:
+        # one quadratic-model step from E0, the slope at 0 and E(eta0); keep the better of the two points
+        denom = 2 * (E1 - E0 - slope * eta)
+        eta_q = -slope * eta * eta / denom if denom > 0 else 4 * eta
+        eta_q = min(max(eta_q, 0.25 * eta), 8 * eta)
+        if abs(eta_q - eta) > 0.05 * eta:
+            Eq, pq, ptq = trial(eta_q)
+            if Eq < E1:
+                return eta_q, pq, ptq
+        return eta, p1, pt1
+    for _ in range(max_halvings):  # backtrack with safeguarded quadratic interpolation
+        denom = 2 * (E1 - E0 - slope * eta)
+        new = -slope * eta * eta / denom if np.isfinite(E1) and denom > 0 else 0.5 * eta
+        eta = min(max(new, 0.1 * eta), 0.5 * eta)
+        E1, p1, pt1 = trial(eta)
+        if E1 < E0:
+            return eta, p1, pt1
+    return 0.0, phi, None
 
 
 # ------------------------------------------------------------------------------------- learning matrices, L
@@ -307,19 +286,35 @@ def _free_set_direction(point, method: str, mass2: float):
         mean = Gf.sum(axis=1) / np.maximum(cnt, 1)
         d[free] = -(G - mean[:, None])[free]
         return d
-    K = E.prior.K.matrix
-    if method == "massive":
-        A = K + mass2 * sp.identity(grid.size, format="csr")
-    else:
-        data = (E.N / np.where(point.P > 0, point.P, 1.0) ** 2).ravel()
-        A = E.prior.lam * grid.cell * K + sp.diags(data)
-    Aff = A[fidx][:, fidx]
-    B = sp.csr_matrix((np.full(fidx.size, grid.hy), (np.arange(fidx.size), rows_x)), shape=(fidx.size, nx))
-    kkt = sp.bmat([[Aff, B], [B.T, None]], format="csc")
     rhs = np.concatenate([-G.ravel()[fidx], np.zeros(nx)])
-    try:
-        sol = spl.splu(kkt, permc_spec="MMD_AT_PLUS_A").solve(rhs)
-    except RuntimeError:  # singular: fall back to the gradient on the face
+    key = (method, mass2, free.tobytes())
+    cache = E.__dict__.setdefault("_kkt_cache", {})
+    solve = cache.get(key) if method == "massive" else None  # A = K + m^2 I is constant: reuse per face
+    if solve is None:
+        K = E.prior.K.matrix
+        if method == "massive":
+            A = K + mass2 * sp.identity(grid.size, format="csr")
+        else:
+            data = (E.N / np.where(point.P > 0, point.P, 1.0) ** 2).ravel()
+            A = E.prior.lam * grid.cell * K + sp.diags(data)
+        Aff = A[fidx][:, fidx]
+        B = sp.csr_matrix((np.full(fidx.size, grid.hy), (np.arange(fidx.size), rows_x)), shape=(fidx.size, nx))
+        kkt = sp.bmat([[Aff, B], [B.T, None]], format="csc")
+        try:
+            if kkt.shape[0] <= 600:  # small grids: dense LU beats sparse set-up costs
+                import scipy.linalg as sla
+                lu = sla.lu_factor(kkt.toarray(), check_finite=False)
+                solve = lambda b: sla.lu_solve(lu, b, check_finite=False)  # noqa: E731
+            else:
+                solve = spl.splu(kkt, permc_spec="MMD_AT_PLUS_A").solve
+        except (RuntimeError, ValueError):
+            return _free_set_direction(point, "gradient", mass2)
+        if method == "massive":
+            if len(cache) > 8:
+                cache.clear()
+            cache[key] = solve
+    sol = solve(rhs)
+    if not np.all(np.isfinite(sol)):  # singular KKT matrix: fall back to the gradient on the face
         return _free_set_direction(point, "gradient", mass2)
     d = np.zeros(grid.size)
     d[fidx] = sol[:fidx.size]
