@@ -10,7 +10,8 @@ Defaults for omitted keys:
   when none of them is given l2 = 1 (a plain -Delta prior);
 * ``templates`` [] (the zero template); ``weights`` equal p_j = 1/m; ``beta`` 1 (the paper);
 * ``solver``: method "newton", mass2 0.01, init "kernel", init_mass2 0.1, min_iter 4, max_iter 50, tol 1e-8;
-* ``truth`` null (no test error).
+* ``truth`` null (no test error).  Density: "paper" (eq. 708).  Regression (an extension): the true h(x) as a
+  template object or a list of values on the x nodes; the test error is then the mean of (h - h_true)^2 / 2.
 
 Extensions of the contract: density templates ``{"kind": "gaussian", "mu": m, "sigma": s}`` (a Gaussian in y,
 the same at every x, raw at the nodes like the paper's) and ``{"kind": "array", "values": [[...]]}`` (an nx x ny
@@ -193,10 +194,20 @@ def validate_config(doc) -> dict:
     if method == "massive" and solver["mass2"] <= 0:
         raise ConfigError("solver.mass2 must be > 0 for massive relaxation (A = K + m^2 I is singular otherwise)")
     truth = doc.get("truth", None)
-    if truth not in (None, "paper"):
-        raise ConfigError(f"truth must be \"paper\" or omitted, got {truth!r}")
-    if truth == "paper" and model != "density":
-        raise ConfigError("truth \"paper\" is the density (708); the regression model has no built-in truth")
+    if model == "density":
+        if truth not in (None, "paper"):
+            raise ConfigError(f"truth must be \"paper\" or omitted, got {truth!r}")
+    elif truth == "paper":
+        raise ConfigError("truth \"paper\" is the density (708); for regression give the true h(x) as a template "
+                          "object (constant, linear, array) or a list of values on the x nodes")
+    elif isinstance(truth, dict):
+        truth = _template(truth, 0, model, grid.y.n)
+    elif isinstance(truth, list):
+        if len(truth) != grid.x.n:
+            raise ConfigError(f"truth must have one value per x node ({grid.x.n}), got {len(truth)}")
+        truth = [_num(v, f"truth[{i}]") for i, v in enumerate(truth)]
+    elif truth is not None:
+        raise ConfigError(f"truth for regression must be a template object or a list of values, got {truth!r}")
     out = {"model": model, "grid": {"x": x, "y": y}, "data": pts, "prior": prior, "templates": templates,
            "weights": weights, "beta": beta, "solver": solver, "truth": truth}
     return copy.deepcopy(out)

@@ -370,9 +370,14 @@ def _refine_count_change(count_stable, lo, hi, c_lo, tol):
 
 
 def _refine_jump(solve, branch, k, jump_tol, tol):
-    """Bisect the beta interval where a branch jumps between records k and k+1 (a fold: the branch ends)."""
+    """Bisect the beta interval where a branch jumps between records k and k+1 (a fold: the branch ends).
+
+    The verdict uses the mixing coefficients seen by the bisection itself: re-solving just past a fold from the
+    continued field can sit on the nearly flat remains of the lost minimum (that is what metastability means),
+    so a fresh solve there is no evidence against the jump."""
     lo, hi = branch["beta"][k], branch["beta"][k + 1]
     field, a_lo = branch["_fields"][k], np.asarray(branch["mixing"][k])
+    a_hi = np.asarray(branch["mixing"][k + 1])
     for _ in range(60):
         if abs(hi - lo) <= tol:
             break
@@ -381,9 +386,8 @@ def _refine_jump(solve, branch, k, jump_tol, tol):
         if np.max(np.abs(_mixing_of(r) - a_lo)) < 0.5 * jump_tol:
             lo, field, a_lo = mid, f, _mixing_of(r)
         else:
-            hi = mid
-    f, r = solve(hi, field)
-    if np.max(np.abs(_mixing_of(r) - a_lo)) < 0.5 * jump_tol:
+            hi, a_hi = mid, _mixing_of(r)
+    if np.max(np.abs(a_hi - a_lo)) < 0.5 * jump_tol:
         return None  # a steep but continuous change, not a fold
     return 0.5 * (lo + hi)
 
@@ -457,7 +461,7 @@ def find_basins(solve, starts, beta: float) -> list[dict]:
     return sorted(minima, key=lambda d: d["energy"])
 
 
-def detect_plateaus(history, rel_tol=1e-3, min_length=3, drop=0.05, mix_tol=1e-3, mix_move=0.1) -> list[dict]:
+def detect_plateaus(history, rel_tol=1e-3, min_length=3, drop=0.05, mix_tol=1e-2, mix_move=0.1) -> list[dict]:
     """Plateaus of an iteration history: a run that stalls near one solution and later decays to another
     (the story of Fig 28).
 
@@ -465,7 +469,9 @@ def detect_plateaus(history, rel_tol=1e-3, min_length=3, drop=0.05, mix_tol=1e-3
     (if records carry ``mixing``) no a_j moves by more than ``mix_tol``.  A run of at least ``min_length``
     stalled iterations is a plateau if afterwards the energy still falls by at least ``drop`` times the total
     decrease or some a_j still moves by at least ``mix_move``.  Returns ``{"start", "end", "energy", "mixing",
-    "final_energy", "final_mixing"}`` per plateau (start/end are iteration numbers of the records).
+    "end_mixing", "final_energy", "final_mixing"}`` per plateau: start/end are iteration numbers of the records,
+    energy and mixing are where the run stalled (the plateau's start), end_mixing where it left the plateau.
+    ``mix_tol`` = 0.01 lets a slow drift of the a_j along a metastable valley count as a stall.
     """
     recs = list(history)
     if len(recs) < min_length + 2:
@@ -497,8 +503,9 @@ def detect_plateaus(history, rel_tol=1e-3, min_length=3, drop=0.05, mix_tol=1e-3
             later_drop = E[end] - E[-1] >= drop * total
             later_move = has_mix and float(np.max(np.abs(A[end] - A[-1]))) >= mix_move
             if later_drop or later_move:
-                out.append({"start": its[start], "end": its[end], "energy": float(E[end]),
-                            "mixing": None if not has_mix else A[end].tolist(),
+                out.append({"start": its[start], "end": its[end], "energy": float(E[start]),
+                            "mixing": None if not has_mix else A[start].tolist(),
+                            "end_mixing": None if not has_mix else A[end].tolist(),
                             "final_energy": float(E[-1]), "final_mixing": None if not has_mix else A[-1].tolist()})
         k = j + 1
     return out
