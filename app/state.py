@@ -414,8 +414,11 @@ class BFTSession(param.Parameterized):
     def _on_model_change(self, event):
         """Switching between density and regression swaps the template menu and the data's y values."""
         allowed = REGRESSION_TEMPLATES if self.is_regression else DENSITY_TEMPLATES
-        if any(k not in allowed for k in self.templates):
-            self.templates = [k for k in self.templates if k in allowed]
+        kept = [k for k in self.templates if k in allowed]
+        if self.is_regression and not kept:
+            kept = ["constant"]  # a regression mixture needs at least one template
+        if kept != list(self.templates):
+            self.templates = kept
 
     def _on_problem_change(self, *events):
         if self._quiet:
@@ -460,6 +463,8 @@ class BFTSession(param.Parameterized):
             self.message = f"Cannot solve: {e}"
             return False
         self._gen_key = self._field_key_now()
+        if self.message.startswith(("The solver failed", "Cannot solve")):
+            self.message = ""
         self._run_t0 = time.perf_counter()
         with param.parameterized.batch_call_watchers(self):
             self.history = []

@@ -37,7 +37,7 @@ class DataCanvas(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.session
-        fig = make_figure("posterior density p(y|x)", "x", "y", x_range=(X_RANGE[0] - 0.5, X_RANGE[1] + 0.5),
+        fig = make_figure("posterior density p(y|x)", "x", "y", name="bft-canvas", x_range=(X_RANGE[0] - 0.5, X_RANGE[1] + 0.5),
                           y_range=(Y_RANGE[0] - 0.5, Y_RANGE[1] + 0.5), tools="tap,pan,wheel_zoom,reset,save")
         self.mapper = LinearColorMapper(palette=PALETTE, low=0, high=1)
         self.image_source = ColumnDataSource(dict(image=[np.zeros((2, 2))], x=[0.0], y=[0.0], dw=[1.0], dh=[1.0]),
@@ -87,7 +87,7 @@ class DataCanvas(pn.viewable.Viewer):
         if s.display == "empirical density":
             return empirical_density(g, s.data), "P_emp"
         rec = s.record
-        if rec is None or s.is_regression or not hasattr(rec, "P") or np.shape(rec.P) != g.shape:
+        if rec is None or s.is_regression or getattr(rec, "P", None) is None or np.shape(rec.P) != g.shape:
             return None, ""
         P = np.asarray(rec.P, float)
         if s.display == "ln P":
@@ -100,7 +100,7 @@ class DataCanvas(pn.viewable.Viewer):
         regression = s.is_regression
         self.curve.visible = regression
         self.figure.legend.visible = regression
-        if regression and s.record is not None and hasattr(s.record, "h"):
+        if regression and s.record is not None and getattr(s.record, "h", None) is not None:
             self.curve_source.data = dict(x=g.x.nodes, h=np.asarray(s.record.h, float))
         self.figure.title.text = ("data and MAP regression h(x) — click to add points" if regression
                                   else f"{label or 'P'} on the {g.x.n}×{g.y.n} grid — click to add points")

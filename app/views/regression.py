@@ -70,7 +70,7 @@ class RegressionView(pn.viewable.Viewer):
                 item.visible = truth is not None
         if s.is_regression:
             self.figure.title.text = "regression: MAP h(x), exact predictive mean and templates"
-            h = np.asarray(rec.h, float) if rec is not None and hasattr(rec, "h") and len(rec.h) == g.x.n else None
+            h = np.asarray(rec.h, float) if rec is not None and getattr(rec, "h", None) is not None and len(rec.h) == g.x.n else None
             self.curve.data = dict(x=x if h is not None else [], h=h if h is not None else [])
             self.band.data = dict(x=[], lo=[], hi=[])
             exact = (s.result or {}).get("exact") if s.result else None
@@ -89,7 +89,7 @@ class RegressionView(pn.viewable.Viewer):
             self.exact.data = dict(x=[], h=[], lo=[], hi=[])
             self.templates.data = dict(xs=[], ys=[], color=[])
             self.caption.object = EQUATION_DENSITY
-            if rec is not None and hasattr(rec, "P") and np.shape(rec.P) == g.shape:
+            if rec is not None and getattr(rec, "P", None) is not None and np.shape(rec.P) == g.shape:
                 h, sd = regression_function(np.asarray(rec.P, float), g)
                 self.curve.data = dict(x=x, h=h)
                 self.band.data = dict(x=x, lo=h - sd, hi=h + sd)

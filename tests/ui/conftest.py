@@ -1,0 +1,42 @@
+"""Fixtures of the real-browser tests: one `panel serve app` per module and Debian's chromium via Playwright."""
+import os
+
+import pytest
+
+from .helpers import CHROMIUM, launch, panel_server
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright (Python) is not installed")
+
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"no chromium at {CHROMIUM} (set BFT_CHROMIUM to another binary); UI tests skipped",
+                allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    log = tmp_path_factory.mktemp("serve") / "panel.log"
+    with panel_server(log_path=str(log)) as (url, log_path):
+        yield url, log_path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    """A fresh browser context at 1280×720 with the app loaded; console errors collected in page.errors."""
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    pg = ctx.new_page()
+    pg.errors = []
+    pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg.goto(server[0])
+    from .helpers import wait_for_app
+    wait_for_app(pg)
+    yield pg
+    ctx.close()

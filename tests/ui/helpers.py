@@ -1,0 +1,99 @@
+"""Helpers shared by the UI tests and the measurement scripts: a `panel serve app` subprocess on a free port,
+the chromium launch of this machine, and JavaScript probes into the page's Bokeh document."""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("BFT_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def panel_server(port: int | None = None, log_path: str | None = None, extra_args=()):
+    """`panel serve app` bound to 127.0.0.1; yields (url, log file path); stops the server afterwards."""
+    port = port or free_port()
+    log_path = log_path or str(ROOT / f".panel-serve-{port}.log")
+    cmd = [sys.executable, "-m", "panel", "serve", "app", "--port", str(port), "--address", "127.0.0.1",
+           "--allow-websocket-origin", f"127.0.0.1:{port}", *extra_args]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/app"
+    try:
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+                break
+            except Exception:
+                if proc.poll() is not None or time.time() > deadline:
+                    raise RuntimeError(f"panel serve did not start; log:\n{Path(log_path).read_text()}")
+                time.sleep(0.3)
+        yield url, log_path
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+# JavaScript probes -----------------------------------------------------------------------------------------
+JS_MODEL = "(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name); if (m) return true; } return false; }"
+
+JS_IMAGE_SUM = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-image-source');
+  if (m) { const a = m.data.image[0]; let s = 0, w = 0; const f = a.flat ? a.flat(Infinity) : a;
+           for (let k = 0; k < f.length; k++) { s += f[k]; w += f[k] * ((k % 7) + 1); } return [s, w, f.length]; } }
+  return null; }"""
+
+JS_COLUMN = """([name, col]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
+  if (m) { return Array.from(m.data[col]); } } return null; }"""
+
+JS_CANVAS_XY = """([x, y]) => { for (const d of Bokeh.documents) { const fig = d.get_model_by_name('bft-canvas');
+  if (!fig) continue; const view = Bokeh.index.find_one(fig); if (!view) return null;
+  const sx = view.frame.x_scale.compute(x), sy = view.frame.y_scale.compute(y);
+  const r = view.canvas_view.el.getBoundingClientRect(); return [r.left + sx, r.top + sy]; } return null; }"""
+
+# Records performance.now() whenever the heatmap data changes to something new (for latency measurements).
+JS_WATCH_IMAGE = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-image-source');
+  if (!m) continue; window.__bftImageChanges = []; const sig = () => { const a = m.data.image[0];
+  const f = a.flat ? a.flat(Infinity) : a; let w = 0; for (let k = 0; k < f.length; k++) w += f[k] * ((k % 7) + 1); return w; };
+  window.__bftSig = sig(); m.change.connect(() => { const s = sig(); if (s !== window.__bftSig) {
+  window.__bftSig = s; window.__bftImageChanges.push(performance.now()); } }); return true; } return false; }"""
+
+
+def wait_for_app(page, timeout=30000):
+    page.wait_for_function(JS_MODEL, arg="bft-image-source", timeout=timeout)
+    # the first solve runs on load; wait until the traces have something
+    page.wait_for_function("""() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-traces-source');
+      if (m && m.data.iteration.length > 1) return true; } return false; }""", timeout=timeout)
+
+
+def canvas_xy(page, x, y):
+    return page.evaluate(JS_CANVAS_XY, [x, y])
+
+
+def image_sum(page):
+    return page.evaluate(JS_IMAGE_SUM)
+
+
+def column(page, source, col):
+    return page.evaluate(JS_COLUMN, [source, col])
