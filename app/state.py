@@ -568,7 +568,7 @@ class BFTSession(param.Parameterized):
             self._on_doc(self._finish, gen)
             return False
         self._on_doc(self._apply_record, rec, gen)
-        return True
+        return rec
 
     async def _step_async(self, token):
         await self._advance_async(token)
@@ -576,8 +576,12 @@ class BFTSession(param.Parameterized):
     async def _play_async(self, token):
         while self._token == token and self.running:
             t0 = time.perf_counter()
-            if not await self._advance_async(token):
+            rec = await self._advance_async(token)
+            if not rec:
                 return
+            if rec.iteration == 0:  # the start field: show the first step at once, animate from there
+                await asyncio.sleep(0)
+                continue
             await asyncio.sleep(max(0.0, self.frame_ms / 1000 - (time.perf_counter() - t0)))
 
     # --- records --------------------------------------------------------------------------------------------

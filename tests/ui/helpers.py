@@ -72,12 +72,15 @@ JS_CANVAS_XY = """([x, y]) => { for (const d of Bokeh.documents) { const fig = d
   const sx = view.frame.x_scale.compute(x), sy = view.frame.y_scale.compute(y);
   const r = view.canvas_view.el.getBoundingClientRect(); return [r.left + sx, r.top + sy]; } return null; }"""
 
-# Records performance.now() whenever the heatmap data changes to something new (for latency measurements).
+# Records performance.now() whenever the heatmap data changes to something new (for latency measurements):
+# polls the image signature every 5 ms, which bounds the measurement error.
 JS_WATCH_IMAGE = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-image-source');
   if (!m) continue; window.__bftImageChanges = []; const sig = () => { const a = m.data.image[0];
-  const f = a.flat ? a.flat(Infinity) : a; let w = 0; for (let k = 0; k < f.length; k++) w += f[k] * ((k % 7) + 1); return w; };
-  window.__bftSig = sig(); m.change.connect(() => { const s = sig(); if (s !== window.__bftSig) {
-  window.__bftSig = s; window.__bftImageChanges.push(performance.now()); } }); return true; } return false; }"""
+  const f = (a.flat && !ArrayBuffer.isView(a)) ? a.flat(Infinity) : a; let w = 0;
+  for (let k = 0; k < f.length; k++) w += f[k] * ((k % 7) + 1); return w; };
+  window.__bftSig = sig(); if (window.__bftTimer) clearInterval(window.__bftTimer);
+  window.__bftTimer = setInterval(() => { const s = sig(); if (s !== window.__bftSig) {
+  window.__bftSig = s; window.__bftImageChanges.push(performance.now()); } }, 5); return true; } return false; }"""
 
 
 def wait_for_app(page, timeout=30000):
