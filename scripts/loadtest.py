@@ -99,7 +99,10 @@ def main():
     for e in errors[:10]:
         print("  log:", e)
     print("target: median < 1000 ms and no errors in the server log")
-    log.unlink(missing_ok=True)
+    if not errors:
+        log.unlink(missing_ok=True)
+    else:
+        print(f"server log kept at {log}")
 
 
 if __name__ == "__main__":

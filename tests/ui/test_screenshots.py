@@ -1,0 +1,31 @@
+"""Screenshots of the main views for the README (assets/screenshots/*.png); run with BFT_SCREENSHOTS=1."""
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from .helpers import ROOT
+
+pytestmark = [pytest.mark.ui, pytest.mark.skipif(not os.environ.get("BFT_SCREENSHOTS"),
+                                                 reason="set BFT_SCREENSHOTS=1 to refresh the screenshots")]
+OUT = ROOT / "assets" / "screenshots"
+
+
+def test_screenshots(page):
+    OUT.mkdir(parents=True, exist_ok=True)
+    time.sleep(2)
+    page.screenshot(path=str(OUT / "live-fit-fig14.png"))
+    page.locator("select:has(option[value='fig27'])").select_option("fig27")
+    time.sleep(6)
+    page.screenshot(path=str(OUT / "overfitting-fig27.png"))
+    page.get_by_text("β sweep").first.click()
+    page.get_by_role("button", name="Run β sweep").click()
+    time.sleep(8)
+    page.screenshot(path=str(OUT / "beta-sweep.png"))
+    page.get_by_text("Live fit").first.click()
+    page.locator("select:has(option[value='regression'])").select_option("regression")
+    time.sleep(4)
+    page.screenshot(path=str(OUT / "regression.png"))
+    assert all((OUT / n).exists() for n in ("live-fit-fig14.png", "overfitting-fig27.png", "beta-sweep.png",
+                                            "regression.png"))
