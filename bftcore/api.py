@@ -193,10 +193,12 @@ def _num_or_none(v):
     return None if v is None or not np.isfinite(v) else float(v)
 
 
-def fit(config: dict, init=None, callback=None) -> dict:
+def fit(config: dict, init=None, callback=None, check_stability: bool = False) -> dict:
     """Run the configured solver to the end and return the result document (CONVENTIONS.md §4).
 
     ``callback(record)`` is called for every iteration; returning True from it stops the run.
+    ``check_stability=True`` adds ``"stable"``: whether the solution is a local minimum (see
+    :func:`is_local_minimum`), as beta sweeps and basins report it.
     """
     cfg = validate_config(config)
     if cfg["model"] == "regression":
@@ -210,7 +212,40 @@ def fit(config: dict, init=None, callback=None) -> dict:
         if callback is not None and callback(rec):
             break
     elapsed = time.perf_counter() - t0
-    return density_result(problem, history, elapsed)
+    doc = density_result(problem, history, elapsed)
+    if check_stability:
+        last = history[-1]
+        doc["stable"] = is_local_minimum(problem, last.L if problem.config["prior"]["field"] == "L" else last.P)
+    return doc
+
+
+def is_local_minimum(problem: DensityProblem, phi: np.ndarray, rtol: float = 1e-8) -> bool:
+    """Stability of a density solution: the smallest eigenvalue of the normalisation-consistent Hessian (160)
+    (Lanczos on Hessian actions, the nx per-x zero modes projected out) is not negative.  For field P the free
+    face is checked the same way with the Hessian (181) restricted to P > 0 and the per-x sums held fixed."""
+    import scipy.sparse.linalg as spl
+    pt = problem.energy.at(phi)
+    shape, n = problem.grid.shape, problem.grid.size
+    if problem.config["prior"]["field"] == "L":
+        mask = np.ones(shape, bool)
+    else:
+        mask = phi > 0
+
+    def project(v):  # tangent of the per-x normalisation on the free nodes (Euclidean)
+        v = np.where(mask, v.reshape(shape), 0.0)
+        cnt = np.maximum(mask.sum(axis=1, keepdims=True), 1)
+        return np.where(mask, v - v.sum(axis=1, keepdims=True) / cnt, 0.0)
+
+    def mv(v):
+        return project(pt.hessp(project(v))).ravel()
+
+    op = spl.LinearOperator((n, n), matvec=mv, dtype=float)
+    scale = max(1.0, float(np.max(np.abs(mv(np.random.default_rng(0).standard_normal(n))))))
+    try:
+        lam_min = spl.eigsh(op, k=1, which="SA", tol=1e-6, maxiter=20 * n, return_eigenvectors=False)[0]
+    except spl.ArpackNoConvergence as e:
+        lam_min = min(e.eigenvalues) if len(e.eigenvalues) else 0.0
+    return bool(lam_min >= -max(rtol, 1e-6) * scale)
 
 
 def density_result(problem: DensityProblem, history: list, elapsed: float) -> dict:

@@ -526,7 +526,9 @@ def regression_solver(model):
 
 def density_solver(config: dict):
     """``solve(beta, init)`` for a density config through ``bftcore.api.fit`` (field: L or P, as prior.field).
-    ``init`` may be None (the config's solver.init), an init name such as ``"template:0"``, or an L field."""
+    ``init`` may be None (the config's solver.init), an init name such as ``"template:0"``, or an L field.
+    Each result carries ``"stable"``: the smallest eigenvalue of the Hessian (160) at the solution, zero modes
+    projected out, is >= 0 (:func:`bftcore.api.is_local_minimum`)."""
     try:
         from . import api
     except ImportError:
@@ -539,8 +541,8 @@ def density_solver(config: dict):
         if isinstance(init, str):
             cfg["solver"] = {**(config.get("solver") or {}), "init": init}
             init = None
-        res = api.fit(cfg, init=init)
-        return np.asarray(res[fld], dtype=float), res
+        res = api.fit(cfg, init=init, check_stability=True)
+        return np.asarray([[np.nan if v is None else v for v in row] for row in res[fld]], dtype=float), res
     return solve
 
 
