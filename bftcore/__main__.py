@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 
-from .config import ConfigError, load_config, validate_config
+from .config import ConfigError, load_config
 from .operators import SingularOperatorError
 
 FIGURES = [f"fig{k}" for k in (14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28)]

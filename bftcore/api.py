@@ -7,7 +7,7 @@ Warm start: pass the previous field as ``init`` (L for field L, P for field P, h
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -155,7 +155,6 @@ class Record:
     L: np.ndarray | None = None
     P: np.ndarray | None = None
     h: np.ndarray | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def _density_records(problem: DensityProblem, init=None):

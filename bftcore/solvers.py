@@ -25,7 +25,7 @@ functional-style energy with ``value(phi)``, ``gradient(phi)``, ``hessp(phi, v)`
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.fft as sfft
@@ -52,7 +52,6 @@ class IterationRecord:
     change: float = np.nan
     converged: bool = False
     elapsed_s: float = 0.0
-    extra: dict = field(default_factory=dict)
 
 
 class SolverError(RuntimeError):
@@ -438,9 +437,3 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
                               time.perf_counter() - t0)
         if converged:
             return
-
-
-def minimize(energy, phi0, **kwargs) -> tuple[np.ndarray, list[IterationRecord]]:
-    """Run :func:`iterate` to the end; return the final field and the history."""
-    history = list(iterate(energy, phi0, **kwargs))
-    return history[-1].field, history

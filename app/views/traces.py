@@ -1,7 +1,6 @@
 """Energy, training and test error against iteration, streamed while the solver runs."""
 from __future__ import annotations
 
-import numpy as np
 import panel as pn
 import param
 from bokeh.models import BoxAnnotation, ColumnDataSource, Span, Label
