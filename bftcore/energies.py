@@ -36,11 +36,13 @@ def normalise_log(L: np.ndarray, hy: float) -> np.ndarray:
 def project_simplex(P: np.ndarray, hy: float) -> np.ndarray:
     """Euclidean projection of each x-row onto ``{P >= 0, sum_j P hy = 1}`` (the feasible set of E_P)."""
     Q = np.asarray(P, dtype=float) * hy
-    u = -np.sort(-Q, axis=1)
+    s = Q.sum(axis=1, keepdims=True)
+    if Q.min() >= 0 and np.max(np.abs(s - 1.0)) <= 1e-12:  # already feasible (a step along the face): no sort
+        return Q / (s * hy)
+    u = np.sort(Q, axis=1)[:, ::-1]
     css = np.cumsum(u, axis=1) - 1.0
     k = np.arange(1, Q.shape[1] + 1)
-    cond = u - css / k > 0
-    rho = Q.shape[1] - 1 - np.argmax(cond[:, ::-1], axis=1)
+    rho = np.count_nonzero(u * k > css, axis=1) - 1  # the support is a prefix of the sorted row
     theta = css[np.arange(Q.shape[0]), rho] / (rho + 1)
     out = np.maximum(Q - theta[:, None], 0.0)
     out[out < 1e-14 * np.max(out, axis=1, keepdims=True)] = 0.0  # rounding leftovers of the threshold
@@ -105,6 +107,8 @@ class DensityEnergy:
             raise ValueError(f"data counts have shape {self.N.shape}, grid has {grid.shape}")
         self.NX = self.N.sum(axis=1)
         self.data_mask = self.N > 0
+        self.data_index = np.flatnonzero(self.data_mask)  # flat indices of the data nodes, and their counts
+        self.data_counts = self.N.ravel()[self.data_index]
 
     def at(self, phi: np.ndarray):
         raise NotImplementedError
@@ -117,7 +121,9 @@ class _Point:
 
     @cached_property
     def _prior(self):
-        Kphi = self.energy.prior.K.apply(self.phi)
+        Kphi = self.__dict__.get("_Kphi")  # K phi, when the caller already has it (a step along a line)
+        if Kphi is None:
+            Kphi = self.energy.prior.K.apply(self.phi)
         return self.energy.prior.evaluate(self.phi, Kphi)
 
     @property
@@ -133,6 +139,8 @@ class _Point:
     def prior_gradient(self) -> np.ndarray:
         """``lambda cell K (phi - t̄)`` with ``t̄ = sum_j a_j t_j`` (716)."""
         _, _, a, u = self._prior
+        if len(a) == 1:
+            return self.energy.prior.lam * u[0]
         return self.energy.prior.lam * np.tensordot(a, u, axes=1)
 
     def prior_hessp(self, v: np.ndarray) -> np.ndarray:
@@ -225,18 +233,18 @@ class ProbPoint(_Point):
     @cached_property
     def value(self) -> float:
         """E_P = -(ln P, N)_data + prior, eq. (163)."""
-        N = self.energy.N
-        mask = self.energy.data_mask
-        if np.any(self.phi[mask] <= 0):
+        E = self.energy
+        Pd = self.phi.take(E.data_index)
+        if Pd.size and Pd.min() <= 0:
             return np.inf
-        return float(-np.sum(N[mask] * np.log(self.phi[mask])) + self.prior_energy)
+        return float(-np.dot(E.data_counts, np.log(Pd)) + self.prior_energy)
 
     @cached_property
     def raw_gradient(self) -> np.ndarray:
         """Gradient of E_P without the constraint: ``-N/P + lambda K (P - t̄)``."""
+        E = self.energy
         g = self.prior_gradient.copy()
-        mask = self.energy.data_mask
-        g[mask] -= self.energy.N[mask] / self.phi[mask]
+        g.ravel()[E.data_index] -= E.data_counts / self.phi.take(E.data_index)
         return g
 
     @cached_property
@@ -257,15 +265,28 @@ class ProbPoint(_Point):
         out[mask] += self.energy.N[mask] / self.phi[mask] ** 2 * v[mask]
         return out
 
+    @cached_property
+    def _projected_step(self) -> np.ndarray:
+        """``Proj(P - G)``, shared by the KKT residual and the epsilon-active set."""
+        return project_simplex(self.phi - self.gradient, self.energy.grid.hy)
+
+    @cached_property
+    def eps_active(self) -> np.ndarray:
+        """Bertsekas' epsilon-active set: nodes with P <= eps whose reduced gradient pushes outwards, with
+        eps = min(1e-3 max P, |P - Proj(P - G)|), so nodes about to hit zero are fixed there instead of
+        zigzagging."""
+        eps = min(1e-3 * float(np.max(self.phi)), self.residual)
+        return (self.phi <= eps) & (self.gradient > 0)
+
     def active(self, tol: float = 0.0) -> np.ndarray:
         """Nodes where the bound P >= 0 is active: P = 0 and the reduced gradient pushes outwards."""
         return (self.phi <= tol) & (self.gradient > 0)
 
-    @property
+    @cached_property
     def residual(self) -> float:
         """KKT residual ``max |P - Proj(P - G)|``: zero exactly when the reduced gradient vanishes where P > 0 and
         is >= 0 where P = 0 (stationarity (165)/(167) with the bound P >= 0)."""
-        return float(np.max(np.abs(self.phi - project_simplex(self.phi - self.gradient, self.energy.grid.hy))))
+        return float(np.max(np.abs(self.phi - self._projected_step)))
 
 
 class ProbabilityEnergy(DensityEnergy):
@@ -279,9 +300,57 @@ class ProbabilityEnergy(DensityEnergy):
     def normalise(self, P: np.ndarray) -> np.ndarray:
         return project_simplex(P, self.grid.hy)
 
+    def line_energy(self, base: np.ndarray, d: np.ndarray, Kbase: np.ndarray | None = None) -> "LineEnergy":
+        """``eta -> E_P(base + eta d)`` in closed form along a face step (see :class:`LineEnergy`)."""
+        return LineEnergy(self, base, d, Kbase)
+
     def to_L(self, phi):
         with np.errstate(divide="ignore"):
             return np.log(phi)
 
     def to_P(self, phi):
         return phi
+
+
+class LineEnergy:
+    """``eta -> E_P(base + eta d)`` in closed form, for a feasible ``base`` and a ``d`` that keeps the
+    normalisation (a face step of the active-set method for E_P).
+
+    Along a line the prior energies (715) are quadratics in eta, ``E_0j(eta) = E_0j + eta (d, K(base - t_j))
+    + eta^2/2 (d, K d)``, and the data term lives on the data nodes only, so after one application of K (two
+    without ``Kbase``) a trial step costs a few operations on the data nodes.  Calling it returns None for an eta
+    beyond the first node that reaches zero: there the path is bent by the projection and the caller evaluates
+    it in full.  :meth:`point` builds the accepted point with ``K P`` already known.
+    """
+
+    def __init__(self, energy: ProbabilityEnergy, base: np.ndarray, d: np.ndarray, Kbase=None):
+        pr, cell = energy.prior, energy.grid.cell
+        self.energy, self.base, self.d = energy, base, d
+        self.Kb = pr.K.apply(base) if Kbase is None else Kbase
+        self.Kd = pr.K.apply(d)
+        u = cell * (self.Kb[None] - pr.Kt)
+        self.e0 = 0.5 * np.einsum("jab,jab->j", base[None] - pr.templates, u)
+        self.c1 = np.einsum("jab,ab->j", u, d)
+        self.c2 = 0.5 * cell * float(np.vdot(d, self.Kd))
+        neg = d < 0
+        self.eta_max = float(np.min(base[neg] / -d[neg])) if np.any(neg) else np.inf
+        mask = energy.data_mask
+        self.N, self.bm, self.dm = energy.N[mask], base[mask], d[mask]
+        self.lam, self.single, self.pr = pr.lam, pr.m == 1, pr
+
+    def __call__(self, eta: float):
+        if eta > self.eta_max:
+            return None
+        pm = self.bm + eta * self.dm
+        if np.any(pm <= 0):
+            return np.inf
+        lamE0 = self.lam * (self.e0 + eta * self.c1 + (eta * eta) * self.c2)
+        prior = float(lamE0[0]) if self.single else float(mixture_energy(lamE0, self.pr.weights, self.pr.beta))
+        return float(-np.dot(self.N, np.log(pm))) + prior
+
+    def point(self, eta: float, P: np.ndarray) -> ProbPoint:
+        """The point ``P`` (= the projection of ``base + eta d``, equal to it up to rounding for
+        ``eta <= eta_max``) with ``K P`` taken from the line."""
+        pt = self.energy.at(P)
+        pt.__dict__["_Kphi"] = self.Kb + eta * self.Kd
+        return pt

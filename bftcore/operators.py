@@ -25,15 +25,21 @@ def laplacian_1d(axis: Axis) -> sp.csr_matrix:
     n, h2 = axis.n, axis.h ** 2
     if n == 1:
         return sp.csr_matrix((1, 1))
+    k = np.arange(n)
     if axis.boundary == "periodic":
         if n == 2:  # both neighbours are the same node
             return sp.csr_matrix(np.array([[-2.0, 2.0], [2.0, -2.0]]) / h2)
-        d = sp.diags([np.ones(n - 1), -2 * np.ones(n), np.ones(n - 1)], [-1, 0, 1], format="lil")
-        d[0, n - 1] = 1.0
-        d[n - 1, 0] = 1.0
-        return (d / h2).tocsr()
-    W = sp.diags([-np.ones(n - 1), np.ones(n - 1)], [0, 1], shape=(n - 1, n))
-    return (-(W.T @ W) / h2).tocsr()
+        rows = np.concatenate([k, k, k])
+        cols = np.concatenate([k, (k + 1) % n, (k - 1) % n])
+        vals = np.concatenate([np.full(n, -2.0), np.ones(n), np.ones(n)]) / h2
+        return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
+    # Neumann: -W^T W with forward differences W: -1 on the two end nodes' diagonal, -2 inside
+    diag = np.full(n, -2.0)
+    diag[[0, -1]] = -1.0
+    rows = np.concatenate([k, k[:-1], k[1:]])
+    cols = np.concatenate([k, k[1:], k[:-1]])
+    vals = np.concatenate([diag, np.ones(n - 1), np.ones(n - 1)]) / h2
+    return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
 
 
 def laplacian_eigenvalues(axis: Axis) -> np.ndarray:
@@ -50,6 +56,13 @@ def laplacian_eigenvalues(axis: Axis) -> np.ndarray:
 def axis_operator(axis: Axis, l0=0.0, l2=0.0, l4=0.0, l6=0.0) -> sp.csr_matrix:
     """K_X = l0 I - l2 Delta + l4 Delta^2 - l6 Delta^3, eqs. (700), (701)."""
     D = laplacian_1d(axis)
+    if axis.n <= 256:  # small axes: dense powers are far cheaper than sparse products
+        D = D.toarray()
+        K = l0 * np.eye(axis.n) - l2 * D
+        if l4 or l6:
+            D2 = D @ D
+            K = K + l4 * D2 - l6 * (D2 @ D)
+        return sp.csr_matrix(K)
     K = l0 * sp.identity(axis.n, format="csr") - l2 * D
     if l4 or l6:
         D2 = D @ D
@@ -64,26 +77,27 @@ def axis_symbol(axis: Axis, l0=0.0, l2=0.0, l4=0.0, l6=0.0) -> np.ndarray:
 
 
 def _forward(f: np.ndarray, grid: Grid) -> np.ndarray:
+    """Spectral coefficients of ``f`` (the last two axes are x and y; leading axes are a batch)."""
     out = f
     if grid.x.boundary == "neumann" and grid.x.n > 1:
-        out = sfft.dct(out, type=2, axis=0, norm="ortho")
+        out = sfft.dct(out, type=2, axis=-2, norm="ortho")
     if grid.y.boundary == "neumann" and grid.y.n > 1:
-        out = sfft.dct(out, type=2, axis=1, norm="ortho")
-    axes = tuple(a for a, ax in enumerate((grid.x, grid.y)) if ax.boundary == "periodic" and ax.n > 1)
+        out = sfft.dct(out, type=2, axis=-1, norm="ortho")
+    axes = tuple(a - 2 for a, ax in enumerate((grid.x, grid.y)) if ax.boundary == "periodic" and ax.n > 1)
     if axes:
-        out = sfft.fftn(out, axes=axes, workers=-1)
+        out = sfft.fftn(out, axes=axes)
     return out
 
 
 def _inverse(c: np.ndarray, grid: Grid) -> np.ndarray:
     out = c
-    axes = tuple(a for a, ax in enumerate((grid.x, grid.y)) if ax.boundary == "periodic" and ax.n > 1)
+    axes = tuple(a - 2 for a, ax in enumerate((grid.x, grid.y)) if ax.boundary == "periodic" and ax.n > 1)
     if axes:
-        out = sfft.ifftn(out, axes=axes, workers=-1).real
+        out = sfft.ifftn(out, axes=axes).real
     if grid.y.boundary == "neumann" and grid.y.n > 1:
-        out = sfft.idct(out, type=2, axis=1, norm="ortho")
+        out = sfft.idct(out, type=2, axis=-1, norm="ortho")
     if grid.x.boundary == "neumann" and grid.x.n > 1:
-        out = sfft.idct(out, type=2, axis=0, norm="ortho")
+        out = sfft.idct(out, type=2, axis=-2, norm="ortho")
     return np.real(out)
 
 
@@ -131,9 +145,16 @@ class PriorOperator:
         """Sparse K on x-major flattened fields (index ``i*ny + j``)."""
         if "matrix" not in self._cache:
             nx, ny = self.grid.shape
-            K = (self.lambda_x * sp.kron(self.kx, sp.identity(ny)) +
-                 self.lambda_y * sp.kron(sp.identity(nx), self.ky))
-            self._cache["matrix"] = sp.csr_matrix(K)
+            kx, ky = self.kx.tocoo(), self.ky.tocoo()
+            j, i = np.arange(ny), np.arange(nx)
+            # lambda_x (K_X (x) 1) + lambda_y (1 (x) K_Y) from the entries, without sparse kron products
+            rows = np.concatenate([(kx.row[:, None] * ny + j).ravel(), (i[:, None] * ny + ky.row).ravel()])
+            cols = np.concatenate([(kx.col[:, None] * ny + j).ravel(), (i[:, None] * ny + ky.col).ravel()])
+            vals = np.concatenate([np.repeat(self.lambda_x * kx.data, ny), np.tile(self.lambda_y * ky.data, nx)])
+            K = sp.csr_matrix((vals, (rows, cols)), shape=(nx * ny, nx * ny))
+            K.sum_duplicates()
+            K.eliminate_zeros()
+            self._cache["matrix"] = K
         return self._cache["matrix"]
 
     @property
@@ -162,6 +183,15 @@ class PriorOperator:
                 f"scale*K + m^2 I is singular (smallest eigenvalue {np.min(sym):.3g}): K has a zero mode "
                 f"(the constant field) so a mass m^2 > 0 is needed; with lambda = 0 use m^2 > 0 as well")
         return _inverse(_forward(np.asarray(rhs, dtype=float), self.grid) / sym, self.grid)
+
+    def inverse_matrix(self, scale: float = 1.0, mass2: float = 0.0) -> np.ndarray:
+        """Dense ``(scale*K + mass2*I)^{-1}`` (the Green's function), from the spectral solve of every unit field;
+        for small grids only (memory is O(size^2))."""
+        n = self.grid.size
+        if n > 1600:
+            raise ValueError(f"a dense inverse of K is for grids up to 1600 nodes (40 x 40), this one has {n}")
+        eye = np.eye(n).reshape((n,) + self.grid.shape)
+        return self.solve(eye, scale, mass2).reshape(n, n)
 
     def spectral_solve(self, rhs: np.ndarray, sym: np.ndarray) -> np.ndarray:
         """``rhs`` multiplied in the spectral basis by ``1/sym`` (``sym`` of shape ``(nx, ny)``, all > 0)."""

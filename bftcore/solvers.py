@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.fft as sfft
+import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spl
 
@@ -106,10 +107,12 @@ def _identity_precond(r):
 
 
 # ----------------------------------------------------------------------------------------------- line search
-def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=60, path=None):
+def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=60, path=None, line=None):
     """Step length eta along d with ``E(normalise(phi + eta d)) < E0``; returns ``(eta, new_phi, new_point)``.
 
     ``path(eta)`` replaces ``normalise(phi + eta d)`` when given (the projection arc of the active-set method).
+    ``line(eta)``, when given, returns the energy on the path in closed form (or None where it cannot), so that
+    only the accepted step is built as a full point; the step lengths tried are the same either way.
 
     ``exact=False`` (Newton): try eta0, then backtrack with safeguarded quadratic interpolation (Armijo, c = 1e-4).
     ``exact=True`` (gradient and massive relaxation, standing in for the paper's FindMinimum): from eta0 (the last
@@ -118,11 +121,29 @@ def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=6
     decrease can be found, which the caller treats as convergence at machine precision.
     """
     def trial(eta):
+        if line is not None:
+            v = line(eta)
+            if v is not None:
+                return (v if np.isfinite(v) else np.inf), None, None  # the point is built once accepted
         p = path(eta) if path is not None else energy.normalise(phi + eta * d)
         pt = energy.at(p)
         v = pt.value
         return (v if np.isfinite(v) else np.inf), p, pt
 
+    if line is not None:
+        eta, p, pt = _line_search_core(trial, E0, slope, eta0, exact, max_halvings, phi)
+        if pt is None and eta > 0:  # accepted on the closed form: build the point and check it for real
+            q = path(eta) if path is not None else energy.normalise(phi + eta * d)
+            pt = line.point(eta, q) if hasattr(line, "point") else energy.at(q)
+            if not pt.value < E0:  # rounding at the last digits: decide with full evaluations instead
+                return line_search(energy, phi, d, E0, slope, eta0, exact, max_halvings, path, None)
+            return eta, q, pt
+        return eta, p, pt
+    return _line_search_core(trial, E0, slope, eta0, exact, max_halvings, phi)
+
+
+def _line_search_core(trial, E0, slope, eta0, exact, max_halvings, phi):
+    """The step-length rules of :func:`line_search` on a ``trial(eta) -> (E, phi, point)`` function."""
     eta = eta0
     E1, p1, pt1 = trial(eta)
     if not exact:
@@ -195,14 +216,14 @@ class SeparablePreconditioner:
 
     def __call__(self, r: np.ndarray) -> np.ndarray:
         if self.x_periodic:
-            c = sfft.fft(r, axis=0, workers=-1)
+            c = sfft.fft(r, axis=0)
         elif self.x_neumann:
             c = sfft.dct(r, type=2, axis=0, norm="ortho")
         else:
             c = r
         c = ((c @ self.Q) * self.inv) @ self.Q.T
         if self.x_periodic:
-            return sfft.ifft(c, axis=0, workers=-1).real
+            return sfft.ifft(c, axis=0).real
         if self.x_neumann:
             return sfft.idct(c, type=2, axis=0, norm="ortho")
         return np.real(c)
@@ -275,6 +296,10 @@ def _free_set_direction(point, method: str, mass2: float):
     grid = E.grid
     nx, ny = grid.shape
     G = point.gradient
+    if method == "massive" and grid.size <= 600:
+        d = _massive_face_direction(point, mass2)
+        if d is not None and np.vdot(d, G) < 0:
+            return d
     free = ~_eps_active(point)
     fidx = np.flatnonzero(free.ravel())
     rows_x = fidx // ny
@@ -291,22 +316,41 @@ def _free_set_direction(point, method: str, mass2: float):
     solve = cache.get(key) if method == "massive" else None  # A = K + m^2 I is constant: reuse per face
     if solve is None:
         K = E.prior.K.matrix
-        if method == "massive":
-            A = K + mass2 * sp.identity(grid.size, format="csr")
-        else:
-            data = (E.N / np.where(point.P > 0, point.P, 1.0) ** 2).ravel()
-            A = E.prior.lam * grid.cell * K + sp.diags(data)
-        Aff = A[fidx][:, fidx]
-        B = sp.csr_matrix((np.full(fidx.size, grid.hy), (np.arange(fidx.size), rows_x)), shape=(fidx.size, nx))
-        kkt = sp.bmat([[Aff, B], [B.T, None]], format="csc")
+        data = None if method == "massive" else (E.N / np.where(point.P > 0, point.P, 1.0) ** 2).ravel()
+        scale = mass2 if method == "massive" else E.prior.lam * grid.cell  # A = K + m^2 I, or lam cell K + N/P^2
+        nf = fidx.size
         try:
-            if kkt.shape[0] <= 600:  # small grids: dense LU beats sparse set-up costs
-                import scipy.linalg as sla
-                lu = sla.lu_factor(kkt.toarray(), check_finite=False)
-                solve = lambda b: sla.lu_solve(lu, b, check_finite=False)  # noqa: E731
+            if nf + nx <= 600:  # small grids: a dense KKT matrix and LU beat sparse set-up costs
+                Kd = E.__dict__.get("_dense_K")
+                if Kd is None:
+                    Kd = E.__dict__["_dense_K"] = K.toarray()
+                kkt = np.zeros((nf + nx, nf + nx))
+                if method == "massive":
+                    kkt[:nf, :nf] = Kd[np.ix_(fidx, fidx)]
+                    kkt[np.arange(nf), np.arange(nf)] += mass2
+                else:
+                    kkt[:nf, :nf] = scale * Kd[np.ix_(fidx, fidx)]
+                    kkt[np.arange(nf), np.arange(nf)] += data[fidx]
+                kkt[np.arange(nf), nf + rows_x] = grid.hy
+                kkt[nf + rows_x, np.arange(nf)] = grid.hy
+                if method == "massive":  # reused for every step on this face: keep the block of the inverse
+                    S = np.linalg.inv(kkt)[:nf, :nf]  # that maps -G_F to d_F (the rest of the rhs is zero)
+                    if not np.all(np.isfinite(S)):
+                        raise ValueError("singular KKT matrix")
+                    solve = lambda b: np.concatenate([S @ b[:nf], np.zeros(nx)])  # noqa: E731
+                else:
+                    lu = sla.lu_factor(kkt, check_finite=False)
+                    solve = lambda b: sla.lu_solve(lu, b, check_finite=False)  # noqa: E731
             else:
+                if method == "massive":
+                    A = K + mass2 * sp.identity(grid.size, format="csr")
+                else:
+                    A = scale * K + sp.diags(data)
+                Aff = A[fidx][:, fidx]
+                B = sp.csr_matrix((np.full(nf, grid.hy), (np.arange(nf), rows_x)), shape=(nf, nx))
+                kkt = sp.bmat([[Aff, B], [B.T, None]], format="csc")
                 solve = spl.splu(kkt, permc_spec="MMD_AT_PLUS_A").solve
-        except (RuntimeError, ValueError):
+        except (RuntimeError, ValueError, np.linalg.LinAlgError):
             return _free_set_direction(point, "gradient", mass2)
         if method == "massive":
             if len(cache) > 8:
@@ -323,13 +367,55 @@ def _free_set_direction(point, method: str, mass2: float):
     return d
 
 
+def _massive_face_direction(point, mass2: float):
+    """The massive-relaxation face step of :func:`_free_set_direction` on small grids, through the Green's function.
+
+    The KKT system on the face is the full-space problem ``min 1/2 d^T A d + G^T d`` with ``C^T d = 0``, where the
+    columns of ``C`` are the unit vectors of the epsilon-active nodes and the per-x normalisation ``B``.  So
+    ``d = -A^{-1} (G + C mu)`` with ``(C^T A^{-1} C) mu = -C^T A^{-1} G``.  ``A^{-1} = (K + m^2 I)^{-1}`` is formed
+    once (dense, grids up to 600 nodes); a change of face only refactors the small ``(k + nx)``-square matrix, and a
+    step costs two matrix-vector products.  Returns None when that matrix is singular.
+    """
+    E = point.energy
+    grid = E.grid
+    nx, ny = grid.shape
+    hy = grid.hy
+    cache = E.__dict__.setdefault("_green_cache", {})
+    green = cache.get(mass2)
+    if green is None:
+        Ainv = E.prior.K.inverse_matrix(1.0, mass2)
+        AinvB = Ainv.reshape(grid.size, nx, ny).sum(axis=2) * hy  # A^{-1} B, B = per-x sums times hy
+        if len(cache) > 4:
+            cache.clear()
+        green = cache[mass2] = (Ainv, AinvB, {})
+    Ainv, AinvB, faces = green
+    active = point.eps_active.ravel()
+    key = active.tobytes()
+    face = faces.get(key)
+    if face is None:
+        a = np.flatnonzero(active)
+        AinvC = np.concatenate([Ainv[:, a], AinvB], axis=1)
+        M = np.concatenate([AinvC[a], AinvC.reshape(nx, ny, -1).sum(axis=1) * hy], axis=0)  # C^T A^{-1} C
+        try:
+            Mi = np.linalg.inv(M)
+        except np.linalg.LinAlgError:
+            return None
+        if not np.all(np.isfinite(Mi)):
+            return None
+        if len(faces) > 16:
+            faces.clear()
+        face = faces[key] = (a, AinvC, Mi)
+    a, AinvC, Mi = face
+    w = Ainv @ point.gradient.ravel()
+    mu = Mi @ np.concatenate([w[a], w.reshape(nx, ny).sum(axis=1) * hy])
+    d = AinvC @ mu - w
+    d[a] = 0.0
+    return d.reshape(grid.shape)
+
+
 def _eps_active(point) -> np.ndarray:
-    """Bertsekas' epsilon-active set: nodes with P <= eps whose reduced gradient pushes outwards, with
-    eps = min(1e-3 max P, |P - Proj(P - G)|), so nodes about to hit zero are fixed there instead of zigzagging."""
-    P, G = point.P, point.gradient
-    w = float(np.max(np.abs(P - project_simplex(P - G, point.energy.grid.hy))))
-    eps = min(1e-3 * float(np.max(P)), w)
-    return (P <= eps) & (G > 0)
+    """The epsilon-active set of ``point`` (see :attr:`bftcore.energies.ProbPoint.eps_active`)."""
+    return point.eps_active
 
 
 def _probability_step(energy, phi, point, method, mass2, eta_prev):
@@ -339,8 +425,8 @@ def _probability_step(energy, phi, point, method, mass2, eta_prev):
     G = point.gradient
     E_start = point.value
     zero = phi <= 0
-    face_res = float(np.max(np.abs(G[~zero]), initial=0.0))
-    release = float(np.max(-G[zero], initial=0.0))
+    release = float(np.max(-G, where=zero, initial=0.0))
+    face_res = float(np.max(np.abs(G), where=~zero, initial=0.0)) if release > 0 else 0.0
     hy = energy.grid.hy
     out = None
     label = method
@@ -351,9 +437,17 @@ def _probability_step(energy, phi, point, method, mass2, eta_prev):
             exact = method != "newton"
             # the epsilon-active nodes go onto the bound along the path; acceptance is still judged against the
             # energy at phi, so the energy never increases
-            base = np.where(_eps_active(point), 0.0, phi)
+            # (projected once, so that the path stays on the simplex without a sort per trial while no node hits 0)
+            active = _eps_active(point)
+            if np.any(phi[active] > 0):
+                base, Kbase = project_simplex(np.where(active, 0.0, phi), hy), None
+            else:  # nothing to move onto the bound: the path starts at phi, whose K phi is known
+                base, Kbase = phi, point.__dict__.get("_Kphi")
+            # few halvings: when moving the epsilon-active nodes onto the bound itself raises the energy, no step
+            # length helps, and the projected-gradient arc below takes over
             out = line_search(energy, phi, d, E_start, slope, eta0=eta_prev if exact else 1.0, exact=exact,
-                              path=lambda eta: project_simplex(base + eta * d, hy))
+                              path=lambda eta: project_simplex(base + eta * d, hy), max_halvings=8,
+                              line=energy.line_energy(base, d, Kbase) if hasattr(energy, "line_energy") else None)
             if out[2] is None:
                 out = None
     if out is None:
@@ -429,7 +523,8 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
         change = float(np.max(np.abs(new_phi - phi)))
         dE = point.value - new_point.value
         phi, point = new_phi, new_point
-        if not np.isfinite(point.value) or not np.all(np.isfinite(phi[phi > -np.inf])):
+        total = float(np.sum(phi))  # NaN or +inf anywhere shows in the sum (-inf alone is L where P = 0)
+        if not np.isfinite(point.value) or np.isnan(total) or total == np.inf:
             raise SolverError(f"iteration {it} produced a non-finite energy or field")
         small = change < tol or dE <= 1e-15 * max(1.0, abs(point.value))
         converged = it >= min_iter and small and point.residual <= max(np.sqrt(tol), 1e-12)
