@@ -58,18 +58,29 @@ def lbfgs_time(config: dict, target: float, max_seconds: float = 300.0) -> tuple
         grad = r - V * r.sum(axis=1, keepdims=True)
         return -N @ L + 0.5 * scale * (u @ Ku), grad.ravel()
 
-    best = [np.inf]
+    best = [np.inf, g0]
 
     def cb(intermediate_result):
-        best[0] = min(best[0], intermediate_result.fun)
+        if intermediate_result.fun < best[0]:
+            best[0], best[1] = intermediate_result.fun, intermediate_result.x.copy()
         if intermediate_result.fun <= target or time.perf_counter() - t0 > max_seconds:
             raise StopIteration
 
+    # L-BFGS-B may stop on its own before the target (a failed line search at its precision limit); it is then
+    # restarted from its best point (a fresh memory), as long as a restart still lowers the energy
     t0 = time.perf_counter()
-    res = so.minimize(fun, g0, jac=True, method="L-BFGS-B", callback=cb,
-                      options={"maxiter": 100000, "maxfun": 200000, "ftol": 0.0, "gtol": 0.0, "maxcor": 20})
+    x = g0
+    while True:
+        before = best[0]
+        res = so.minimize(fun, x, jac=True, method="L-BFGS-B", callback=cb,
+                          options={"maxiter": 100000, "maxfun": 200000, "ftol": 0.0, "gtol": 0.0, "maxcor": 20})
+        if res.fun < best[0]:
+            best[0], best[1] = res.fun, res.x.copy()
+        if best[0] <= target or time.perf_counter() - t0 > max_seconds or not best[0] < before:
+            break
+        x = best[1]
     elapsed = time.perf_counter() - t0
-    return elapsed, min(best[0], res.fun), nfev[0]
+    return elapsed, best[0], nfev[0]
 
 
 def _median_fit(config, repeats, budget_s: float = 20.0):
@@ -110,9 +121,11 @@ def main(repeats: int = 5, quick: bool = False, baseline_repeats: int = 3) -> in
         lb = [lbfgs_time(cfg, goal) for _ in range(baseline_repeats if n <= 64 or "l2" in prior else 1)]
         lt = float(np.median([t for t, _, _ in lb]))
         gap = (min(e for _, e, _ in lb) - doc["energy"]) / abs(doc["energy"])
-        reached = "" if min(e for _, e, _ in lb) <= goal else " (L-BFGS-B stopped short of the target)"
+        ok = min(e for _, e, _ in lb) <= goal
+        reached = "" if ok else " (L-BFGS-B never reached the target: the ratio is a lower bound)"
+        ratio = f"{lt / med:.1f}" if ok else f">={lt / med:.1f}"
         print(f"{name:<18}{med * 1e3:>10.1f}{f'[{lo * 1e3:.1f}-{hi * 1e3:.1f}]':>18}{target * 1e3:>8.0f}"
-              f"{doc['iterations']:>6}{lt * 1e3:>11.1f}{lt / med:>8.1f}  {gap:>15.2e}{reached}")
+              f"{doc['iterations']:>6}{lt * 1e3:>11.1f}{ratio:>8}  {gap:>15.2e}{reached}")
     try:
         from .bench_mixtures import bench_rows
     except ImportError:

@@ -328,12 +328,17 @@ class LineEnergy:
         self.energy, self.base, self.d = energy, base, d
         self.Kb = pr.K.apply(base) if Kbase is None else Kbase
         self.Kd = pr.K.apply(d)
-        u = cell * (self.Kb[None] - pr.Kt)
-        self.e0 = 0.5 * np.einsum("jab,jab->j", base[None] - pr.templates, u)
-        self.c1 = np.einsum("jab,ab->j", u, d)
+        if pr.m == 1:
+            u = cell * (self.Kb - pr.Kt[0])
+            self.e0 = np.array([0.5 * float(np.vdot(base - pr.templates[0], u))])
+            self.c1 = np.array([float(np.vdot(u, d))])
+        else:
+            u = cell * (self.Kb[None] - pr.Kt)
+            self.e0 = 0.5 * np.einsum("jab,jab->j", base[None] - pr.templates, u)
+            self.c1 = np.einsum("jab,ab->j", u, d)
         self.c2 = 0.5 * cell * float(np.vdot(d, self.Kd))
-        neg = d < 0
-        self.eta_max = float(np.min(base[neg] / -d[neg])) if np.any(neg) else np.inf
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.eta_max = float(np.min(base / -d, where=d < 0, initial=np.inf))
         mask = energy.data_mask
         self.N, self.bm, self.dm = energy.N[mask], base[mask], d[mask]
         self.lam, self.single, self.pr = pr.lam, pr.m == 1, pr

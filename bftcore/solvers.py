@@ -229,23 +229,27 @@ class SeparablePreconditioner:
         return np.real(c)
 
 
-def newton_cg_direction(point, precond, rtol: float, maxiter: int):
+def newton_cg_direction(point, precond, rtol: float, maxiter: int, curvature: list | None = None):
     """Solve ``H d = -G`` by preconditioned CG.
 
     If CG meets a direction of non-positive curvature (the Hessian is not positive definite there) and the
     point offers a convexified Hessian (``hessp(v, convexified=True)``, Gauss-Newton), the system is solved again
-    with it: a descent step of full length instead of a truncated one, labelled ``"newton-convexified"``.
+    with it: a descent step of full length instead of a truncated one, labelled ``"newton-convexified"``; the
+    direction of negative curvature CG found is appended to ``curvature`` (when a list is given) so that the
+    caller can follow it too (a saddle is left along it, which the convexified step alone does only slowly).
     Otherwise CG is truncated there (Steihaug); if that happens on the very first direction the preconditioned
     gradient step is returned, labelled ``"newton-fallback"``.  Returns ``(d, label, cg_iterations)``.
     """
-    d, label, k = _pcg(point.gradient, point.hessp, precond, rtol, maxiter)
+    d, label, k, p = _pcg(point.gradient, point.hessp, precond, rtol, maxiter)
     if label == "negative-curvature":
+        if curvature is not None and p is not None:
+            curvature.append(p)
         try:
             hessp = lambda v: point.hessp(v, convexified=True)  # noqa: E731
         except TypeError:
             hessp = None
         if hessp is not None and hasattr(point, "lagrange_multiplier"):
-            d2, label2, k2 = _pcg(point.gradient, hessp, precond, rtol, maxiter)
+            d2, label2, k2, _ = _pcg(point.gradient, hessp, precond, rtol, maxiter)
             if label2 != "negative-curvature":
                 return d2, "newton-convexified", k + k2
         if k == 0:
@@ -255,8 +259,9 @@ def newton_cg_direction(point, precond, rtol: float, maxiter: int):
 
 
 def _pcg(g, hessp, precond, rtol, maxiter):
-    """Preconditioned CG for ``H x = -g``; stops at non-positive curvature with label "negative-curvature" and
-    the iterate so far (the preconditioned gradient if it is the first direction)."""
+    """Preconditioned CG for ``H x = -g``; stops at non-positive curvature with label "negative-curvature", the
+    iterate so far (the preconditioned gradient if it is the first direction) and that direction (strictly
+    negative curvature only, else None).  Returns ``(x, label, iterations, direction)``."""
     r = -g
     z = precond(r)
     p = z.copy()
@@ -267,17 +272,45 @@ def _pcg(g, hessp, precond, rtol, maxiter):
         Hp = hessp(p)
         pHp = float(np.vdot(p, Hp))
         if not pHp > 1e-14 * float(np.vdot(p, p)) * max(1.0, abs(rz)):
-            return (z if k == 0 else x), "negative-curvature", k
+            neg = p if pHp < 0 else None
+            return (z if k == 0 else x), "negative-curvature", k, neg
         alpha = rz / pHp
         x += alpha * p
         r -= alpha * Hp
         if np.linalg.norm(r) <= rtol * gnorm:
-            return x, "newton", k + 1
+            return x, "newton", k + 1, None
         z = precond(r)
         rz_new = float(np.vdot(r, z))
         p = z + (rz_new / rz) * p
         rz = rz_new
-    return x, "newton", maxiter
+    return x, "newton", maxiter, None
+
+
+def _curvature_step(energy, phi, point, p, scale):
+    """Follow a direction of negative curvature ``p`` from ``point``: sign chosen downhill, length first ``scale``
+    (the size of the step just taken), doubled while the energy keeps falling (up to 8 times), halved when it
+    does not fall (up to 8 times).  Returns ``(phi, point)``, unchanged when no decrease is found."""
+    G = point.gradient
+    p = p - np.mean(p, axis=1, keepdims=True)  # per-x constants do not move a normalised L
+    size = float(np.max(np.abs(p)))
+    if not size > 0:
+        return phi, point
+    p = p * (scale / size)
+    if np.vdot(G, p) > 0:
+        p = -p
+    best_phi, best_pt, E_best = phi, point, point.value
+    eta = 1.0
+    for _ in range(8):
+        q = energy.normalise(phi + eta * p)
+        pt = energy.at(q)
+        if pt.value < E_best:
+            best_phi, best_pt, E_best = q, pt, pt.value
+            eta *= 2.0
+        elif best_pt is point:
+            eta *= 0.5
+        else:
+            break
+    return best_phi, best_pt
 
 
 def _massive_solve(energy, r, mass2):
@@ -487,6 +520,7 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
     for it in range(1, max_iter + 1):
         G = point.gradient
         label = method
+        curvature = []
         if energy.field == "P":
             (eta, new_phi, new_point), label = _probability_step(energy, phi, point, method, mass2, eta_prev)
             exact = label != "newton"
@@ -504,7 +538,7 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
                     precond = SeparablePreconditioner(point)
             else:
                 precond = _identity_precond
-            d, label, _ = newton_cg_direction(point, precond, rtol, cg_maxiter)
+            d, label, _ = newton_cg_direction(point, precond, rtol, cg_maxiter, curvature)
         if energy.field != "P":
             slope = float(np.vdot(G, d))
             exact = not label.startswith("newton") or label == "newton-fallback"
@@ -518,6 +552,11 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
                                   time.perf_counter() - t0)
             yield rec
             return
+        if curvature and energy.field == "L":  # leave a saddle along the negative curvature CG met
+            moved_phi, moved_point = _curvature_step(energy, new_phi, new_point, curvature[0],
+                                                     float(np.max(np.abs(new_phi - phi))))
+            if moved_point is not new_point:
+                new_phi, new_point, label = moved_phi, moved_point, label + "+curvature"
         if exact:
             eta_prev = eta
         change = float(np.max(np.abs(new_phi - phi)))

@@ -1,0 +1,162 @@
+"""The shortcuts taken for speed, each against an independent route: the simplex projection against bisection on
+its threshold, the closed-form line energy against full evaluations, the Green's-function face step of massive
+relaxation against the KKT system built here, the dense inverse and the assembled K against dense algebra and
+sparse Kronecker products, the records' error metrics against bftcore.metrics, and the negative-curvature step
+of Newton against the Hessian itself."""
+import copy
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from bftcore import api, metrics, presets
+from bftcore.bench import random_problem
+from bftcore.energies import project_simplex
+from bftcore.operators import PriorOperator, axis_operator
+from bftcore.grid import Axis, Grid
+from bftcore.solvers import SeparablePreconditioner, _curvature_step, _massive_face_direction, _pcg
+
+
+def bisection_projection(row: np.ndarray, hy: float) -> np.ndarray:
+    """Projection of one row onto {p >= 0, sum p hy = 1} by bisection on the threshold theta of
+    ``p = max(q - theta, 0)`` (q = row hy), independent of the sort-based formula."""
+    q = row * hy
+    lo, hi = q.min() - 1.0, q.max()
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if np.maximum(q - mid, 0).sum() > 1.0:
+            lo = mid
+        else:
+            hi = mid
+    return np.maximum(q - 0.5 * (lo + hi), 0) / hy
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_simplex_projection_matches_bisection(seed):
+    rng = np.random.default_rng(seed)
+    hy = [1.0, 0.5, 0.25][seed % 3]
+    P = rng.normal(0.3, 0.5, (7, 11))
+    if seed % 2:  # nearly feasible rows: the no-sort shortcut must give the same answer
+        P = np.abs(P)
+        P /= P.sum(axis=1, keepdims=True) * hy
+    out = project_simplex(P, hy)
+    ref = np.array([bisection_projection(r, hy) for r in P])
+    np.testing.assert_allclose(out, ref, atol=1e-10)
+    np.testing.assert_allclose(out.sum(axis=1) * hy, 1.0, atol=1e-13)
+    assert out.min() >= 0
+
+
+def p_mixture():
+    c = presets.figure_config("fig15")
+    c["templates"] = [{"kind": "paper_t1"}, {"kind": "paper_t2"}]
+    c["weights"] = [0.3, 0.7]
+    c["prior"]["lambda"] = 0.4
+    return c
+
+
+@pytest.mark.parametrize("make", [lambda: presets.figure_config("fig17"), p_mixture], ids=["one-prior", "mixture"])
+def test_line_energy_equals_full_evaluation(make):
+    problem = api.build_density(make())
+    E = problem.energy
+    base = api.initial_field(problem)
+    rng = np.random.default_rng(1)
+    d = rng.normal(size=base.shape)
+    d -= d.mean(axis=1, keepdims=True)  # keeps the normalisation
+    line = E.line_energy(base, d)
+    assert np.isfinite(line.eta_max) and line.eta_max > 0
+    for eta in np.linspace(0, line.eta_max, 7)[:-1]:
+        full = E.at(base + eta * d).value
+        assert line(eta) == pytest.approx(full, rel=1e-12, abs=1e-12)
+        pt = line.point(eta, base + eta * d)  # K P taken from the line: same value and gradient
+        np.testing.assert_allclose(pt.gradient, E.at(base + eta * d).gradient, rtol=1e-9, atol=1e-10)
+    assert line(1.01 * line.eta_max) is None  # beyond it a node is negative: the caller evaluates the projection
+
+
+def test_green_face_step_equals_the_kkt_solution():
+    """Massive relaxation's face step through (K + m^2 I)^{-1} equals the KKT system on the face, solved densely."""
+    cfg = presets.figure_config("fig17")
+    recs = list(api.iterate(cfg))
+    problem = api.build_density(cfg)
+    E, grid = problem.energy, problem.grid
+    pt = E.at(recs[len(recs) // 2].P)
+    active = pt.eps_active
+    assert active.any()  # the test is about a face with nodes held at zero
+    mass2 = cfg["solver"]["mass2"]
+    d = _massive_face_direction(pt, mass2)
+    free = np.flatnonzero(~active.ravel())
+    nf, nx, ny = free.size, grid.shape[0], grid.shape[1]
+    A = problem.K.matrix.toarray() + mass2 * np.eye(grid.size)
+    kkt = np.zeros((nf + nx, nf + nx))
+    kkt[:nf, :nf] = A[np.ix_(free, free)]
+    kkt[np.arange(nf), nf + free // ny] = grid.hy
+    kkt[nf + free // ny, np.arange(nf)] = grid.hy
+    sol = np.linalg.solve(kkt, np.concatenate([-pt.gradient.ravel()[free], np.zeros(nx)]))
+    ref = np.zeros(grid.size)
+    ref[free] = sol[:nf]
+    np.testing.assert_allclose(d.ravel(), ref, atol=1e-10 * np.abs(ref).max())
+    np.testing.assert_allclose(d.sum(axis=1), 0, atol=1e-12)
+
+
+@pytest.mark.parametrize("bx, by", [("periodic", "neumann"), ("neumann", "neumann"), ("periodic", "periodic")])
+def test_dense_inverse_and_assembled_operator(bx, by):
+    grid = Grid(Axis(0, 3, 7, bx), Axis(-1, 1, 9, by))
+    K = PriorOperator(grid, 1.5, 0.7, l0=0.1, l2=0.5, l4=0.2, l6=0.05)
+    ref = 1.5 * sp.kron(K.kx, sp.identity(9)) + 0.7 * sp.kron(sp.identity(7), K.ky)
+    np.testing.assert_allclose(K.matrix.toarray(), ref.toarray(), atol=1e-12)
+    inv = K.inverse_matrix(2.0, 0.3)
+    np.testing.assert_allclose(inv @ (2.0 * ref.toarray() + 0.3 * np.eye(63)), np.eye(63), atol=1e-9)
+    big = Axis(0, 1, 300, "neumann")  # the sparse route of long axes equals the dense one of short axes
+    np.testing.assert_allclose(axis_operator(big, l2=1, l6=0.1)[:5, :5].toarray(),
+                               axis_operator(Axis(0, 1, 300, "neumann"), l2=1, l6=0.1)[:5, :5].toarray())
+
+
+@pytest.mark.parametrize("name", ["fig15", "fig21", "fig23"])
+def test_record_errors_equal_the_metrics(name):
+    cfg = presets.figure_config(name)
+    problem = api.build_density(cfg)
+    for rec in list(api.iterate(cfg))[::5]:
+        assert rec.train_error == pytest.approx(metrics.training_error(rec.L, problem.N), rel=1e-13)
+        assert rec.test_error == pytest.approx(metrics.test_error(rec.L, problem.P_true, problem.grid), rel=1e-13)
+
+
+def test_pcg_returns_a_direction_of_negative_curvature():
+    H = np.diag([3.0, 2.0, -1.0, 1.0])
+    g = np.array([1.0, -1.0, 0.5, 0.2])
+    x, label, k, p = _pcg(g, lambda v: H @ v, lambda r: r, 1e-12, 50)
+    assert label == "negative-curvature" and p is not None
+    assert p @ H @ p < 0
+    x, label, k, p = _pcg(g, lambda v: np.abs(H) @ v, lambda r: r, 1e-12, 50)  # positive definite: solved
+    assert label == "newton" and p is None
+    np.testing.assert_allclose(np.abs(H) @ x, -g, atol=1e-10)
+
+
+def test_curvature_step_leaves_a_saddle_downhill():
+    """From the kernel start of a 64 x 64 problem the Hessian (160) has negative curvature; CG finds it, the
+    direction has negative curvature under the Hessian action, and following it lowers the energy and keeps every
+    x-row normalised."""
+    cfg = random_problem(64, {"l2": 0.05})
+    problem = api.build_density(cfg)
+    E = problem.energy
+    phi = api.initial_field(problem)
+    pt = E.at(phi)
+    x, label, k, p = _pcg(pt.gradient, pt.hessp, SeparablePreconditioner(pt), 1e-10, 200)
+    assert label == "negative-curvature" and p is not None
+    assert np.vdot(p, pt.hessp(p)) < 0
+    new_phi, new_pt = _curvature_step(E, phi, pt, p, 1.0)
+    assert new_pt.value < pt.value
+    np.testing.assert_allclose(np.exp(new_phi).sum(axis=1) * problem.grid.hy, 1.0, atol=1e-12)
+    same_phi, same_pt = _curvature_step(E, phi, pt, np.zeros_like(p), 1.0)
+    assert same_pt is pt
+
+
+def test_newton_with_curvature_steps_reaches_a_local_minimum():
+    """A bench problem (200 points) on 48 x 48: Newton (with convexified and curvature steps) ends at a point
+    where the Hessian has no negative eigenvalue, at an energy no higher than gradient descent from the same
+    start reaches."""
+    cfg = random_problem(48, {"l2": 0.05})
+    doc = api.fit(cfg, check_stability=True)
+    assert doc["converged"] and doc["stable"]
+    assert any("curvature" in h["method"] or "convexified" in h["method"] for h in doc["history"])
+    slow = copy.deepcopy(cfg)
+    slow["solver"].update(method="massive", mass2=0.1, max_iter=400, tol=1e-10)
+    assert doc["energy"] <= api.fit(slow)["energy"] + 1e-8 * abs(doc["energy"])
