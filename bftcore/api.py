@@ -70,8 +70,10 @@ class DensityProblem:
     P_true: np.ndarray | None
 
 
-def build_density(config: dict) -> DensityProblem:
-    cfg = validate_config(config)
+def build_density(config: dict, validated: bool = False) -> DensityProblem:
+    """Grid, data counts, prior operator, energy and truth of a density configuration (``validated=True`` skips
+    the validation of a document that :func:`bftcore.config.validate_config` has just returned)."""
+    cfg = config if validated else validate_config(config)
     grid = grid_from_config(cfg)
     pr = cfg["prior"]
     K = PriorOperator(grid, pr["lambda_x"], pr["lambda_y"], pr["l0"], pr["l2"], pr["l4"], pr["l6"])
@@ -184,15 +186,20 @@ def iterate(config: dict, init=None):
         from . import regression
         yield from regression.iterate(cfg, init)
         return
-    yield from _density_records(build_density(cfg), init)
+    yield from _density_records(build_density(cfg, validated=True), init)
 
 
 def _finite_list(a):
     """Nested list with non-finite numbers as None (JSON has no infinities)."""
     a = np.asarray(a, dtype=float)
-    return np.where(np.isfinite(a), a, np.nan).tolist() if a.ndim == 0 else \
-        [[None if not np.isfinite(v) else float(v) for v in row] for row in np.atleast_2d(a)] if a.ndim == 2 \
-        else [None if not np.isfinite(v) else float(v) for v in a]
+    if a.ndim == 0:
+        return np.where(np.isfinite(a), a, np.nan).tolist()
+    finite = np.isfinite(a)
+    if finite.all():
+        return a.tolist()
+    out = a.astype(object)
+    out[~finite] = None
+    return out.tolist()
 
 
 def _num_or_none(v):
@@ -210,7 +217,7 @@ def fit(config: dict, init=None, callback=None, check_stability: bool = False) -
     if cfg["model"] == "regression":
         from . import regression
         return regression.fit(cfg, init)
-    problem = build_density(cfg)
+    problem = build_density(cfg, validated=True)
     t0 = time.perf_counter()
     history = []
     for rec in _density_records(problem, init):
