@@ -493,12 +493,16 @@ def _probability_step(energy, phi, point, method, mass2, eta_prev):
 
 # --------------------------------------------------------------------------------------------- the iteration
 def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter: int = 4, max_iter: int = 50,
-            tol: float = 1e-8, cg_maxiter: int = 200):
+            tol: float = 1e-8, cg_maxiter: int = 1000):
     """Run a learning algorithm; yield an :class:`IterationRecord` for the start and after every iteration.
 
     Stops after ``max_iter`` iterations, or once ``min_iter`` are done and the field changes by less than ``tol``
     (max-abs, the rule of Fig. 22) while the stationarity residual is below ``sqrt(tol)`` (a tiny step alone is
     not convergence), or when the energy cannot decrease any more at machine precision.
+
+    ``cg_maxiter`` caps the conjugate-gradient iterations of one Newton step.  A low cap makes the steps of
+    ill-conditioned problems inexact and the outer iteration linear: on the 128 x 128 l6 benchmark a cap of 200
+    took 237 Newton steps and 45,573 CG iterations, a cap of 1000 takes 28 steps and 15,555 (3000: 24, 23,484).
     """
     if method not in METHODS:
         raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
