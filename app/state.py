@@ -3,21 +3,26 @@
 Everything a user can change lives here as a parameter; the views in ``app/views`` only watch it.  The model
 talks to the solver exclusively through ``bftcore.api`` and ``bftcore.config`` (one implementation of each
 formula: the CLI, the tests and the dashboard run the same code), and it round-trips the JSON configuration
-document of CONVENTIONS.md §4 with :meth:`BFTSession.to_config` / :meth:`BFTSession.load_config`.
+document of CONVENTIONS.md §4 with :meth:`BFTSession.to_config` / :meth:`BFTSession.load_config`.  Any valid
+document loads: what the controls cannot show (several prior orders at once, repeated or array templates,
+unnormalised weights, another grid or domain, a regression truth) is kept as it is, shown read-only, and written
+back unchanged.
 
 How the solver runs without blocking the server
 -----------------------------------------------
-A run is a ``bftcore.api.iterate`` generator.  When the session is served, a run is an ``asyncio`` task on the
-Bokeh event loop that advances the generator one iteration at a time *in a worker thread*
-(``asyncio.to_thread``), then hands the record back to the session's document with
-``doc.add_next_tick_callback`` (so the views update Bokeh models under the document lock), then sleeps for the
-animation delay.  The event loop is never blocked by the solver, and each iteration becomes one visible frame.
+A run is a ``bftcore.api.iterate`` generator.  When the session is served, one *runner* task per session (an
+``asyncio`` task on the Bokeh event loop) advances the current run one iteration at a time in a worker thread
+(``asyncio.to_thread``), so the event loop never waits for the solver.  Records are coalesced into *frames*: the
+first frame of a run goes out as soon as iteration 1 exists (that is what a click waits for), later frames at most
+every :data:`MIN_FRAME_S` seconds (about 10 per second per session), and the final state always.  A frame is
+applied on the session's document (``add_next_tick_callback``, so the views touch Bokeh models under the document
+lock) inside ``pn.io.hold``, so one frame is one websocket message.  Iterations are paced by ``frame_ms`` so a run
+plays out visibly.
 
-Any change that alters the problem (a click, a slider, a preset, an upload) cancels the current run and starts a
-new one warm-started from the field currently shown.  The old task notices after its current iteration that its
-generator is no longer the session's, closes it and exits; records of a cancelled run are dropped.  A generator is
-only ever advanced by one thread at a time and closed by whoever holds it.  Sliders that trigger solves send
-``value_throttled`` (on release), so a drag costs one solve, not hundreds.
+Any change that alters the problem (a click, a slider, a preset, an upload) replaces the current run by a new one
+warm-started from the field on screen.  Only the runner advances a generator; when it comes back from the worker
+thread with a record of a replaced run it drops the record, closes that generator and goes on with the newest run.
+So a burst of clicks costs one iteration of stale work at most, and only the latest state is solved.
 
 Without a server (tests, notebooks) the same methods step the generator synchronously.
 
@@ -42,10 +47,19 @@ from bftcore.grid import Axis, Grid
 MAX_POINTS = 2000
 #: Depth of the undo stack.
 UNDO_DEPTH = 100
+#: Shortest time between two frames pushed to the browser while a run plays (at most ~10 frames/s).
+MIN_FRAME_S = 0.1
+#: Shortest time between two updates of the secondary views (traces, mixing, regression curve, status line)
+#: within a run; the first and the last frame of a run always update them.  The heatmap moves with every frame.
+#: Each plot a frame touches costs the browser a re-render (about 10 ms on the project's machine), so this keeps a
+#: frame mostly to the one plot that shows the iteration.
+SECONDARY_FRAME_S = 0.4
 
 #: Grid resolutions offered, nx×ny on the paper domain x in [1, 10], y in [1, 15].
 GRID_SIZES = {"10×15 (paper)": (10, 15), "19×29": (19, 29), "28×43": (28, 43),
               "46×71": (46, 71), "64×96": (64, 96), "91×141": (91, 141)}
+#: Menu entry shown when the grid came from a file or preset that is not one of GRID_SIZES.
+CUSTOM_GRID = "as loaded (custom)"
 X_RANGE = (1.0, 10.0)
 Y_RANGE = (1.0, 15.0)
 
@@ -54,19 +68,22 @@ MODELS = {"density, prior on L": ("density", "L"), "density, prior on P": ("dens
 DENSITY_TEMPLATES = ["uniform", "paper_t1", "paper_t2", "gaussian"]
 REGRESSION_TEMPLATES = ["constant", "linear"]
 TEMPLATE_LABELS = {"uniform": "uniform", "paper_t1": "paper t₁", "paper_t2": "paper t₂",
-                   "gaussian": "Gaussian", "constant": "constant", "linear": "linear trend"}
-INITS = ["uniform", "kernel", "empirical", "template 1", "template 2", "template 3", "template 4", "keep current"]
+                   "gaussian": "Gaussian", "constant": "constant", "linear": "linear trend", "array": "array"}
+KEEP_CURRENT = "keep current"
+INITS = ["uniform", "kernel", "empirical", "template 1", "template 2", "template 3", "template 4", KEEP_CURRENT]
 ORDERS = ["l2", "l4", "l6"]
 METHODS = ["newton", "massive", "gradient"]
 DISPLAYS = ["P", "ln P", "true density", "empirical density"]
 
 #: Parameters that define the problem; changing one restarts the solver (warm).
-CONFIG_PARAMS = ["model", "grid_size", "boundary_x", "boundary_y", "lam", "lam_x", "lam_y", "mass2", "order",
-                 "order_coef", "templates", "w_uniform", "w_paper_t1", "w_paper_t2", "w_gaussian", "gauss_mu",
-                 "gauss_sigma", "w_constant", "const_value", "w_linear", "lin_slope", "lin_intercept",
-                 "log10_beta", "method", "solver_mass2", "init", "init_mass2", "max_iter", "truth", "data"]
+CONFIG_PARAMS = ["model", "x_min", "x_max", "nx", "y_min", "y_max", "ny", "boundary_x", "boundary_y", "lam",
+                 "lam_x", "lam_y", "mass2", "order", "order_coef", "extra_orders", "templates", "w_uniform",
+                 "w_paper_t1", "w_paper_t2", "w_gaussian", "gauss_mu", "gauss_sigma", "w_constant", "const_value",
+                 "w_linear", "lin_slope", "lin_intercept", "file_templates", "file_weights", "beta", "method",
+                 "solver_mass2", "init", "init_mass2", "min_iter", "max_iter", "tol", "truth", "regression_truth",
+                 "data"]
 #: Parameters kept in the URL so that a link reproduces the state.
-URL_PARAMS = CONFIG_PARAMS + ["display", "frame_ms", "preset"]
+URL_PARAMS = CONFIG_PARAMS + ["grid_size", "display", "frame_ms", "preset"]
 
 
 def _api():
@@ -87,22 +104,27 @@ DEMO_TEXT = {
 
 
 def preset_catalogue() -> dict:
-    """Preset name -> (configuration document, explanation); bftcore.presets.PRESETS when it exists, else the
-    paper figures (bftcore.presets.figure_config) plus the two demonstrations built on them."""
+    """Preset name -> (configuration document, explanation): every entry of bftcore.presets.PRESETS (the dashboard
+    loads any valid document), else the paper figures plus the two demonstrations built on them."""
     from bftcore import presets
     if hasattr(presets, "PRESETS"):
-        probe, out = BFTSession(live=False), {}
-        for name, (doc, text) in presets.PRESETS.items():
-            try:  # keep the presets the dashboard's grid menu and domain can show
-                probe._params_from_config(_api().validate_config(copy.deepcopy(doc)))
-            except (ValueError, KeyError):
-                continue
-            out[name] = (doc, text)
-        return out
+        return dict(presets.PRESETS)
     out = {name: (presets.figure_config(name), presets.FIGURE_NOTES.get(name, "")) for name in presets.FIGURES}
     out["overfitting"] = (presets.figure_config("fig27"), DEMO_TEXT["overfitting"])
     out["metastable_mixture"] = (presets.figure_config("fig28"), DEMO_TEXT["metastable_mixture"])
     return out
+
+
+def template_label(spec: dict) -> str:
+    """Short human name of a template object of CONVENTIONS §4."""
+    kind = spec["kind"]
+    if kind == "gaussian":
+        return f"Gaussian μ={spec['mu']:g} σ={spec['sigma']:g}"
+    if kind == "constant":
+        return f"constant {spec['value']:g}"
+    if kind == "linear":
+        return f"linear {spec['slope']:g}x{spec['intercept']:+g}"
+    return TEMPLATE_LABELS.get(kind, kind)
 
 
 class _Done:
@@ -116,42 +138,91 @@ def _next_record(gen):
         return _Done
 
 
+class _Run:
+    """One solve: the generator, the configuration it solves, and how far the browser has seen it."""
+
+    __slots__ = ("gen", "cfg", "key", "warm", "start", "last", "fresh", "pushed", "done", "unshown", "shown_at")
+
+    def __init__(self, gen, cfg, key, warm):
+        self.gen, self.cfg, self.key, self.warm = gen, cfg, key, warm
+        self.start = None    # the record of iteration 0 (the start field), kept for the export of a warm start
+        self.last = None     # the latest record computed
+        self.fresh = True    # no frame of this run applied yet: the first one replaces the traces
+        self.pushed = False  # the runner has sent a frame of this run
+        self.done = False
+        self.unshown = []    # history entries not yet given to the secondary views
+        self.shown_at = 0.0  # when the secondary views were last updated
+
+
+def _grid_key(cfg: dict):
+    """What a field's shape and meaning depend on: a warm start is only taken from a run with the same key."""
+    g = cfg["grid"]
+    return (cfg["model"], cfg["prior"].get("field"), tuple(sorted(g["x"].items())), tuple(sorted(g["y"].items())))
+
+
 class BFTSession(param.Parameterized):
     """All state of one dashboard session: data, hyperparameters, solver progress and messages."""
 
     # --- model and prior -------------------------------------------------------------------------------------
     model = param.Selector(default="density, prior on L", objects=list(MODELS), doc="Model and prior field.")
-    lam = param.Number(1.0, bounds=(0.01, 20.0), softbounds=(0.01, 5.0), label="λ (prior strength)")
-    lam_x = param.Number(1.0, bounds=(0.0, 10.0), softbounds=(0.0, 5.0), label="λ_x")
-    lam_y = param.Number(1.0, bounds=(0.0, 10.0), softbounds=(0.0, 5.0), label="λ_y")
-    mass2 = param.Number(0.0, bounds=(0.0, 10.0), softbounds=(0.0, 2.0), label="mass m² (l0)")
+    lam = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 5.0),
+                       label="λ (prior strength)")
+    lam_x = param.Number(1.0, bounds=(0.0, None), softbounds=(0.0, 5.0), label="λ_x")
+    lam_y = param.Number(1.0, bounds=(0.0, None), softbounds=(0.0, 5.0), label="λ_y")
+    mass2 = param.Number(0.0, bounds=(0.0, None), softbounds=(0.0, 2.0), label="mass m² (l0)")
     order = param.Selector(default="l2", objects=ORDERS, label="prior order")
-    order_coef = param.Number(0.025, bounds=(0.0, 10.0), softbounds=(0.0, 2.0), label="coefficient of the order")
+    order_coef = param.Number(0.025, bounds=(0.0, None), softbounds=(0.0, 2.0), label="coefficient of the order")
+    extra_orders = param.Dict({}, doc="Coefficients of further prior orders {'l4': c, ...} that a loaded file "
+                                      "sets besides the order of the slider; kept in the prior, shown read-only.")
     # --- templates and mixture -------------------------------------------------------------------------------
     templates = param.ListSelector(default=[], objects=DENSITY_TEMPLATES + REGRESSION_TEMPLATES,
                                    label="templates t_j")
-    w_uniform = param.Number(1.0, bounds=(0.01, 10.0), label="p (uniform)")
-    w_paper_t1 = param.Number(1.0, bounds=(0.01, 10.0), label="p (paper t₁)")
-    w_paper_t2 = param.Number(1.0, bounds=(0.01, 10.0), label="p (paper t₂)")
-    w_gaussian = param.Number(1.0, bounds=(0.01, 10.0), label="p (Gaussian)")
-    gauss_mu = param.Number(8.0, bounds=Y_RANGE, label="Gaussian centre μ")
-    gauss_sigma = param.Number(2.0, bounds=(0.3, 10.0), label="Gaussian width σ")
-    w_constant = param.Number(1.0, bounds=(0.01, 10.0), label="p (constant)")
-    const_value = param.Number(7.5, bounds=Y_RANGE, label="constant value")
-    w_linear = param.Number(1.0, bounds=(0.01, 10.0), label="p (linear)")
-    lin_slope = param.Number(0.5, bounds=(-3.0, 3.0), label="slope")
-    lin_intercept = param.Number(5.0, bounds=(-20.0, 30.0), label="intercept")
-    log10_beta = param.Number(0.0, bounds=(-3.0, 3.0), label="log₁₀ β (mixture temperature)")
+    w_uniform = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+                             label="p (uniform)")
+    w_paper_t1 = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+                              label="p (paper t₁)")
+    w_paper_t2 = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+                              label="p (paper t₂)")
+    w_gaussian = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+                              label="p (Gaussian)")
+    gauss_mu = param.Number(8.0, softbounds=Y_RANGE, label="Gaussian centre μ")
+    gauss_sigma = param.Number(2.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.3, 10.0),
+                               label="Gaussian width σ")
+    w_constant = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+                              label="p (constant)")
+    const_value = param.Number(7.5, softbounds=Y_RANGE, label="constant value")
+    w_linear = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+                            label="p (linear)")
+    lin_slope = param.Number(0.5, softbounds=(-3.0, 3.0), label="slope")
+    lin_intercept = param.Number(5.0, softbounds=(-20.0, 30.0), label="intercept")
+    file_templates = param.List([], item_type=dict, doc="Templates of a loaded file that the menu cannot show "
+                                                        "(repeated kinds, arrays, another order); when not empty "
+                                                        "they are the templates, read-only.")
+    file_weights = param.List([], doc="Prior weights p_j of file_templates, exactly as in the file.")
+    beta = param.Number(1.0, bounds=(1e-12, 1e12), label="β (mixture temperature)")
     # --- solver and grid -------------------------------------------------------------------------------------
     method = param.Selector(default="newton", objects=METHODS, label="solver")
-    solver_mass2 = param.Number(0.01, bounds=(1e-4, 10.0), softbounds=(1e-3, 2.0), label="relaxation m²")
-    init = param.Selector(default="kernel", objects=INITS, label="initialisation")
-    init_mass2 = param.Number(0.1, bounds=(1e-3, 10.0), label="kernel init m_C²")
-    max_iter = param.Integer(50, bounds=(1, 1000), label="max iterations")
-    grid_size = param.Selector(default="10×15 (paper)", objects=list(GRID_SIZES), label="grid nx×ny")
+    solver_mass2 = param.Number(0.01, bounds=(0.0, None), softbounds=(1e-3, 2.0), label="relaxation m²")
+    init = param.Selector(default="kernel", objects=INITS, check_on_set=False, label="initialisation")
+    init_mass2 = param.Number(0.1, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(1e-3, 10.0),
+                              label="kernel init m_C²")
+    min_iter = param.Integer(4, bounds=(0, 100_000), label="min iterations")
+    max_iter = param.Integer(50, bounds=(0, 100_000), softbounds=(1, 1000), label="max iterations")
+    tol = param.Number(1e-8, bounds=(0.0, None), label="tolerance (max field change)")
+    grid_size = param.Selector(default="10×15 (paper)", objects=list(GRID_SIZES) + [CUSTOM_GRID],
+                               label="grid nx×ny")
+    x_min = param.Number(X_RANGE[0])
+    x_max = param.Number(X_RANGE[1])
+    nx = param.Integer(10, bounds=(1, 1024))
+    y_min = param.Number(Y_RANGE[0])
+    y_max = param.Number(Y_RANGE[1])
+    ny = param.Integer(15, bounds=(1, 1024))
     boundary_x = param.Selector(default="periodic", objects=["periodic", "neumann"], label="x boundary")
     boundary_y = param.Selector(default="periodic", objects=["periodic", "neumann"], label="y boundary")
     truth = param.Selector(default="paper", objects=["paper", "none"], label="true density")
+    regression_truth = param.ClassSelector(default=None, class_=(dict, list), allow_None=True,
+                                           doc="Regression 'truth' of a loaded file (a template object or values "
+                                               "on the x nodes), kept as it is.")
     data = param.List(default=[[3.0, 3.0], [7.0, 12.0]], item_type=list, doc="Data points [x, y].")
     # --- display and animation -------------------------------------------------------------------------------
     display = param.Selector(default="P", objects=DISPLAYS, label="heatmap shows")
@@ -160,12 +231,12 @@ class BFTSession(param.Parameterized):
     live = param.Boolean(True, label="re-solve on every change")
     preset = param.String("", doc="Name of the last preset loaded ('' when edited by hand).")
     # --- outputs (read by the views) -------------------------------------------------------------------------
-    record = param.Parameter(None, doc="Latest solver record of the current run (attributes of api.iterate).")
+    record = param.Parameter(None, doc="Latest solver record on screen (attributes of api.Record).")
     history = param.List([], doc="One dict per iteration of the current run: iteration, energy, errors, mixing.")
-    run_id = param.Integer(0, doc="Incremented when a new run starts (the traces restart).")
+    run_id = param.Integer(0, doc="Incremented when the first frame of a new run is shown (the traces restart).")
     running = param.Boolean(False, doc="True while the solver animation plays.")
     converged = param.Boolean(False)
-    result = param.Dict(None, allow_None=True, doc="Result of api.fit for exact regression quantities.")
+    result = param.Dict(None, allow_None=True, doc="Exact regression quantities of the finished run.")
     sweep = param.Dict(None, allow_None=True, doc="Last beta sweep document (CONVENTIONS §4).")
     sweeping = param.Boolean(False)
     message = param.String("", doc="Last message to the user (errors, refused input).")
@@ -174,31 +245,40 @@ class BFTSession(param.Parameterized):
     def __init__(self, doc=None, **params):
         super().__init__(**params)
         self._doc = doc              # Bokeh document when served; None runs everything synchronously
-        self._token = 0              # bumped to cancel stale runs
-        self._gen = None             # generator of the current run
-        self._busy = set()           # ids of generators a worker thread is inside of right now
-        self._field_key = None       # (model, grid) of the field in self.record
+        self._run = None             # the current run (_Run) or None
+        self._shown_key = None       # _grid_key of the run whose field is in self.record
+        self._shown_run = None       # the run whose record is on screen (its start field is the export's init)
+        self._playing = False        # the runner keeps going while True
+        self._steps = 0              # single steps requested while paused
+        self._runner = None          # the session's runner task (served only)
+        self._holding = None         # the run whose generator a worker thread is inside of right now
         self._undo = []
         self._quiet = False          # suppress auto re-solve while a batch of parameters is applied
-        self.param.watch(self._on_problem_change, [p for p in CONFIG_PARAMS])
+        self.param.watch(self._on_grid_size, ["grid_size"])
         self.param.watch(self._on_model_change, ["model"])
+        self.param.watch(self._on_problem_change, list(CONFIG_PARAMS))
 
     # ===================================================================== configuration document
     @property
-    def beta(self) -> float:
-        return float(10.0 ** self.log10_beta)
-
-    @property
     def grid(self) -> Grid:
-        nx, ny = GRID_SIZES[self.grid_size]
-        return Grid(Axis(X_RANGE[0], X_RANGE[1], nx, self.boundary_x), Axis(Y_RANGE[0], Y_RANGE[1], ny, self.boundary_y))
+        return Grid(Axis(float(self.x_min), float(self.x_max), int(self.nx), self.boundary_x),
+                    Axis(float(self.y_min), float(self.y_max), int(self.ny), self.boundary_y))
 
     @property
     def is_regression(self) -> bool:
         return MODELS[self.model][0] == "regression"
 
+    def _on_grid_size(self, event):
+        """A menu choice sets the paper domain at that resolution (one restart for all six numbers)."""
+        if event.new in GRID_SIZES:
+            nx, ny = GRID_SIZES[event.new]
+            self.param.update(x_min=X_RANGE[0], x_max=X_RANGE[1], nx=nx, y_min=Y_RANGE[0], y_max=Y_RANGE[1],
+                              ny=ny)
+
     def template_kinds(self) -> list[str]:
-        """Active template kinds of the current model, in the fixed order of the configuration."""
+        """Active menu template kinds of the current model, in the fixed order of the configuration."""
+        if self.file_templates:
+            return []
         allowed = REGRESSION_TEMPLATES if self.is_regression else DENSITY_TEMPLATES
         return [k for k in allowed if k in self.templates]
 
@@ -211,95 +291,147 @@ class BFTSession(param.Parameterized):
             return {"kind": "linear", "slope": self.lin_slope, "intercept": self.lin_intercept}
         return {"kind": kind}
 
-    def to_config(self) -> dict:
-        """The JSON configuration document (CONVENTIONS §4) of the current state."""
-        model, field = MODELS[self.model]
+    def template_specs(self) -> tuple[list[dict], list[float]]:
+        """The templates and prior weights p_j of the configuration: the file's, or the menu's (normalised)."""
+        if self.file_templates:
+            return copy.deepcopy(self.file_templates), [float(w) for w in self.file_weights]
         kinds = self.template_kinds()
         weights = [float(getattr(self, f"w_{k}")) for k in kinds]
         total = sum(weights)
+        return [self._template_dict(k) for k in kinds], [w / total for w in weights]
+
+    def template_labels(self) -> list[str]:
+        return [template_label(t) for t in self.template_specs()[0]]
+
+    def to_config(self) -> dict:
+        """The JSON configuration document (CONVENTIONS §4) of the current state."""
+        model, field = MODELS[self.model]
+        templates, weights = self.template_specs()
         prior = {"lambda": self.lam, "lambda_x": self.lam_x, "lambda_y": self.lam_y, "l0": self.mass2,
                  "l2": 0.0, "l4": 0.0, "l6": 0.0}
+        prior.update({k: float(v) for k, v in self.extra_orders.items() if k in ORDERS})
         prior[self.order] = self.order_coef
         if field:
             prior = {"field": field, **prior}
         init = self.init
         if init.startswith("template"):
             init = f"template:{int(init.split()[1]) - 1}"
-        elif init == "keep current":
-            init = "kernel"  # a warm start is passed to the solver separately; files reproduce the kernel start
-        nx, ny = GRID_SIZES[self.grid_size]
+        elif init == KEEP_CURRENT:
+            init = "kernel"  # the solver gets the current field separately; see export_config for files
         doc = {
             "model": model,
-            "grid": {"x": {"min": X_RANGE[0], "max": X_RANGE[1], "n": nx, "boundary": self.boundary_x},
-                     "y": {"min": Y_RANGE[0], "max": Y_RANGE[1], "n": ny, "boundary": self.boundary_y}},
+            "grid": {"x": {"min": float(self.x_min), "max": float(self.x_max), "n": int(self.nx),
+                           "boundary": self.boundary_x},
+                     "y": {"min": float(self.y_min), "max": float(self.y_max), "n": int(self.ny),
+                           "boundary": self.boundary_y}},
             "data": [[float(x), float(y)] for x, y in self.data],
             "prior": prior,
-            "templates": [self._template_dict(k) for k in kinds],
-            "weights": [w / total for w in weights] if kinds else [],
-            "beta": self.beta,
+            "templates": templates,
+            "weights": weights,
+            "beta": float(self.beta),
             "solver": {"method": self.method, "mass2": self.solver_mass2, "init": init,
-                       "init_mass2": self.init_mass2, "max_iter": int(self.max_iter)},
+                       "init_mass2": self.init_mass2, "min_iter": int(self.min_iter),
+                       "max_iter": int(self.max_iter), "tol": float(self.tol)},
         }
-        if self.truth == "paper" and model == "density":  # the paper truth (708) is a density
+        if model == "density" and self.truth == "paper":  # the paper truth (708) is a density
             doc["truth"] = "paper"
+        elif model == "regression" and self.regression_truth is not None:
+            doc["truth"] = copy.deepcopy(self.regression_truth)
         return doc
 
-    def _params_from_config(self, doc: dict) -> dict:
-        """Parameter values for a validated document; raises ValueError for what the dashboard cannot show."""
-        out = {}
-        model = doc.get("model", "density")
-        field = doc.get("prior", {}).get("field", "L")
-        out["model"] = "regression" if model == "regression" else f"density, prior on {field}"
-        g = doc["grid"]
-        size = (int(g["x"]["n"]), int(g["y"]["n"]))
-        names = {v: k for k, v in GRID_SIZES.items()}
-        if size not in names:
-            raise ValueError(f"grid {size[0]}×{size[1]} is not one the dashboard offers "
-                             f"({', '.join(GRID_SIZES)}); run it with `python -m bftcore fit` instead")
-        if (g["x"]["min"], g["x"]["max"], g["y"]["min"], g["y"]["max"]) != (*X_RANGE, *Y_RANGE):
-            raise ValueError("the dashboard works on the paper domain x in [1, 10], y in [1, 15]; "
-                             "this file has a different domain")
-        out.update(grid_size=names[size], boundary_x=g["x"]["boundary"], boundary_y=g["y"]["boundary"])
-        pr = doc["prior"]
-        out.update(lam=pr["lambda"], lam_x=pr["lambda_x"], lam_y=pr["lambda_y"], mass2=pr.get("l0", 0.0))
-        orders = [o for o in ORDERS if pr.get(o, 0.0)]
-        if len(orders) > 1:
-            raise ValueError(f"the dashboard shows one prior order at a time, this file sets {', '.join(orders)}")
-        out["order"] = orders[0] if orders else "l2"
-        out["order_coef"] = pr[orders[0]] if orders else 0.0
-        kinds = []
-        for t, w in zip(doc.get("templates", []), doc.get("weights", [])):
+    def export_config(self) -> dict:
+        """The document to download: :meth:`to_config`, except that with the initialisation "keep current" the
+        start field of the run on screen is written into the file, so `python -m bftcore fit` replays that run.
+
+        ``solver.init`` of CONVENTIONS §4 takes no array, so the start field goes in as an extra template of kind
+        "array" with prior weight p = 0 (a_j = 0 exactly: it changes neither the energy minimised nor its
+        minimum) and ``solver.init`` points at it.  A problem without templates gets the zero template
+        t = 0 with p = 1 first, which is the prior of "no template".  The mixing list of the result then has one
+        more entry (0) per added template."""
+        doc = self.to_config()
+        run = self._shown_run
+        if self.init != KEEP_CURRENT or run is None or not run.warm or run.start is None:
+            return doc
+        model, field = MODELS[self.model]
+        if model == "regression":
+            start = np.asarray(run.start.h, float).tolist()
+        else:
+            start = np.asarray(run.start.L if field == "L" else run.start.P, float).tolist()
+        if not doc["templates"]:
+            zero = np.zeros(self.nx).tolist() if model == "regression" else \
+                np.zeros((self.nx, self.ny)).tolist()
+            doc["templates"], doc["weights"] = [{"kind": "array", "values": zero}], [1.0]
+        doc["templates"].append({"kind": "array", "values": start})
+        doc["weights"].append(0.0)
+        doc["solver"]["init"] = f"template:{len(doc['templates']) - 1}"
+        return doc
+
+    def _menu_templates(self, doc: dict, model: str):
+        """Parameter values that show the document's templates with the menu, or None when it cannot (then
+        they are kept as file templates)."""
+        allowed = REGRESSION_TEMPLATES if model == "regression" else DENSITY_TEMPLATES
+        tpl, weights = doc.get("templates", []), [float(w) for w in doc.get("weights", [])]
+        kinds = [t["kind"] for t in tpl]
+        if len(set(kinds)) != len(kinds) or any(k not in allowed for k in kinds):
+            return None
+        if kinds != [k for k in allowed if k in kinds]:  # the menu writes templates in a fixed order
+            return None
+        if tpl and (any(w <= 0 for w in weights) or [w / sum(weights) for w in weights] != weights):
+            return None  # the menu writes normalised weights; anything else must stay exactly as in the file
+        out = {"templates": kinds, "file_templates": [], "file_weights": []}
+        for t, w in zip(tpl, weights):
             kind = t["kind"]
-            if kind not in TEMPLATE_LABELS or kind in kinds:
-                raise ValueError(f"template {t} cannot be shown in the dashboard (at most one of each kind "
-                                 f"{', '.join(TEMPLATE_LABELS)})")
-            kinds.append(kind)
-            out[f"w_{kind}"] = max(float(w), 0.01)
+            out[f"w_{kind}"] = w
             if kind == "gaussian":
                 out.update(gauss_mu=t["mu"], gauss_sigma=t["sigma"])
             elif kind == "constant":
                 out["const_value"] = t["value"]
             elif kind == "linear":
                 out.update(lin_slope=t["slope"], lin_intercept=t["intercept"])
-        allowed = REGRESSION_TEMPLATES if model == "regression" else DENSITY_TEMPLATES
-        if any(k not in allowed for k in kinds):
-            raise ValueError(f"templates {kinds} do not belong to the {model} model")
-        order_in_doc = [k for k in allowed if k in kinds]
-        if order_in_doc != kinds:
-            raise ValueError(f"the dashboard orders templates as {allowed}; reorder the templates in the file")
-        out["templates"] = kinds
-        out["log10_beta"] = math.log10(doc.get("beta", 1.0))
+        return out
+
+    def _params_from_config(self, doc: dict) -> dict:
+        """Parameter values for a validated document (anything ``validate_config`` accepts)."""
+        out = {}
+        model = doc.get("model", "density")
+        field = doc.get("prior", {}).get("field", "L")
+        out["model"] = "regression" if model == "regression" else f"density, prior on {field}"
+        g = doc["grid"]
+        out.update(x_min=float(g["x"]["min"]), x_max=float(g["x"]["max"]), nx=int(g["x"]["n"]),
+                   y_min=float(g["y"]["min"]), y_max=float(g["y"]["max"]), ny=int(g["y"]["n"]),
+                   boundary_x=g["x"]["boundary"], boundary_y=g["y"]["boundary"])
+        size = (out["nx"], out["ny"])
+        paper = (out["x_min"], out["x_max"], out["y_min"], out["y_max"]) == (*X_RANGE, *Y_RANGE)
+        names = {v: k for k, v in GRID_SIZES.items()}
+        out["grid_size"] = names[size] if paper and size in names else CUSTOM_GRID
+        pr = doc["prior"]
+        out.update(lam=pr["lambda"], lam_x=pr["lambda_x"], lam_y=pr["lambda_y"], mass2=pr.get("l0", 0.0))
+        orders = [o for o in ORDERS if pr.get(o, 0.0)]
+        out["order"] = orders[0] if orders else "l2"
+        out["order_coef"] = float(pr.get(out["order"], 0.0))
+        out["extra_orders"] = {o: float(pr[o]) for o in orders[1:]}
+        menu = self._menu_templates(doc, model)
+        if menu is None:
+            menu = {"templates": [], "file_templates": copy.deepcopy(doc.get("templates", [])),
+                    "file_weights": [float(w) for w in doc.get("weights", [])]}
+        out.update(menu)
+        out["beta"] = float(doc.get("beta", 1.0))
         s = doc["solver"]
         init = s.get("init", "kernel")
         if init.startswith("template:"):
             init = f"template {int(init.split(':')[1]) + 1}"
         out.update(method=s["method"], solver_mass2=s.get("mass2", 0.01), init=init,
-                   init_mass2=s.get("init_mass2", 0.1), max_iter=int(s.get("max_iter", 50)))
-        out["truth"] = "paper" if doc.get("truth") == "paper" else "none"
+                   init_mass2=s.get("init_mass2", 0.1), min_iter=int(s.get("min_iter", 4)),
+                   max_iter=int(s.get("max_iter", 50)), tol=float(s.get("tol", 1e-8)))
+        if model == "density":
+            out["truth"] = "paper" if doc.get("truth") == "paper" else "none"
+            out["regression_truth"] = None
+        else:
+            out["regression_truth"] = copy.deepcopy(doc.get("truth"))
         out["data"] = [[float(x), float(y)] for x, y in doc.get("data", [])]
         if len(out["data"]) > MAX_POINTS:
             raise ValueError(f"{len(out['data'])} data points; the dashboard takes at most {MAX_POINTS}")
-        for name, value in out.items():  # refuse values outside the sliders' ranges instead of clipping them
+        for name, value in out.items():  # a value the parameters refuse is refused, never clipped
             p = self.param[name]
             try:
                 p._validate(value)
@@ -332,7 +464,15 @@ class BFTSession(param.Parameterized):
             self.param.update(**values, preset=preset)
         finally:
             self._quiet = False
-        self.message = f"Loaded preset '{preset}'." if preset else "Loaded the configuration."
+        kept = []
+        if self.extra_orders:
+            kept.append("further prior orders")
+        if self.file_templates:
+            kept.append("templates the menu cannot show")
+        if self.grid_size == CUSTOM_GRID:
+            kept.append("its own grid")
+        note = f" It has {', '.join(kept)}: kept as they are, shown read-only." if kept else ""
+        self.message = (f"Loaded preset '{preset}'." if preset else "Loaded the configuration.") + note
         self.reset(play=self.live)
         return True
 
@@ -343,17 +483,30 @@ class BFTSession(param.Parameterized):
             return False
         return self.load_config(catalogue[name][0], preset=name)
 
+    def use_menu_templates(self):
+        """Drop the file's templates and go back to the template menu."""
+        self.param.update(file_templates=[], file_weights=[])
+
     # ===================================================================== data points
     def _push_undo(self):
         self._undo.append(copy.deepcopy(self.data))
         del self._undo[:-UNDO_DEPTH]
 
     def _snap_point(self, x: float, y: float) -> list[float]:
+        """The node nearest to a click.  The canvas draws each node as a cell of one grid spacing, so a click
+        anywhere in an edge cell (up to half a spacing outside [min, max]) belongs to the edge node."""
         grid = self.grid
-        ix, iy = grid.snap([[x, y]])  # raises ValueError naming an off-grid point
-        sx = float(grid.x.nodes[ix[0]])
-        sy = round(float(y), 3) if self.is_regression else float(grid.y.nodes[iy[0]])
-        return [round(sx, 6), round(sy, 6)]
+
+        def into_edge_cell(v, axis):
+            inside = min(max(v, axis.min), axis.max)
+            return inside if abs(v - inside) <= axis.h / 2 else v
+
+        x = into_edge_cell(float(x), grid.x)
+        if self.is_regression:  # y is a real value; only x lives on the nodes
+            sx = float(grid.x.nodes[grid.x.snap([x])[0]])  # ValueError names an off-grid point
+            return [round(sx, 6), round(float(y), 3)]
+        ix, iy = grid.snap([[x, into_edge_cell(float(y), grid.y)]])
+        return [round(float(grid.x.nodes[ix[0]]), 6), round(float(grid.y.nodes[iy[0]]), 6)]
 
     def add_point(self, x: float, y: float) -> bool:
         """Add a data point at the node nearest to (x, y); off-grid points are ignored with a message."""
@@ -366,7 +519,8 @@ class BFTSession(param.Parameterized):
             self.message = f"Ignored the click: {e}"
             return False
         self._push_undo()
-        self.message = ""
+        if self.message:
+            self.message = ""
         self.data = self.data + [pt]
         return True
 
@@ -377,8 +531,9 @@ class BFTSession(param.Parameterized):
             return False
         pts = np.asarray(self.data, float)
         grid = self.grid
-        sx = max(grid.hx, (X_RANGE[1] - X_RANGE[0]) / 20)
-        sy = max(grid.hy, (Y_RANGE[1] - Y_RANGE[0]) / 20)
+        sx = max(grid.hx, (grid.x.max - grid.x.min) / 20)
+        span_y = (float(np.ptp(pts[:, 1])) or 1.0) if self.is_regression else grid.y.max - grid.y.min
+        sy = max(grid.hy if not self.is_regression else 0.0, span_y / 20)
         d = ((pts[:, 0] - x) / sx) ** 2 + ((pts[:, 1] - y) / sy) ** 2
         k = int(np.argmin(d))
         if d[k] > 1.0:
@@ -419,13 +574,30 @@ class BFTSession(param.Parameterized):
         return self._doc is not None and getattr(self._doc, "session_context", None) is not None
 
     def _on_model_change(self, event):
-        """Switching between density and regression swaps the template menu and the data's y values."""
-        allowed = REGRESSION_TEMPLATES if self.is_regression else DENSITY_TEMPLATES
+        """Switching between density and regression swaps the template menu and the data's y values.  A file's
+        templates and regression truth belong to the model they were written for and are dropped."""
+        if self._quiet:
+            return
+        regression = self.is_regression
+        allowed = REGRESSION_TEMPLATES if regression else DENSITY_TEMPLATES
         kept = [k for k in self.templates if k in allowed]
-        if self.is_regression and not kept:
+        update = {}
+        if self.file_templates and not all(self._fits_model(t, regression) for t in self.file_templates):
+            update.update(file_templates=[], file_weights=[])
+            self.message = "The templates of the loaded file belong to the other model; back to the menu."
+        if regression and not kept and not (self.file_templates and "file_templates" not in update):
             kept = ["constant"]  # a regression mixture needs at least one template
         if kept != list(self.templates):
-            self.templates = kept
+            update["templates"] = kept
+        if update:
+            self.param.update(**update)
+
+    @staticmethod
+    def _fits_model(spec: dict, regression: bool) -> bool:
+        if spec["kind"] == "array":  # values on the x nodes (regression) or an nx × ny field (density)
+            values = spec.get("values") or []
+            return regression != bool(values and isinstance(values[0], list))
+        return spec["kind"] in (REGRESSION_TEMPLATES if regression else DENSITY_TEMPLATES)
 
     def _on_problem_change(self, *events):
         if self._quiet:
@@ -435,49 +607,46 @@ class BFTSession(param.Parameterized):
         if self.live:
             self.start_run(warm=True, play=True)
 
-    def _field_key_now(self):
-        return (MODELS[self.model], GRID_SIZES[self.grid_size])
-
-    def _warm_field(self):
+    def _warm_field(self, cfg):
         rec = self.record
-        if rec is None or self._field_key != self._field_key_now():
+        if rec is None or self._shown_key != _grid_key(cfg):
             return None
         model, field = MODELS[self.model]
         return np.array(getattr(rec, "h" if model == "regression" else field), copy=True)
 
     def cancel(self):
-        """Stop the current run; its generator is closed by whoever holds it."""
-        self._token += 1
-        self.running = False
-        gen, self._gen = self._gen, None
-        if gen is not None and id(gen) not in self._busy:
-            gen.close()
+        """Stop the current run.  A generator the runner is computing in is closed by the runner."""
+        self._drop_run()
+        if self.running:
+            self.running = False
+
+    def _drop_run(self):
+        run, self._run = self._run, None
+        self._playing, self._steps = False, 0
+        if run is not None and run is not self._holding:
+            run.gen.close()
 
     def start_run(self, warm: bool = True, play: bool = True) -> bool:
         """Start a new run of the solver from the current state (warm: from the field shown)."""
         try:
-            cfg = self.to_config()
-            cfg = _api().validate_config(cfg)
+            cfg = _api().validate_config(self.to_config())
         except ValueError as e:
             self.cancel()
             self.message = f"Cannot solve: {e}"
             return False
-        init = self._warm_field() if (warm or self.init == "keep current") else None
-        self.cancel()
+        init = self._warm_field(cfg) if (warm or self.init == KEEP_CURRENT) else None
+        self._drop_run()
         try:
-            self._gen = _api().iterate(cfg, init=init)
+            gen = _api().iterate(cfg, init=init)
         except ValueError as e:
+            self.cancel()
             self.message = f"Cannot solve: {e}"
             return False
-        self._gen_key = self._field_key_now()
+        self._run = _Run(gen, cfg, _grid_key(cfg), warm=init is not None)
         if self.message.startswith(("The solver failed", "Cannot solve")):
             self.message = ""
-        self._run_t0 = time.perf_counter()
-        with param.parameterized.batch_call_watchers(self):
-            self.history = []
+        if self.converged:
             self.converged = False
-            self.result = None
-            self.run_id += 1
         if play:
             self.play()
         else:
@@ -489,151 +658,203 @@ class BFTSession(param.Parameterized):
         self.start_run(warm=False, play=play)
 
     def play(self):
-        """Run (or resume) the current generator with one frame per iteration."""
-        if self._gen is None:
-            self.start_run(warm=self.init == "keep current", play=True)
+        """Run (or resume) the current run, animated."""
+        if self._run is None:
+            self.start_run(warm=self.init == KEEP_CURRENT, play=True)
             return
-        self._token += 1  # a second Run replaces the loop instead of adding one
-        token = self._token
-        self.running = True
+        self._playing = True
+        if not self.running:
+            self.running = True
         if self.served:
-            asyncio.ensure_future(self._play_async(token))
+            self._ensure_runner()
         else:
-            while self._token == token and self.running and self._advance_sync():
+            while self._playing and self._advance_sync():
                 pass
 
     def pause(self):
+        """Stop after the current iteration; the run is kept and Run resumes it."""
+        self._playing = False
+        self._steps = 0
         self.running = False
-        self._token += 1  # the play loop exits after its current iteration; the generator is kept
 
     def step(self):
         """Advance the solver by one iteration (creating a run if there is none)."""
-        if self._gen is None:
-            if not self.start_run(warm=self.init == "keep current", play=False):
-                return
+        if self._run is None:
+            self.start_run(warm=self.init == KEEP_CURRENT, play=False)
             return
-        self.running = False
-        self._token += 1
+        self._playing = False
+        if self.running:
+            self.running = False
         if self.served:
-            asyncio.ensure_future(self._step_async(self._token))
+            self._steps += 1
+            self._ensure_runner()
         else:
             self._advance_sync()
 
+    # --- records -> what the views watch --------------------------------------------------------------------
+    @staticmethod
+    def _entry(rec) -> dict:
+        return {"iteration": int(rec.iteration), "energy": float(rec.energy),
+                "train_error": float(rec.train_error),
+                "test_error": None if rec.test_error is None else float(rec.test_error),
+                "mixing": [float(a) for a in np.atleast_1d(rec.mixing)] if rec.mixing is not None else [],
+                "step": None if rec.step is None else float(rec.step),
+                "residual": None if getattr(rec, "residual", None) is None else float(rec.residual)}
+
+    def _apply_frame(self, run, recs, finished=False, exact=None, error=None):
+        """Show the records of one frame (and the end of the run); records of a replaced run are dropped."""
+        if run is not self._run:
+            return
+        if error is not None:
+            self._run = None
+            self._playing = False
+            with param.parameterized.batch_call_watchers(self):
+                self.running = False
+                self.message = f"The solver failed ({type(error).__name__}: {error}); showing the last good solution."
+            return
+        for rec in recs:
+            if rec.iteration == 0:
+                run.start = rec
+        run.unshown += [self._entry(r) for r in recs]
+        now = time.perf_counter()
+        secondary = run.unshown and (run.fresh or finished or not self.served
+                                     or now - run.shown_at >= SECONDARY_FRAME_S)
+        with param.parameterized.batch_call_watchers(self):
+            if recs:
+                self._shown_key, self._shown_run = run.key, run
+                self.record = recs[-1]
+            if secondary:
+                entries, run.unshown, run.shown_at = run.unshown, [], now
+                if run.fresh:
+                    run.fresh = False
+                    self.history = entries
+                    self.run_id += 1
+                    if self.result is not None:
+                        self.result = None
+                else:
+                    self.history = self.history + entries
+                e = entries[-1]
+                self.status = (f"iteration {e['iteration']}  ·  energy {e['energy']:.4f}  ·  "
+                               f"training error {e['train_error']:.4f}"
+                               + ("" if e["test_error"] is None else f"  ·  test error {e['test_error']:.4f}"))
+            if finished:
+                self._run = None
+                self._playing = False
+                self.running = False
+                self.converged = True
+                last = run.last
+                if last is not None:
+                    self.status = (self.status.split("  ·  finished")[0] + "  ·  finished"
+                                   + ("" if getattr(last, "converged", True) else " (max iterations)"))
+                if isinstance(exact, Exception):
+                    self.message = f"Exact regression quantities unavailable: {exact}"
+                elif exact is not None:
+                    self.result = exact
+
+    @staticmethod
+    def _exact(run):
+        """Exact predictive mean and variance of a finished regression run (closed form, fast)."""
+        if run.cfg["model"] != "regression":
+            return None
+        try:  # started at the run's last h, the fit only confirms the MAP and adds the exact quantities
+            res = _api().fit(run.cfg, init=None if run.last is None else np.asarray(run.last.h, float))
+        except Exception as e:  # noqa: BLE001 - shown as a message, the MAP solution stays
+            return e
+        return {"exact": res.get("exact"), "h": res.get("h")}
+
     # --- synchronous path (tests, notebooks) ---------------------------------------------------------------
     def _advance_sync(self) -> bool:
-        gen = self._gen
-        if gen is None:
+        run = self._run
+        if run is None:
             return False
         try:
-            rec = _next_record(gen)
+            rec = _next_record(run.gen)
         except Exception as e:  # noqa: BLE001 - any solver failure keeps the last good solution
-            self._fail(e, gen)
+            self._apply_frame(run, [], error=e)
             return False
+        if rec is not _Done:
+            run.last = rec
         if rec is _Done:
-            self._finish(gen)
+            self._apply_frame(run, [], finished=True, exact=self._exact(run))
             return False
-        self._apply_record(rec, gen)
+        self._apply_frame(run, [rec])
         return True
 
     def solve(self, max_records: int = 10_000):
         """Run the current problem to the end synchronously (tests and scripts)."""
-        if self._gen is None:
+        if self._run is None:
             self.start_run(warm=False, play=False)
         n = 0
-        while self._gen is not None and n < max_records and self._advance_sync():
+        while self._run is not None and n < max_records and self._advance_sync():
             n += 1
 
-    # --- served path --------------------------------------------------------------------------------------
-    def _on_doc(self, fn, *args):
-        """Run fn(*args) on the session's document with its lock held (views then touch Bokeh models)."""
-        if self.served:
-            try:
-                self._doc.add_next_tick_callback(partial(fn, *args))
-            except Exception:  # the session is gone
-                self._token += 1
-        else:
-            fn(*args)
-
-    async def _advance_async(self, token):
-        gen = self._gen
-        while gen is not None and id(gen) in self._busy:  # an earlier Step is still computing
-            await asyncio.sleep(0.005)
-        if gen is None or gen is not self._gen:
-            return False
-        self._busy.add(id(gen))
+    # --- served path ----------------------------------------------------------------------------------------
+    def _push(self, fn, *args):
+        """Run fn(*args) on the session's document with its lock held, all model changes in one message."""
+        def apply():
+            import panel as pn
+            from panel.io.state import set_curdoc
+            with set_curdoc(self._doc), pn.io.hold(self._doc):
+                fn(*args)
         try:
-            rec = await asyncio.to_thread(_next_record, gen)
-        except Exception as e:  # noqa: BLE001
-            self._on_doc(self._fail, e, gen)
-            return False
-        finally:
-            self._busy.discard(id(gen))
-        if gen is not self._gen:  # cancelled while we were computing: we hold the generator, close it
-            gen.close()
-            return False
-        if rec is _Done:
-            self._on_doc(self._finish, gen)
-            return False
-        self._on_doc(self._apply_record, rec, gen)
-        return rec
+            self._doc.add_next_tick_callback(apply)
+        except Exception:  # noqa: BLE001 - the session is gone
+            self.cancel()
 
-    async def _step_async(self, token):
-        await self._advance_async(token)
+    def _ensure_runner(self):
+        if self._runner is None or self._runner.done():
+            self._runner = asyncio.ensure_future(self._runner_loop())
 
-    async def _play_async(self, token):
-        while self._token == token and self.running:
-            t0 = time.perf_counter()
-            rec = await self._advance_async(token)
-            if not rec:
+    async def _runner_loop(self):
+        """Advance the newest run one iteration at a time in a worker thread and push coalesced frames."""
+        pending, pending_run, last_push = [], None, 0.0
+        self._holding = None
+        while True:
+            run = self._run
+            if pending and pending_run is not run:  # the run was replaced: its unshown records are stale
+                pending, pending_run = [], None
+            if run is None or run.done or (not self._playing and self._steps <= 0):
+                if pending:
+                    self._push(self._apply_frame, pending_run, pending)
                 return
-            if rec.iteration == 0:  # the start field: show the first step at once, animate from there
-                await asyncio.sleep(0)
+            stepping = not self._playing
+            if stepping:
+                self._steps -= 1
+            t0 = time.perf_counter()
+            self._holding = run
+            try:
+                rec = await asyncio.to_thread(_next_record, run.gen)
+            except Exception as e:  # noqa: BLE001
+                rec = e
+            finally:
+                self._holding = None
+            if run is not self._run:  # replaced while computing: we hold its generator, close it
+                run.gen.close()
                 continue
-            await asyncio.sleep(max(0.0, self.frame_ms / 1000 - (time.perf_counter() - t0)))
-
-    # --- records --------------------------------------------------------------------------------------------
-    def _apply_record(self, rec, gen):
-        if gen is not self._gen:  # a record of a cancelled run
-            return
-        entry = {"iteration": int(rec.iteration), "energy": float(rec.energy),
-                 "train_error": float(rec.train_error),
-                 "test_error": None if rec.test_error is None else float(rec.test_error),
-                 "mixing": [float(a) for a in np.atleast_1d(rec.mixing)] if rec.mixing is not None else [],
-                 "step": None if rec.step is None else float(rec.step),
-                 "residual": None if getattr(rec, "residual", None) is None else float(rec.residual)}
-        self._field_key = self._gen_key
-        with param.parameterized.batch_call_watchers(self):
-            self.history = self.history + [entry]
-            self.record = rec
-            self.status = (f"iteration {entry['iteration']}  ·  energy {entry['energy']:.4f}  ·  "
-                           f"training error {entry['train_error']:.4f}"
-                           + ("" if entry["test_error"] is None else f"  ·  test error {entry['test_error']:.4f}"))
-
-    def _finish(self, gen):
-        if gen is not self._gen:
-            return
-        self._gen = None
-        self.running = False
-        self.converged = True
-        if self.is_regression and self.record is not None:
-            self._compute_exact()
-
-    def _fail(self, exc, gen):
-        if gen is not self._gen:
-            return
-        self.running = False
-        self._gen = None
-        self.message = f"The solver failed ({type(exc).__name__}: {exc}); showing the last good solution."
-
-    def _compute_exact(self):
-        """Exact predictive mean and variance of the regression mixture (fast: closed form)."""
-        try:
-            cfg = _api().validate_config(self.to_config())
-            res = _api().fit(cfg, init=self._warm_field())
-        except Exception as e:  # noqa: BLE001
-            self.message = f"Exact regression quantities unavailable: {e}"
-            return
-        self.result = {"exact": res.get("exact"), "h": res.get("h")}
+            if isinstance(rec, Exception):
+                run.done = True
+                self._push(self._apply_frame, run, [], False, None, rec)
+                return
+            if rec is _Done:
+                run.done = True
+                exact = await asyncio.to_thread(self._exact, run) if run.cfg["model"] == "regression" else None
+                if run is not self._run:
+                    continue
+                self._push(self._apply_frame, run, pending if pending_run is run else [], True, exact)
+                return
+            run.last = rec
+            pending.append(rec)
+            pending_run = run
+            now = time.perf_counter()
+            # the first frame of a run goes out with iteration 1 (the start field alone is what is on screen
+            # already after a warm start); later ones at most every MIN_FRAME_S
+            if stepping or (rec.iteration >= 1 and (not run.pushed or now - last_push >= MIN_FRAME_S)):
+                self._push(self._apply_frame, run, pending)
+                pending, last_push, run.pushed = [], now, True
+            if self._playing and rec.iteration >= 1:
+                await asyncio.sleep(max(0.0, self.frame_ms / 1000 - (time.perf_counter() - t0)))
+            else:
+                await asyncio.sleep(0)
 
     # ===================================================================== beta sweep
     def sweep_config(self) -> dict:
@@ -665,7 +886,7 @@ class BFTSession(param.Parameterized):
                     doc = await asyncio.to_thread(mixtures.sweep_document, cfg, beta_min, beta_max, n)
                 except Exception as e:  # noqa: BLE001
                     doc = e
-                self._on_doc(done, doc)
+                self._push(done, doc)
             asyncio.ensure_future(work())
         else:
             try:

@@ -121,7 +121,9 @@ def test_every_preset_loads_and_sets_its_configuration(name):
     json.dumps({"model": "density", "prior": {"lambda": -1}}),
     json.dumps({"model": "density", "data": [[30, 3]]}),
     json.dumps([1, 2, 3]),
-    json.dumps({"model": "density", "grid": {"x": {"min": 1, "max": 10, "n": 7, "boundary": "periodic"}}}),
+    json.dumps({"model": "density", "templates": [{"kind": "paper_t3"}]}),
+    json.dumps({"model": "density", "templates": [{"kind": "uniform"}], "weights": [0.5, 0.5]}),
+    json.dumps({"model": "regression", "templates": [{"kind": "constant", "value": 1}], "truth": "paper"}),
 ])
 def test_bad_upload_is_refused_and_state_unchanged(session, bad):
     before = (session.to_config(), session.run_id, session.record)
@@ -153,3 +155,184 @@ def test_sessions_share_nothing():
     a.add_point(5, 5)
     assert b.data == [[3.0, 3.0], [7.0, 12.0]]
     assert a.data is not b.data
+
+
+# --- issue 4: edge clicks, every preset, any valid document, warm-start export, URL state -------------------------
+@pytest.mark.parametrize("click, node", [
+    ((0.999999631, 8.0), [1.0, 8.0]),        # what the browser sends for a click on the x = 1 node
+    ((10.000000369, 4.9999995), [10.0, 5.0]),
+    ((3.0, 0.9999988), [3.0, 1.0]),
+    ((10.0000004, 15.0000001), [10.0, 15.0]),
+    ((0.55, 1.4), [1.0, 1.0]),                # anywhere in the edge cell drawn around the node
+])
+def test_clicks_in_the_edge_cells_add_the_edge_node(session, click, node):
+    before = session.record.P.copy()
+    assert session.add_point(*click), session.message
+    assert session.data[-1] == node
+    ix, iy = int(node[0] - 1), int(node[1] - 1)
+    assert session.record.P[ix, iy] > before[ix, iy]
+
+
+def test_clicks_beyond_the_edge_cells_are_ignored(session):
+    data = list(session.data)
+    assert not session.add_point(0.45, 8.0)
+    assert not session.add_point(5.0, 15.6)
+    assert session.data == data and "outside" in session.message
+
+
+def test_every_bftcore_preset_is_offered_and_round_trips_exactly():
+    from bftcore import presets
+    from bftcore.api import validate_config
+    catalogue = preset_catalogue()
+    assert set(presets.PRESETS) <= set(catalogue)
+    assert {"fig7", "two_trends", "overfitting", "metastable_mixture"} <= set(catalogue)
+    for name, (doc, text) in catalogue.items():
+        s = BFTSession(live=False)
+        assert s.load_config(doc, preset=name), (name, s.message)
+        assert validate_config(s.to_config()) == validate_config(doc), name
+        assert text, name  # an explanation for a class
+
+
+@pytest.mark.parametrize("name, nx, n_data", [("fig7", 1, 1), ("two_trends", 101, 5)])
+def test_regression_presets_follow_their_own_grid_and_solve(name, nx, n_data):
+    from bftcore.api import fit
+    s = BFTSession()
+    assert s.load_preset(name), s.message
+    assert s.is_regression and s.grid.x.n == nx and len(s.data) == n_data
+    assert s.converged and len(s.record.h) == nx
+    assert len(s.file_templates) == 2 and s.template_kinds() == []  # repeated kinds: kept, shown read-only
+    ref = fit(preset_catalogue()[name][0])
+    assert np.allclose(s.record.h, ref["h"], atol=1e-6)
+    assert s.result and len(s.result["exact"]["b"]) == 2
+
+
+def test_a_click_on_a_custom_grid_snaps_to_its_nodes():
+    s = BFTSession()
+    assert s.load_preset("two_trends")
+    assert s.add_point(4.04, 3.3)
+    assert s.data[-1] == [4.0, 3.3]
+    assert s.add_point(10.04, 1.0)  # in the edge cell of x = 10 (spacing 0.1)
+    assert s.data[-1] == [10.0, 1.0]
+
+
+def test_document_with_several_prior_orders_is_accepted_and_solved_as_written():
+    from bftcore.api import fit, validate_config
+    doc = {"model": "density", "data": [[3, 3], [7, 12], [5, 9]],
+           "prior": {"field": "L", "lambda": 1.0, "l2": 0.1, "l4": 0.05},
+           "solver": {"method": "newton", "init": "kernel"}}
+    s = BFTSession()
+    assert s.load_config(json.dumps(doc)), s.message
+    assert s.order == "l2" and s.order_coef == 0.1 and s.extra_orders == {"l4": 0.05}
+    mine = validate_config(s.to_config())
+    assert mine == validate_config(doc)
+    assert mine["prior"]["l2"] == 0.1 and mine["prior"]["l4"] == 0.05
+    assert np.allclose(s.record.L, fit(doc)["L"], atol=1e-6)
+    s.order_coef = 0.2  # the slider moves its own order; the file's other order stays in the prior
+    assert s.to_config()["prior"]["l4"] == 0.05 and s.to_config()["prior"]["l2"] == 0.2
+
+
+def test_document_with_repeated_and_array_templates_and_unnormalised_weights_round_trips():
+    from bftcore.api import validate_config
+    arr = np.full((10, 15), -np.log(15.0)).tolist()
+    doc = {"model": "density", "data": [[2, 4], [8, 11]],
+           "prior": {"lambda": 0.5, "l2": 1.0, "l6": 0.01},
+           "templates": [{"kind": "gaussian", "mu": 4, "sigma": 2}, {"kind": "gaussian", "mu": 11, "sigma": 2},
+                         {"kind": "array", "values": arr}],
+           "weights": [1, 3, 0.5], "beta": 3.0, "solver": {"init": "template:1", "min_iter": 2, "tol": 1e-9}}
+    s = BFTSession()
+    assert s.load_config(doc), s.message
+    assert validate_config(s.to_config()) == validate_config(doc)
+    assert s.init == "template 2" and s.beta == 3.0 and len(s.history[-1]["mixing"]) == 3
+    assert "read-only" in s.message
+    s.use_menu_templates()  # back to the menu: the file's templates are dropped, the rest stays
+    assert s.to_config()["templates"] == [] and s.to_config()["prior"]["l6"] == 0.01
+
+
+def test_warm_start_export_reproduces_the_run_with_the_cli_solver():
+    from bftcore.api import fit, validate_config
+    s = BFTSession()
+    assert s.load_preset("fig27")
+    s.init = "keep current"
+    assert s.add_point(5.0, 2.0)  # a warm-started run from the fig27 solution
+    assert s.converged
+    doc = json.loads(json.dumps(s.export_config()))
+    cfg = validate_config(doc)  # what `python -m bftcore fit` accepts
+    assert cfg["solver"]["init"] == "template:2" and cfg["weights"][-1] == 0.0
+    assert cfg["templates"][:2] == s.to_config()["templates"]
+    res = fit(doc)
+    assert np.allclose(res["L"], s.record.L, atol=1e-6)
+    assert res["energy"] == pytest.approx(s.history[-1]["energy"], rel=1e-9)
+    # the configured start would not reproduce it: the warm start is what the export carries
+    cold = fit(s.to_config())
+    assert not np.allclose(cold["L"], s.record.L, atol=1e-6) or cold["iterations"] != res["iterations"]
+
+
+def test_export_without_warm_start_is_the_configuration():
+    s = BFTSession()
+    s.add_point(4, 4)
+    assert s.export_config() == s.to_config()
+
+
+def test_warm_start_export_of_a_problem_without_templates_adds_the_zero_template():
+    from bftcore.api import fit
+    s = BFTSession()
+    s.init = "keep current"
+    s.add_point(6.0, 6.0)
+    doc = s.export_config()
+    assert doc["weights"] == [1.0, 0.0] and not np.any(doc["templates"][0]["values"])
+    assert np.allclose(fit(doc)["L"], s.record.L, atol=1e-6)
+
+
+def test_url_parameters_round_trip_the_state_exactly():
+    """Serialise every URL parameter as panel's Location does and load them into a fresh session."""
+    from bftcore.api import validate_config
+    from app.state import URL_PARAMS
+    s = BFTSession(live=False)
+    assert s.load_preset("fig7")
+    from urllib.parse import urlencode
+    from panel.util import parse_query
+    s.param.update(lam=0.7, tol=1e-9, data=s.data + [[0.0, 0.4]],
+                   regression_truth={"kind": "constant", "value": 0.1})
+    query = {}
+    for name in URL_PARAMS:
+        value = getattr(s, name)
+        if value is None:
+            continue
+        v = s.param[name].serialize(value)
+        query[name] = v if isinstance(v, str) else json.dumps(v)
+    parsed = parse_query("?" + urlencode(query))
+    other = BFTSession(live=False)
+    other.param.update(**{n: other.param[n].deserialize(v) for n, v in parsed.items()})
+    assert validate_config(other.to_config()) == validate_config(s.to_config())
+
+
+def test_a_burst_of_clicks_is_solved_once_for_the_latest_state():
+    """The served path: one runner per session, stale runs dropped and closed, the traces complete."""
+    import asyncio
+    from bokeh.document import Document
+
+    class ServedDoc(Document):
+        session_context = object()
+
+        def add_next_tick_callback(self, fn):
+            asyncio.get_event_loop().call_soon(fn)
+
+    async def scenario():
+        s = BFTSession(doc=ServedDoc())
+        s.start_run(warm=False, play=True)
+        while s.running:
+            await asyncio.sleep(0.01)
+        runs = []
+        for pt in [(2.0, 14.0), (9.0, 2.0), (5.0, 7.0)]:
+            s.add_point(*pt)
+            runs.append(s._run)
+        while s.running:
+            await asyncio.sleep(0.01)
+        return s, runs
+
+    s, runs = asyncio.run(scenario())
+    assert s.converged and s._shown_run is runs[-1]
+    assert all(r.gen.gi_frame is None for r in runs)  # every generator closed (stale ones by the runner)
+    assert [h["iteration"] for h in s.history] == list(range(len(s.history)))  # no record lost to coalescing
+    assert s.history[0]["train_error"] != s.history[-1]["train_error"]
+    assert s.record.P[4, 6] > s.record.P[4, 12]  # the last click (5, 7) is in the solution

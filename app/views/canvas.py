@@ -8,7 +8,9 @@ from bokeh.events import Tap
 from bokeh.models import ColorBar, ColumnDataSource, LinearColorMapper
 
 from ..state import BFTSession, X_RANGE, Y_RANGE
-from .common import PALETTE, make_figure, teaching
+
+GRID_PARAMS = ["x_min", "x_max", "nx", "y_min", "y_max", "ny"]
+from .common import PALETTE, make_figure, set_changed as _set, teaching
 
 EQUATION = (r"$p(y|x) = e^{L(x,y)}$, with $\int e^{L(x,y)}\,dy = 1$ for every $x$;"
             r" the MAP field minimises $E_L = -\sum_i L(x_i,y_i) + \frac{\lambda}{2}(L-t, K(L-t))$")
@@ -38,7 +40,7 @@ class DataCanvas(pn.viewable.Viewer):
         super().__init__(**params)
         s = self.session
         fig = make_figure("posterior density p(y|x)", "x", "y", name="bft-canvas", x_range=(X_RANGE[0] - 0.5, X_RANGE[1] + 0.5),
-                          y_range=(Y_RANGE[0] - 0.5, Y_RANGE[1] + 0.5), tools="tap,pan,wheel_zoom,reset,save")
+                          y_range=(Y_RANGE[0] - 0.5, Y_RANGE[1] + 0.5), tools="pan,wheel_zoom,reset,save")
         self.mapper = LinearColorMapper(palette=PALETTE, low=0, high=1)
         self.image_source = ColumnDataSource(dict(image=[np.zeros((2, 2))], x=[0.0], y=[0.0], dw=[1.0], dh=[1.0]),
                                              name="bft-image-source")
@@ -56,12 +58,15 @@ class DataCanvas(pn.viewable.Viewer):
         fig.legend.location = "top_right"
         fig.legend.label_text_font_size = "11px"
         fig.legend.background_fill_alpha = 0.5
+        # Tap events reach the server without a TapTool; the tool would also hit-test and select glyphs on every
+        # click (one more round of rendering and a selection message), which the canvas does not use.
         fig.on_event(Tap, self._on_tap)
         self.figure = fig
         self.pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
-        s.param.watch(self._update_image, ["record", "display", "truth", "grid_size", "model"])
+        self._shown = {}  # what the browser already has, so that a frame sends only what changed
+        s.param.watch(self._update_image, ["record", "display", "truth", "model"] + GRID_PARAMS)
         s.param.watch(self._update_points, ["data"])
-        s.param.watch(self._update_ranges, ["grid_size"])
+        s.param.watch(self._update_ranges, ["model", "data"] + GRID_PARAMS)
         self._update_ranges()
         self._update_points()
         self._update_image()
@@ -69,13 +74,31 @@ class DataCanvas(pn.viewable.Viewer):
     def _on_tap(self, event):
         self.session.click(event.x, event.y)
 
-    def _update_ranges(self, *_):
-        g = self.session.grid
-        self.figure.x_range.start, self.figure.x_range.end = g.x.min - g.hx / 2, g.x.max + g.hx / 2
-        self.figure.y_range.start, self.figure.y_range.end = g.y.min - g.hy / 2, g.y.max + g.hy / 2
+    def _update_ranges(self, *events):
+        s, g = self.session, self.session.grid
+        x0, x1 = g.x.min - g.hx / 2, g.x.max + g.hx / 2
+        if s.is_regression:  # y is real-valued: show the y axis and every datum, with a margin
+            ys = [g.y.min, g.y.max] + [p[1] for p in s.data]
+            pad = max(0.5, 0.05 * (max(ys) - min(ys)))
+            y0, y1 = min(ys) - pad, max(ys) + pad
+            if events and all(e.name == "data" for e in events) and \
+                    self.figure.y_range.start <= y0 and y1 <= self.figure.y_range.end:
+                return  # a click inside the view does not move the axes
+        else:
+            if events and all(e.name == "data" for e in events):
+                return
+            y0, y1 = g.y.min - g.hy / 2, g.y.max + g.hy / 2
+        _set(self.figure.x_range, start=x0, end=x1)
+        _set(self.figure.y_range, start=y0, end=y1)
 
-    def _update_points(self, *_):
-        pts = np.asarray(self.session.data, float).reshape(-1, 2)
+    def _update_points(self, event=None):
+        data = self.session.data
+        old = event.old if event is not None else None
+        if old is not None and len(data) == len(old) + 1 and data[:-1] == old and \
+                len(self.points_source.data["x"]) == len(old):
+            self.points_source.stream(dict(x=[data[-1][0]], y=[data[-1][1]]))  # a click: send one point
+            return
+        pts = np.asarray(data, float).reshape(-1, 2)
         self.points_source.data = dict(x=pts[:, 0], y=pts[:, 1])
 
     def field_shown(self):
@@ -98,23 +121,30 @@ class DataCanvas(pn.viewable.Viewer):
         s, g = self.session, self.session.grid
         arr, label = self.field_shown()
         regression = s.is_regression
-        self.curve.visible = regression
-        self.figure.legend.visible = regression
-        if regression and s.record is not None and getattr(s.record, "h", None) is not None:
-            self.curve_source.data = dict(x=g.x.nodes, h=np.asarray(s.record.h, float))
-        self.figure.title.text = ("data and MAP regression h(x) — click to add points" if regression
-                                  else f"{label or 'P'} on the {g.x.n}×{g.y.n} grid — click to add points")
+        _set(self.curve, visible=regression)
+        _set(self.figure.legend[0], visible=regression)
+        rec = s.record
+        if regression and rec is not None and getattr(rec, "h", None) is not None and len(rec.h) == g.x.n:
+            self.curve_source.data = dict(x=g.x.nodes, h=np.asarray(rec.h, float))
+        _set(self.figure.title, text="data and MAP regression h(x) — click to add points" if regression
+                  else f"{label or 'P'} on the {g.x.n}×{g.y.n} grid — click to add points")
         if arr is None:
-            self.image.visible = False
+            _set(self.image, visible=False)
             return
-        self.image.visible = True
+        _set(self.image, visible=True)
         lo, hi = float(np.nanmin(arr)), float(np.nanmax(arr))
         if hi <= lo:
             hi = lo + 1e-12
         self.mapper.update(low=lo, high=hi)
-        self.colorbar.title = label
-        self.image_source.data = dict(image=[np.ascontiguousarray(arr.T)], x=[g.x.min - g.hx / 2],
-                                      y=[g.y.min - g.hy / 2], dw=[g.x.n * g.hx], dh=[g.y.n * g.hy])
+        _set(self.colorbar, title=label)
+        placement = (g.x.min - g.hx / 2, g.y.min - g.hy / 2, g.x.n * g.hx, g.y.n * g.hy)
+        image = np.ascontiguousarray(arr.T)
+        if self._shown.get("placement") == placement:
+            self.image_source.data.update(image=[image])  # only the image column travels
+        else:
+            self.image_source.data = dict(image=[image], x=[placement[0]], y=[placement[1]], dw=[placement[2]],
+                                          dh=[placement[3]])
+            self._shown["placement"] = placement
 
     def __panel__(self):
         return pn.Column(self.pane, teaching(EQUATION, TEXT), sizing_mode="stretch_width")

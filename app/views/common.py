@@ -27,6 +27,13 @@ def make_figure(title: str, x_label: str, y_label: str, **kw):
     return fig
 
 
+def set_changed(obj, **props):
+    """Assign only the properties whose value differs: keeps per-frame updates to what really changed."""
+    changed = {k: v for k, v in props.items() if getattr(obj, k) != v}
+    if changed:
+        obj.update(**changed)
+
+
 def legend_outside(fig):
     if fig.legend:
         fig.legend.location = "top_left"
@@ -46,4 +53,4 @@ def teaching(equation: str, text: str) -> pn.Column:
         sizing_mode="stretch_width", margin=0)
 
 
-__all__ = ["PALETTE", "SERIES", "Cividis256", "make_figure", "legend_outside", "teaching"]
+__all__ = ["PALETTE", "SERIES", "Cividis256", "make_figure", "legend_outside", "set_changed", "teaching"]

@@ -1,10 +1,13 @@
 """The control sidebar: model, prior, templates, solver, grid, run buttons, data editing."""
 from __future__ import annotations
 
+import math
+from functools import partial
+
 import panel as pn
 import param
 
-from ..state import BFTSession, DENSITY_TEMPLATES, REGRESSION_TEMPLATES, TEMPLATE_LABELS
+from ..state import BFTSession, CUSTOM_GRID, DENSITY_TEMPLATES, REGRESSION_TEMPLATES, TEMPLATE_LABELS, template_label
 
 #: Sliders whose change starts a solve send their value on release only (value_throttled).
 THROTTLED = dict(throttled=True)
@@ -53,12 +56,15 @@ class Controls(pn.viewable.Viewer):
             "w_constant": slider(sp.w_constant), "const_value": slider(sp.const_value, step=0.1),
             "w_linear": slider(sp.w_linear), "lin_slope": slider(sp.lin_slope, step=0.05),
             "lin_intercept": slider(sp.lin_intercept, step=0.1),
-            "log10_beta": slider(sp.log10_beta, step=0.05),
+            "log10_beta": pn.widgets.FloatSlider(name="log₁₀ β (mixture temperature)", start=-3.0, end=3.0,
+                                                 step=0.05, value=math.log10(s.beta), width=W),
             "method": pn.widgets.RadioButtonGroup.from_param(sp.method, width=W),
             "solver_mass2": slider(sp.solver_mass2, step=0.001, format="0.000"),
             "init": pn.widgets.Select.from_param(sp.init, width=W),
             "init_mass2": slider(sp.init_mass2, step=0.01),
             "max_iter": pn.widgets.IntSlider.from_param(sp.max_iter, width=W, **THROTTLED),
+            "min_iter": pn.widgets.IntInput.from_param(sp.min_iter, width=W // 2 - 5),
+            "tol": pn.widgets.FloatInput.from_param(sp.tol, width=W // 2 - 5, format="0e+0"),
             "grid_size": pn.widgets.Select.from_param(sp.grid_size, width=W),
             "boundary_x": pn.widgets.RadioButtonGroup.from_param(sp.boundary_x, width=W // 2 - 5),
             "boundary_y": pn.widgets.RadioButtonGroup.from_param(sp.boundary_y, width=W // 2 - 5),
@@ -67,23 +73,79 @@ class Controls(pn.viewable.Viewer):
             "live": pn.widgets.Checkbox.from_param(sp.live),
         }
         self.beta_text = pn.pane.Markdown("", margin=(-12, 10, 0, 10), styles={"font-size": "12px"})
-        s.param.watch(self._sync_visibility, ["model", "templates", "method", "init", "log10_beta"])
+        # what a loaded file sets and the controls cannot show: read-only, kept in the configuration
+        self.from_file = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False,
+                                          name="from-file")
+        self.use_menu = pn.widgets.Button(name="Use the menu instead", width=W, visible=False)
+        self.use_menu.on_click(lambda _: s.use_menu_templates())
+        self.orders_note = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False,
+                                            name="extra-orders")
+        self.drop_orders = pn.widgets.Button(name="Keep only the slider's order", width=W, visible=False)
+        self.drop_orders.on_click(lambda _: setattr(s, "extra_orders", {}))
+        self.grid_text = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False)
+        self.widgets["log10_beta"].param.watch(self._on_log_beta, "value_throttled")
+        s.param.watch(self._sync_visibility, ["model", "templates", "method", "init", "beta", "file_templates",
+                                              "file_weights", "extra_orders", "grid_size", "x_min", "x_max", "nx",
+                                              "y_min", "y_max", "ny"])
+        for name, w in self.widgets.items():  # a loaded value beyond a slider's soft range widens the slider
+            if isinstance(w, (pn.widgets.FloatSlider, pn.widgets.IntSlider)) and name in s.param:
+                s.param.watch(partial(self._widen, w), [name])
+                self._widen(w)
         self._sync_visibility()
+
+    def _on_log_beta(self, event):
+        beta = 10.0 ** event.new
+        if abs(math.log10(self.session.beta) - event.new) > 1e-9:
+            self.session.beta = beta
+
+    @staticmethod
+    def _widen(widget, *events):
+        v = widget.value
+        if v is None:
+            return
+        if v < widget.start:
+            widget.start = v
+        if v > widget.end:
+            widget.end = v
 
     def _sync_visibility(self, *_):
         s, w = self.session, self.widgets
         regression = s.is_regression
         kinds = REGRESSION_TEMPLATES if regression else DENSITY_TEMPLATES
         w["templates"].options = {TEMPLATE_LABELS[k]: k for k in kinds}
+        active = s.template_kinds()  # empty while a file's templates are in use
         for k in DENSITY_TEMPLATES + REGRESSION_TEMPLATES:
-            w[f"w_{k}"].visible = k in s.templates and k in kinds
-        w["gauss_mu"].visible = w["gauss_sigma"].visible = "gaussian" in s.templates and not regression
-        w["const_value"].visible = "constant" in s.templates and regression
-        w["lin_slope"].visible = w["lin_intercept"].visible = "linear" in s.templates and regression
+            w[f"w_{k}"].visible = k in active
+        w["gauss_mu"].visible = w["gauss_sigma"].visible = "gaussian" in active
+        w["const_value"].visible = "constant" in active
+        w["lin_slope"].visible = w["lin_intercept"].visible = "linear" in active
         w["solver_mass2"].visible = s.method == "massive"
         w["init_mass2"].visible = s.init == "kernel"
         w["display"].disabled = regression
-        self.beta_text.object = f"β = {s.beta:.3g}"
+        lb = math.log10(s.beta)
+        slider = w["log10_beta"]
+        slider.start, slider.end = min(slider.start, lb), max(slider.end, lb)
+        if abs(slider.value - lb) > 1e-9:
+            slider.value = lb
+        self.beta_text.object = f"β = {s.beta:.4g}"
+        if s.file_templates:
+            self.from_file.object = "**Templates from the file** (read-only, written back unchanged): " + "; ".join(
+                f"t{j + 1} = {template_label(t)}, p = {p:g}" for j, (t, p) in
+                enumerate(zip(s.file_templates, s.file_weights)))
+        self.from_file.visible = self.use_menu.visible = bool(s.file_templates)
+        if s.extra_orders:
+            self.orders_note.object = ("**Further prior orders from the file** (read-only, in the prior besides "
+                                       "the slider's): " + ", ".join(f"{k} = {v:g}" for k, v in
+                                                                     sorted(s.extra_orders.items())))
+        self.orders_note.visible = self.drop_orders.visible = bool(s.extra_orders)
+        w["templates"].visible = not s.file_templates
+        custom = s.grid_size == CUSTOM_GRID
+        self.grid_text.visible = custom
+        if custom:
+            g = s.grid
+            self.grid_text.object = (f"Grid of the file: x in [{g.x.min:g}, {g.x.max:g}] ({g.x.n} nodes), "
+                                     f"y in [{g.y.min:g}, {g.y.max:g}] ({g.y.n} nodes). Choose a size above to go "
+                                     f"back to the paper domain.")
 
     def __panel__(self):
         w = self.widgets
@@ -94,14 +156,15 @@ class Controls(pn.viewable.Viewer):
             h("Canvas"), w["click_mode"], w["display"],
             pn.Accordion(
                 ("Model and prior", pn.Column(w["model"], w["lam"], w["lam_x"], w["lam_y"], w["mass2"],
-                                              w["order"], w["order_coef"])),
-                ("Templates and mixture", pn.Column(w["templates"], w["w_uniform"], w["w_paper_t1"],
+                                              w["order"], w["order_coef"], self.orders_note, self.drop_orders)),
+                ("Templates and mixture", pn.Column(self.from_file, self.use_menu, w["templates"], w["w_uniform"], w["w_paper_t1"],
                                                     w["w_paper_t2"], w["w_gaussian"], w["gauss_mu"],
                                                     w["gauss_sigma"], w["w_constant"], w["const_value"],
                                                     w["w_linear"], w["lin_slope"], w["lin_intercept"],
                                                     w["log10_beta"], self.beta_text)),
                 ("Solver and grid", pn.Column(w["method"], w["solver_mass2"], w["init"], w["init_mass2"],
-                                              w["max_iter"], w["frame_ms"], w["grid_size"],
+                                              w["max_iter"], pn.Row(w["min_iter"], w["tol"]), w["frame_ms"],
+                                              w["grid_size"], self.grid_text,
                                               pn.Row(w["boundary_x"], w["boundary_y"]), w["truth"])),
                 active=[0], toggle=False, width=300),
             width=310)

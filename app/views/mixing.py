@@ -6,7 +6,7 @@ import panel as pn
 import param
 from bokeh.models import ColumnDataSource, FactorRange
 
-from ..state import BFTSession, TEMPLATE_LABELS
+from ..state import BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
 
 EQUATION = (r"$a_j = \frac{p_j\, e^{-\beta\lambda E_{0j}}}{\sum_k p_k\, e^{-\beta\lambda E_{0k}}}$, "
@@ -17,6 +17,10 @@ metric wins. The inverse temperature β sharpens the competition: for small β a
 weights p_j, for large β the winner takes all. In regression mode the orange bars are the exact posterior
 weights b_j of the components. The right plot traces a_j over the iterations: long flat stretches followed by a
 switch are the signature of a metastable mixture."""
+
+
+#: Mixing coefficients traced over the iterations (the bars show all of them).
+N_TRACED = 4
 
 
 class MixingView(pn.viewable.Viewer):
@@ -34,37 +38,56 @@ class MixingView(pn.viewable.Viewer):
         self.trace = ColumnDataSource(dict(iteration=[]))
         tr = make_figure("a_j over the iterations", "iteration", "a_j", y_range=(-0.02, 1.02))
         self.lines = [tr.line("iteration", f"a{j}", source=self.trace, color=SERIES[j], line_width=2.5,
-                              legend_label=f"a{j + 1}", visible=False) for j in range(4)]
-        self.trace.data = {"iteration": [], **{f"a{j}": [] for j in range(4)}}
+                              legend_label=f"a{j + 1}", visible=False) for j in range(N_TRACED)]
+        self.trace.data = {"iteration": [], **{f"a{j}": [] for j in range(N_TRACED)}}
         legend_outside(tr)
         tr.legend.location = "center_right"
         self.bar_fig, self.trace_fig = bar, tr
-        self.session.param.watch(self._update, ["history", "result", "templates", "model"])
+        self._run_id, self._labels = None, None
+        self.session.param.watch(self._update, ["history", "result", "templates", "model", "file_templates",
+                                                "file_weights"])
         self._update()
 
     def _update(self, *_):
         s = self.session
-        kinds = s.template_kinds()
-        names = [f"a{j + 1} {TEMPLATE_LABELS[k]}" for j, k in enumerate(kinds)]
+        labels = s.template_labels()
+        k = len(labels)
+        names = [f"a{j + 1} {lab}" for j, lab in enumerate(labels)]
         last = s.history[-1]["mixing"] if s.history else []
-        values = list(last[:len(names)]) + [0.0] * max(0, len(names) - len(last))
-        colors = [SERIES[j % 10] for j in range(len(names))]
+        values = list(last[:k]) + [0.0] * max(0, k - len(last))
+        colors = [SERIES[j % 10] for j in range(k)]
         exact = (s.result or {}).get("exact") if s.is_regression and s.result else None
-        if exact and exact.get("b") and len(exact["b"]) == len(kinds):
-            names += [f"b{j + 1} {TEMPLATE_LABELS[k]}" for j, k in enumerate(kinds)]
+        if exact and exact.get("b") and len(exact["b"]) == k:
+            names += [f"b{j + 1} {lab}" for j, lab in enumerate(labels)]
             values += [float(b) for b in exact["b"]]
-            colors += ["#ff7f0e"] * len(kinds)
+            colors += ["#ff7f0e"] * k
         if not names:
             names, values, colors = ["no templates"], [0.0], ["#cccccc"]
         if list(self.bar_fig.x_range.factors) != names:
             self.bar_fig.x_range.factors = names
-        self.bars.data = dict(name=names, value=values, color=colors)
+        new_bars = dict(name=names, value=values, color=colors)
+        if {c: list(v) for c, v in self.bars.data.items()} != new_bars:
+            self.bars.data = new_bars
         hist = s.history
-        cols = {"iteration": [h["iteration"] for h in hist]}
-        for j in range(4):
-            cols[f"a{j}"] = [h["mixing"][j] if len(h["mixing"]) > j and j < len(kinds) else np.nan for h in hist]
-            self.lines[j].visible = j < len(kinds) and len(kinds) > 0
-        self.trace.data = cols
+        n_shown = len(self.trace.data["iteration"])
+        if k == 0:  # nothing to trace: send nothing per frame
+            if n_shown:
+                self.trace.data = {"iteration": [], **{f"a{j}": [] for j in range(N_TRACED)}}
+        elif self._run_id != s.run_id or self._labels != labels or len(hist) < n_shown:
+            self.trace.data = self._columns(hist, k)
+        elif len(hist) > n_shown:
+            self.trace.stream(self._columns(hist[n_shown:], k))
+        self._run_id, self._labels = s.run_id, labels
+        for j, line in enumerate(self.lines):
+            if line.visible != (j < k):
+                line.visible = j < k
+
+    @staticmethod
+    def _columns(entries, k):
+        cols = {"iteration": [h["iteration"] for h in entries]}
+        for j in range(N_TRACED):
+            cols[f"a{j}"] = [h["mixing"][j] if len(h["mixing"]) > j and j < k else np.nan for h in entries]
+        return cols
 
     def __panel__(self):
         return pn.Column(pn.Row(pn.pane.Bokeh(self.bar_fig), pn.pane.Bokeh(self.trace_fig, sizing_mode="stretch_width"),

@@ -22,6 +22,22 @@ the exact predictive mean (a mixture over components with weights b_j) with its 
 lines are the templates t_j the prior components are centred on."""
 
 
+def template_values(spec, x):
+    """A regression template (or truth) of CONVENTIONS §4 on the x nodes; None for shapes that do not fit."""
+    x = np.asarray(x, float)
+    if isinstance(spec, list):
+        v = np.asarray(spec, float)
+    elif spec["kind"] == "constant":
+        v = np.full_like(x, float(spec["value"]))
+    elif spec["kind"] == "linear":
+        v = float(spec["slope"]) * x + float(spec["intercept"])
+    elif spec["kind"] == "array":
+        v = np.asarray(spec["values"], float)
+    else:
+        return None
+    return v if v.shape == x.shape else None
+
+
 class RegressionView(pn.viewable.Viewer):
     session = param.ClassSelector(class_=BFTSession)
 
@@ -47,19 +63,24 @@ class RegressionView(pn.viewable.Viewer):
         legend_outside(fig)
         self.figure = fig
         self.caption = pn.pane.LaTeX(EQUATION_DENSITY)
-        self.session.param.watch(self._update, ["record", "result", "truth", "model", "data", "grid_size",
-                                                "templates", "const_value", "lin_slope", "lin_intercept"])
-        self._update()
+        s = self.session
+        s.param.watch(self._update_static, ["truth", "model", "data", "templates", "const_value", "lin_slope",
+                                            "lin_intercept", "file_templates", "regression_truth", "x_min",
+                                            "x_max", "nx", "y_min", "y_max", "ny"])
+        s.param.watch(self._update_frame, ["history", "result"])  # history moves with the secondary frames
+        self._update_static()
 
-    def _update(self, *_):
+    def _update_static(self, *_):
+        """What changes with the problem, not with the iterations: data, truth, templates, axes, captions."""
         from bftcore.metrics import regression_function
         s, g = self.session, self.session.grid
         x = g.x.nodes
-        rec = s.record
         pts = np.asarray(s.data, float).reshape(-1, 2)
         self.points.data = dict(x=pts[:, 0], y=pts[:, 1])
         truth = None
-        if s.truth == "paper":
+        if s.is_regression and s.regression_truth is not None:
+            truth = template_values(s.regression_truth, x)
+        elif not s.is_regression and s.truth == "paper":
             from bftcore.presets import paper_true_density
             truth = regression_function(paper_true_density(g), g)[0]
         self.truth.data = dict(x=x if truth is not None else [], h=truth if truth is not None else [])
@@ -70,32 +91,48 @@ class RegressionView(pn.viewable.Viewer):
                 item.visible = truth is not None
         if s.is_regression:
             self.figure.title.text = "regression: MAP h(x), exact predictive mean and templates"
+            ys = [template_values(t, x) for t in s.template_specs()[0]]
+            ys = [v for v in ys if v is not None]
+            self.templates.data = dict(xs=[x] * len(ys), ys=ys, color=[SERIES[(3 + k) % 10] for k in range(len(ys))])
+            self.caption.object = EQUATION_REGRESSION
+            lo = [g.y.min] + pts[:, 1].tolist() + [float(np.min(v)) for v in ys]
+            hi = [g.y.max] + pts[:, 1].tolist() + [float(np.max(v)) for v in ys]
+            pad = max(0.5, 0.05 * (max(hi) - min(lo)))
+            self.figure.y_range.update(start=min(lo) - pad, end=max(hi) + pad)
+        else:
+            self.figure.title.text = "regression function h(x) = ∫ y p(y|x) dy"
+            self.templates.data = dict(xs=[], ys=[], color=[])
+            self.caption.object = EQUATION_DENSITY
+            self.figure.y_range.update(start=g.y.min - 0.5, end=g.y.max + 0.5)
+        self._update_frame()
+
+    def _update_frame(self, *_):
+        """The solver's current h (and the exact mean when the run is over): the only per-frame work."""
+        from bftcore.metrics import regression_function
+        s, g = self.session, self.session.grid
+        x = g.x.nodes
+        rec = s.record
+        if s.is_regression:
             h = np.asarray(rec.h, float) if rec is not None and getattr(rec, "h", None) is not None and len(rec.h) == g.x.n else None
             self.curve.data = dict(x=x if h is not None else [], h=h if h is not None else [])
-            self.band.data = dict(x=[], lo=[], hi=[])
+            if len(self.band.data["x"]):
+                self.band.data = dict(x=[], lo=[], hi=[])
             exact = (s.result or {}).get("exact") if s.result else None
             if exact and len(exact.get("mean", [])) == g.x.n:
                 m, sd = np.asarray(exact["mean"], float), np.sqrt(np.maximum(np.asarray(exact["var"], float), 0))
                 self.exact.data = dict(x=x, h=m, lo=m - sd, hi=m + sd)
-            else:
+            elif len(self.exact.data["x"]):
                 self.exact.data = dict(x=[], h=[], lo=[], hi=[])
-            tmpl = [s._template_dict(k) for k in s.template_kinds()]
-            ys = [np.full_like(x, t["value"]) if t["kind"] == "constant" else t["slope"] * x + t["intercept"]
-                  for t in tmpl]
-            self.templates.data = dict(xs=[x] * len(ys), ys=ys, color=[SERIES[3 + k] for k in range(len(ys))])
-            self.caption.object = EQUATION_REGRESSION
-        else:
-            self.figure.title.text = "regression function h(x) = ∫ y p(y|x) dy"
+            return
+        if len(self.exact.data["x"]):
             self.exact.data = dict(x=[], h=[], lo=[], hi=[])
-            self.templates.data = dict(xs=[], ys=[], color=[])
-            self.caption.object = EQUATION_DENSITY
-            if rec is not None and getattr(rec, "P", None) is not None and np.shape(rec.P) == g.shape:
-                h, sd = regression_function(np.asarray(rec.P, float), g)
-                self.curve.data = dict(x=x, h=h)
-                self.band.data = dict(x=x, lo=h - sd, hi=h + sd)
-            else:
-                self.curve.data = dict(x=[], h=[])
-                self.band.data = dict(x=[], lo=[], hi=[])
+        if rec is not None and getattr(rec, "P", None) is not None and np.shape(rec.P) == g.shape:
+            h, sd = regression_function(np.asarray(rec.P, float), g)
+            self.curve.data = dict(x=x, h=h)
+            self.band.data = dict(x=x, lo=h - sd, hi=h + sd)
+        elif len(self.curve.data["x"]):
+            self.curve.data = dict(x=[], h=[])
+            self.band.data = dict(x=[], lo=[], hi=[])
 
     def __panel__(self):
         return pn.Column(pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import io
 import json
+from urllib.parse import urlencode
 
 import panel as pn
 import param
+from panel.io.state import set_curdoc
 
 from ..state import BFTSession, URL_PARAMS
 
@@ -29,7 +31,7 @@ class SharePanel(pn.viewable.Viewer):
             "Each plot's toolbar has a save button for a PNG.", width=290, styles={"font-size": "12px"})
 
     def _config_file(self):
-        return io.StringIO(json.dumps(self.session.to_config(), indent=2))
+        return io.StringIO(json.dumps(self.session.export_config(), indent=2))
 
     def _on_upload(self, event):
         if event.new is None:
@@ -38,9 +40,40 @@ class SharePanel(pn.viewable.Viewer):
 
     @staticmethod
     def sync_url(session: BFTSession):
-        """Keep the session's problem parameters in the URL query (served sessions only)."""
-        if pn.state.location is not None:
-            pn.state.location.sync(session, {p: p for p in URL_PARAMS})
+        """Keep the whole state in the URL query (served sessions only).
+
+        ``Location.sync`` reads a link's query into the session on load.  Writing back is done here, once per
+        burst of changes, in a next-tick callback of the session's document: the complete query of every URL
+        parameter, not only the one that changed, so the address bar is a full description of the state.
+        Left to ``Location.sync`` alone, a change made from a Select sometimes reached the address bar only with
+        the next event."""
+        loc, doc = pn.state.location, pn.state.curdoc
+        if loc is None or doc is None:
+            return
+        loc.sync(session, {p: p for p in URL_PARAMS})
+        pending = []
+
+        def write():
+            pending.clear()
+            query = {}
+            for name in URL_PARAMS:
+                value = getattr(session, name)
+                if value is None:
+                    continue
+                v = session.param[name].serialize(value)
+                query[name] = v if isinstance(v, str) else json.dumps(v)
+            search = "?" + urlencode(query)
+            if loc.search != search:
+                with set_curdoc(doc), pn.io.hold(doc):
+                    loc.search = search
+
+        def schedule(*_):
+            if not pending:
+                pending.append(True)
+                doc.add_next_tick_callback(write)
+
+        session.param.watch(schedule, list(URL_PARAMS))
+        pn.state.onload(schedule)
 
     def __panel__(self):
         return pn.Column(self.download, self.csv, pn.pane.Markdown("**Upload a configuration**",

@@ -46,7 +46,7 @@ class SweepView(pn.viewable.Viewer):
         self.button = pn.widgets.Button(name="Run β sweep", button_type="primary", width=140)
         self.button.on_click(lambda _: self.session.run_sweep(self.beta_min, self.beta_max, self.n))
         self.info = pn.pane.Markdown("", styles={"font-size": "13px"})
-        self.session.param.watch(self._update, ["sweep", "log10_beta", "sweeping"])
+        self.session.param.watch(self._update, ["sweep", "beta", "sweeping"])
         self._update()
 
     def _update(self, *_):

@@ -6,7 +6,7 @@ import param
 from bokeh.models import BoxAnnotation, ColumnDataSource, Span, Label
 
 from ..state import BFTSession
-from .common import SERIES, legend_outside, make_figure, teaching
+from .common import SERIES, legend_outside, make_figure, set_changed as _set, teaching
 
 EQUATION = (r"training error $\varepsilon_{tr} = -\frac{1}{n}\sum_i L(x_i,y_i)$ (710), test error "
             r"$\varepsilon_{te} = -\frac{1}{n_x}\sum_{x}\int p_{true}(y|x)\,L(x,y)\,dy$ (711)")
@@ -96,20 +96,16 @@ class TracesView(pn.viewable.Viewer):
     def _mark(self, hist):
         onset = overfitting_onset(hist) if len(hist) > 2 else None
         for span in self.onset:
-            span.visible = onset is not None
-            if onset is not None:
-                span.location = onset
-        self.onset_label.visible = onset is not None
-        if onset is not None:
-            self.onset_label.x = onset
+            _set(span, visible=onset is not None, **({} if onset is None else {"location": onset}))
+        _set(self.onset_label, visible=onset is not None, **({} if onset is None else {"x": onset}))
         found = plateaus(hist) if len(hist) > 3 else []
         per_fig = len(self.boxes) // 2
         for k, box in enumerate(self.boxes):
             j = k % per_fig
             if j < len(found):
-                box.update(left=found[j][0], right=found[j][1], visible=True)
+                _set(box, left=found[j][0], right=found[j][1], visible=True)
             else:
-                box.visible = False
+                _set(box, visible=False)
 
     def __panel__(self):
         return pn.Column(pn.pane.Bokeh(self.top, sizing_mode="stretch_width"),

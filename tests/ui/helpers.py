@@ -64,13 +64,19 @@ JS_IMAGE_SUM = """() => { for (const d of Bokeh.documents) { const m = d.get_mod
            for (let k = 0; k < f.length; k++) { s += f[k]; w += f[k] * ((k % 7) + 1); } return [s, w, f.length]; } }
   return null; }"""
 
+JS_IMAGE = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-image-source');
+  if (m) { const a = m.data.image[0]; return Array.from(a.flat ? a.flat(Infinity) : a); } } return null; }"""
+
 JS_COLUMN = """([name, col]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
   if (m) { return Array.from(m.data[col]); } } return null; }"""
 
 JS_CANVAS_XY = """([x, y]) => { for (const d of Bokeh.documents) { const fig = d.get_model_by_name('bft-canvas');
   if (!fig) continue; const view = Bokeh.index.find_one(fig); if (!view) return null;
   const sx = view.frame.x_scale.compute(x), sy = view.frame.y_scale.compute(y);
-  const r = view.canvas_view.el.getBoundingClientRect(); return [r.left + sx, r.top + sy]; } return null; }"""
+  let r = view.canvas_view.el.getBoundingClientRect();
+  if (r.top < 0 || r.bottom > window.innerHeight) { view.canvas_view.el.scrollIntoView({block: "center"});
+    r = view.canvas_view.el.getBoundingClientRect(); }
+  return [r.left + sx, r.top + sy]; } return null; }"""
 
 # Records performance.now() whenever the heatmap data changes to something new (for latency measurements):
 # polls the image signature every 5 ms, which bounds the measurement error.
@@ -81,6 +87,18 @@ JS_WATCH_IMAGE = """() => { for (const d of Bokeh.documents) { const m = d.get_m
   window.__bftSig = sig(); if (window.__bftTimer) clearInterval(window.__bftTimer);
   window.__bftTimer = setInterval(() => { const s = sig(); if (s !== window.__bftSig) {
   window.__bftSig = s; window.__bftImageChanges.push(performance.now()); } }, 5); return true; } return false; }"""
+
+
+# The same without polling: listens to the image source's change signals (BokehJS emits them for every update
+# that arrives from the server).  Cheaper for many pages at once (the load test), exact to the event.
+JS_WATCH_IMAGE_EVENTS = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-image-source');
+  if (!m) continue; window.__bftImageChanges = []; const sig = () => { const a = m.data.image[0];
+  const f = (a.flat && !ArrayBuffer.isView(a)) ? a.flat(Infinity) : a; let w = 0;
+  for (let k = 0; k < f.length; k++) w += f[k] * ((k % 7) + 1); return w; };
+  window.__bftSig = sig(); const check = () => { const s = sig(); if (s !== window.__bftSig) {
+  window.__bftSig = s; window.__bftImageChanges.push(performance.now()); } };
+  m.change.connect(check); m.properties.data.change.connect(check);
+  if (m.patching) m.patching.connect(check); if (m.streaming) m.streaming.connect(check); return true; } return false; }"""
 
 
 def wait_for_app(page, timeout=30000):

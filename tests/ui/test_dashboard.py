@@ -67,7 +67,7 @@ def test_preset_loads(page):
     wait_until(lambda: points_count(page) == 50)
     wait_until(lambda: shows(page, "50 data from the true density"))
     wait_until(lambda: shows(page, "Loaded preset 'fig21'"))
-    assert "fig21" in page.url
+    wait_until(lambda: "preset=fig21" in address(page))
     assert page.errors == []
 
 
@@ -82,27 +82,118 @@ def test_bad_upload_is_refused(page):
     assert page.errors == []
 
 
-def test_url_round_trips_the_state(page, browser):
-    # Known limitation: a change made from a Select reaches the address bar with the next event, so the
-    # model is changed first and the canvas click (which updates the URL at once) comes last.
-    page.locator("select:has(option[value='regression'])").select_option("density, prior on P")
-    time.sleep(1.0)
-    sx, sy = canvas_xy(page, 8.0, 4.0)
-    page.mouse.click(sx, sy)
-    wait_until(lambda: points_count(page) == 3)
-    wait_until(lambda: "8.0" in page.url)
-    if "prior+on+P" not in page.url:  # the Select change is still pending: one more event flushes it
-        page.locator("select:has(option[value='regression'])").focus()
-        page.keyboard.press("Tab")
-    wait_until(lambda: "prior+on+P" in page.url)
-    url = page.url
+def open_card(page, title):
+    """Open a collapsed section of the sidebar's accordion."""
+    page.get_by_text(title, exact=True).first.click()
+
+
+def new_page(browser, url):
+    from .helpers import wait_for_app
     ctx = browser.new_context(viewport={"width": 1280, "height": 720})
     other = ctx.new_page()
     other.goto(url)
-    from .helpers import wait_for_app
     wait_for_app(other)
-    wait_until(lambda: points_count(other) == 3)
-    pts = lambda pg: sorted(zip(column(pg, "bft-points-source", "x"), column(pg, "bft-points-source", "y")))  # noqa: E731
-    wait_until(lambda: pts(other) == pts(page))
+    return ctx, other
+
+
+def points(page):
+    return sorted(zip(column(page, "bft-points-source", "x"), column(page, "bft-points-source", "y")))
+
+
+def address(page) -> str:
+    """The address bar as the page has it.  (Playwright's page.url is only refreshed while a Playwright call
+    is in flight, so polling it alone never sees a history.replaceState: that made the old test look as if the
+    URL lagged one event behind.)"""
+    return page.evaluate("() => window.location.href")
+
+
+def test_url_round_trips_the_state_after_dropdown_changes(page, browser):
+    """A change made from a Select reaches the address bar by itself (no later event needed), the address holds
+    the whole state, and the link reproduces it; two dropdown changes in a row leave both in the URL."""
+    page.locator("select:has(option[value='regression'])").select_option("density, prior on P")
+    wait_until(lambda: "prior+on+P" in address(page))
+    open_card(page, "Solver and grid")
+    page.locator("select:has(option[value='19×29'])").select_option("19×29")
+    wait_until(lambda: "nx=19" in address(page) and "ny=29" in address(page))
+    url = address(page)
+    assert "prior+on+P" in url and "lam=" in url and "data=" in url  # the whole state, not only what changed
+    wait_until(lambda: image_sum(page)[2] == 19 * 29)
+    ctx, other = new_page(browser, url)
     assert other.locator("select:has(option[value='regression'])").input_value() == "density, prior on P"
+    wait_until(lambda: image_sum(other)[2] == 19 * 29)
+    assert points(other) == points(page)
     ctx.close()
+    assert page.errors == []
+
+
+def test_url_round_trips_a_click(page, browser):
+    sx, sy = canvas_xy(page, 8.0, 4.0)
+    page.mouse.click(sx, sy)
+    wait_until(lambda: points_count(page) == 3)
+    wait_until(lambda: "8.0" in address(page))
+    ctx, other = new_page(browser, address(page))
+    wait_until(lambda: points(other) == points(page))
+    ctx.close()
+
+
+@pytest.mark.parametrize("x, y", [(1, 1), (10, 15), (1, 8), (10, 5)])
+def test_clicks_on_edge_nodes_add_a_point_and_update_the_heatmap(page, x, y):
+    n, before = points_count(page), image_sum(page)
+    sx, sy = canvas_xy(page, x, y)
+    page.mouse.click(sx, sy)
+    wait_until(lambda: points_count(page) == n + 1)
+    assert (float(x), float(y)) in points(page)
+    wait_until(lambda: image_sum(page)[1] != pytest.approx(before[1], rel=1e-9))
+    assert not shows(page, "Ignored the click")
+    assert page.errors == []
+
+
+@pytest.mark.parametrize("name, nx, n_data", [("fig7", 1, 1), ("two_trends", 101, 5)])
+def test_regression_presets_load_on_their_own_grid(page, name, nx, n_data):
+    page.locator("select:has(option[value='fig21'])").select_option(name)
+    wait_until(lambda: shows(page, f"Loaded preset '{name}'"))
+    assert shows(page, "kept as they are")  # repeated template kinds and the grid of the preset, read-only
+    wait_until(lambda: points_count(page) == n_data)
+    wait_until(lambda: len(column(page, "bft-regression-source", "h") or []) == nx)
+    wait_until(lambda: f"preset={name}" in address(page))
+    assert page.errors == []
+
+
+def test_upload_with_two_prior_orders_is_accepted_and_exported_unchanged(page, tmp_path):
+    doc = {"model": "density", "data": [[3, 3], [7, 12], [5, 8]],
+           "prior": {"field": "L", "lambda": 1.0, "l2": 0.1, "l4": 0.05}}
+    page.locator("input[type=file]").set_input_files(
+        files=[{"name": "two-orders.json", "mimeType": "application/json", "buffer": json.dumps(doc).encode()}])
+    wait_until(lambda: shows(page, "Loaded the configuration"))
+    wait_until(lambda: points_count(page) == 3)
+    assert shows(page, "l4 = 0.05")  # the order the slider does not show, read-only
+    with page.expect_download() as info:
+        page.get_by_text("Download configuration (JSON)").click()
+    exported = json.loads(open(info.value.path()).read())
+    assert exported["prior"]["l2"] == 0.1 and exported["prior"]["l4"] == 0.05
+    assert page.errors == []
+
+
+def test_warm_start_export_reproduces_what_the_browser_shows(page):
+    import numpy as np
+    from bftcore.api import fit
+    from .helpers import JS_IMAGE
+    open_card(page, "Solver and grid")
+    page.locator("select:has(option[value='empirical'])").select_option("keep current")
+    n = points_count(page)
+    sx, sy = canvas_xy(page, 5.0, 2.0)
+    page.mouse.click(sx, sy)
+    wait_until(lambda: points_count(page) == n + 1)
+
+    def exported_run_matches_the_screen():
+        with page.expect_download() as info:
+            page.get_by_text("Download configuration (JSON)").click()
+        doc = json.loads(open(info.value.path()).read())
+        if len(doc["data"]) != n + 1 or not doc["solver"]["init"].startswith("template:"):
+            return False
+        P = np.asarray(fit(doc)["P"])
+        shown = np.asarray(page.evaluate(JS_IMAGE), float).reshape(P.shape[::-1]).T
+        return np.allclose(P, shown, atol=1e-6)
+
+    wait_until(exported_run_matches_the_screen, timeout=60, interval=0.5)
+    assert page.errors == []
