@@ -116,24 +116,43 @@ FIGURES = {
 }
 
 FIGURE_NOTES = {
-    "fig14": "Gaussian prior on L = ln P, -Delta prior (l2 = 0.025), Newton from the kernel start: the energy "
-             "drops within two iterations; max P near 0.6 at the data point (7, 12).",
-    "fig15": "Gaussian prior on P, -Delta prior (l2 = 1), massive relaxation: max P near 0.6 as in Fig 14, deeper "
-             "valleys of L, and P = 0 exactly on part of the grid (the bound P >= 0 is active).",
-    "fig16": "As Fig 14 with a (-Delta^3) prior (l6 = 0.01): L close to quadratic in y, so rounder, "
-             "Gaussian-like P and a rounder regression curve.",
-    "fig17": "As Fig 15 with a (-Delta^3) prior (l6 = 0.1): rounder P, exact zeros of P remain.",
-    "fig21": "50 data from the true density, zero-mean prior, lambda = 0.5, massive relaxation from uniform L.",
-    "fig22": "As Fig 21 from the kernel start (the paper compares several algorithms and starts here).",
-    "fig23": "Prior mixture of templates t_1, t_2 (p = 1/2 each), lambda = 0.5, start at t_1.",
-    "fig24": "As Fig 23, start at t_2. With the paper's literal settings the mixture is saturated (a_j in {0, 1}); "
-             "on this data set the run leaves t_2 in the first iteration and ends in the t_1 basin, as in the paper.",
-    "fig25": "As Fig 23, start at uniform L.",
-    "fig26": "As Fig 23 with lambda = 1: smoother, larger training and test error.",
-    "fig27": "As Fig 23 with lambda = 0.1: overfitting, the test error rises while the energy falls.",
-    "fig28": "As Fig 23 with lambda = 1.2, m^2 = 0.5, start at t_2. At the paper's beta = 1 the mixture is saturated "
-             "and this run stays in the t_2 basin (a metastable solution: higher energy and test error than the t_1 "
-             "solution); the 'metastable_mixture' preset lowers beta to show the decay of Fig 28.",
+    "fig14": "Two data points and a Gaussian prior on L = ln P with a smoothness (-Delta) term, l2 = 0.025. Newton "
+             "starts from a kernel-smoothed estimate and the energy drops within two iterations: the problem is "
+             "nearly linear. The density peaks near 0.6 at the data point (7, 12), and the regression curve is "
+             "piecewise linear, as a Laplacian prior gives in one dimension.",
+    "fig15": "The same two points, but now the Gaussian prior is on P itself (l2 = 1), solved by the paper's "
+             "massive relaxation. The peak is again near 0.6, yet smoothing acts less on small probabilities, so "
+             "the valleys of L are deeper. Where the data pull hard enough, P is exactly 0: the bound P >= 0 is "
+             "active, and the solver reaches that constrained minimum.",
+    "fig16": "Fig 14 with a (-Delta^3) prior (l6 = 0.01) instead of -Delta. A third-order prior on L favours L close "
+             "to quadratic, i.e. Gaussian-like densities in y. Compare the regression curve with Fig 14: it is "
+             "rounder.",
+    "fig17": "Fig 15 with a (-Delta^3) prior (l6 = 0.1) on P. The prior now favours P close to quadratic, so the "
+             "density and the regression curve are rounder than in Fig 15, while exact zeros of P remain. Massive "
+             "relaxation needs many small steps here: watch the energy trace flatten.",
+    "fig21": "Fifty points sampled from the true density (two crossing Gaussian ridges) and a zero-mean "
+             "smoothness prior on L, lambda = 0.5, solved by massive relaxation from a uniform L. Without any "
+             "template the prior only asks for smoothness, so the two ridges must be found from the data alone. "
+             "Compare the test error with the truth's own 2.23.",
+    "fig22": "Fig 21's problem from the kernel start instead of uniform L. The paper uses this setting to compare "
+             "learning algorithms and starts: switch the solver between Newton, massive relaxation and gradient "
+             "and watch how fast each energy trace falls; they all reach the same minimum.",
+    "fig23": "A prior mixture: two templates t_1 and t_2 (each a guess at the density, p = 1/2 each), lambda = "
+             "0.5, started at t_1. The mixing coefficients a_j show which template the solution leans on; t_1 is "
+             "the better guess, so the test error ends a little lower than with the zero-mean prior of Fig 21.",
+    "fig24": "As Fig 23 but started at t_2. With the paper's literal settings the mixture is saturated (each a_j "
+             "is 0 or 1), so the start decides which template wins. On this data set the run leaves t_2 in the "
+             "first iteration and ends in the t_1 basin, as in the paper.",
+    "fig25": "As Fig 23 started from a uniform L. Compare the final density and a_j with Figs 23 and 24: the "
+             "start matters for a mixture prior, because the energy can have several minima.",
+    "fig26": "As Fig 23 with a stronger prior, lambda = 1. The solution is smoother and converges fast, but both "
+             "the training and the test error are larger: lambda is too large and the prior overrules the data.",
+    "fig27": "As Fig 23 with a weak prior, lambda = 0.1: overfitting. The training error keeps falling, while "
+             "after a few iterations the test error rises even though the energy still falls. Early stopping, or "
+             "a larger lambda, would generalise better.",
+    "fig28": "As Fig 23 with lambda = 1.2, m^2 = 0.5, started at t_2. At the paper's beta = 1 the mixture is "
+             "saturated and this run stays in the t_2 basin: a metastable solution with higher energy and test "
+             "error than the t_1 solution. The 'metastable_mixture' preset lowers beta to show the decay of Fig 28.",
 }
 
 
