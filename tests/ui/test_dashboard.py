@@ -65,7 +65,7 @@ def test_slider_change_changes_the_traces(page):
 def test_preset_loads(page):
     page.locator("select:has(option[value='fig21'])").select_option("fig21")
     wait_until(lambda: points_count(page) == 50)
-    wait_until(lambda: shows(page, "50 data from the true density"))
+    wait_until(lambda: shows(page, "Fifty points sampled from the true density"))
     wait_until(lambda: shows(page, "Loaded preset 'fig21'"))
     wait_until(lambda: "preset=fig21" in address(page))
     assert page.errors == []
