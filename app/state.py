@@ -34,9 +34,7 @@ import asyncio
 import copy
 import io
 import json
-import math
 import time
-from functools import partial
 
 import numpy as np
 import param

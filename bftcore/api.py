@@ -163,19 +163,12 @@ def _density_records(problem: DensityProblem, init=None):
     cfg, grid, E = problem.config, problem.grid, problem.energy
     so = cfg["solver"]
     phi0 = initial_field(problem, init)
-    # training error (710) and test error (711) as in bftcore.metrics, with the nodes that enter them found once
-    data = problem.N > 0
-    n_data, N_data = float(problem.N.sum()), problem.N[data]
-    if problem.P_true is not None:
-        truth = problem.P_true > 0
-        P_truth, te_scale = problem.P_true[truth], grid.hy / grid.x.n
     for rec in _iterate(E, phi0, method=so["method"], mass2=so["mass2"], min_iter=so["min_iter"],
                         max_iter=so["max_iter"], tol=so["tol"]):
         P = E.to_P(rec.field)
         L = E.to_L(rec.field)
-        te = -float(np.dot(P_truth, L[truth])) * te_scale if problem.P_true is not None else None
-        tr = -float(np.dot(N_data, L[data])) / n_data if n_data > 0 else float("nan")
-        yield Record(rec.iteration, rec.energy, tr, te, rec.mixing, rec.step,
+        te = metrics.test_error(L, problem.P_true, grid) if problem.P_true is not None else None
+        yield Record(rec.iteration, rec.energy, metrics.training_error(L, problem.N), te, rec.mixing, rec.step,
                      rec.residual, rec.method, rec.change, rec.converged, rec.elapsed_s, L=L, P=P)
 
 

@@ -15,16 +15,15 @@ def training_error(L: np.ndarray, N: np.ndarray) -> float:
     n = float(N.sum())
     if n == 0:
         return float("nan")
-    with np.errstate(invalid="ignore"):
-        return float(-np.sum(np.where(N > 0, N * L, 0.0)) / n)
+    data = N > 0
+    return -float(np.dot(N[data], L[data])) / n
 
 
 def test_error(L: np.ndarray, P_true: np.ndarray, grid: Grid) -> float:
     """Test error (711): ``-(1/nx) sum_i sum_j P_true[i, j] L[i, j] hy``.  Infinite where L = -inf
     (P = 0, possible with a prior on P) under a positive truth."""
-    with np.errstate(invalid="ignore"):
-        terms = np.where(P_true > 0, P_true * L, 0.0)
-    return float(-np.sum(terms) * grid.hy / grid.x.n)
+    truth = P_true > 0
+    return -float(np.dot(P_true[truth], L[truth])) * grid.hy / grid.x.n
 
 
 def kl_to_truth(L: np.ndarray, P_true: np.ndarray, grid: Grid) -> float:

@@ -55,15 +55,10 @@ def laplacian_eigenvalues(axis: Axis) -> np.ndarray:
 
 def axis_operator(axis: Axis, l0=0.0, l2=0.0, l4=0.0, l6=0.0) -> sp.csr_matrix:
     """K_X = l0 I - l2 Delta + l4 Delta^2 - l6 Delta^3, eqs. (700), (701)."""
-    D = laplacian_1d(axis)
+    D, eye = laplacian_1d(axis), sp.identity(axis.n, format="csr")
     if axis.n <= 256:  # small axes: dense powers are far cheaper than sparse products
-        D = D.toarray()
-        K = l0 * np.eye(axis.n) - l2 * D
-        if l4 or l6:
-            D2 = D @ D
-            K = K + l4 * D2 - l6 * (D2 @ D)
-        return sp.csr_matrix(K)
-    K = l0 * sp.identity(axis.n, format="csr") - l2 * D
+        D, eye = D.toarray(), np.eye(axis.n)
+    K = l0 * eye - l2 * D
     if l4 or l6:
         D2 = D @ D
         K = K + l4 * D2 - l6 * (D2 @ D)

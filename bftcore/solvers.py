@@ -111,8 +111,9 @@ def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=6
     """Step length eta along d with ``E(normalise(phi + eta d)) < E0``; returns ``(eta, new_phi, new_point)``.
 
     ``path(eta)`` replaces ``normalise(phi + eta d)`` when given (the projection arc of the active-set method).
-    ``line(eta)``, when given, returns the energy on the path in closed form (or None where it cannot), so that
-    only the accepted step is built as a full point; the step lengths tried are the same either way.
+    ``line``, when given (a :class:`bftcore.energies.LineEnergy`), returns the energy on the path in closed form
+    (or None where it cannot), so that only the accepted step is built as a full point (``line.point``); the step
+    lengths tried are the same either way.
 
     ``exact=False`` (Newton): try eta0, then backtrack with safeguarded quadratic interpolation (Armijo, c = 1e-4).
     ``exact=True`` (gradient and massive relaxation, standing in for the paper's FindMinimum): from eta0 (the last
@@ -134,7 +135,7 @@ def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=6
         eta, p, pt = _line_search_core(trial, E0, slope, eta0, exact, max_halvings, phi)
         if pt is None and eta > 0:  # accepted on the closed form: build the point and check it for real
             q = path(eta) if path is not None else energy.normalise(phi + eta * d)
-            pt = line.point(eta, q) if hasattr(line, "point") else energy.at(q)
+            pt = line.point(eta, q)
             if not pt.value < E0:  # rounding at the last digits: decide with full evaluations instead
                 return line_search(energy, phi, d, E0, slope, eta0, exact, max_halvings, path, None)
             return eta, q, pt
@@ -333,7 +334,7 @@ def _free_set_direction(point, method: str, mass2: float):
         d = _massive_face_direction(point, mass2)
         if d is not None and np.vdot(d, G) < 0:
             return d
-    free = ~_eps_active(point)
+    free = ~point.eps_active
     fidx = np.flatnonzero(free.ravel())
     rows_x = fidx // ny
     if method == "gradient":
@@ -366,14 +367,8 @@ def _free_set_direction(point, method: str, mass2: float):
                     kkt[np.arange(nf), np.arange(nf)] += data[fidx]
                 kkt[np.arange(nf), nf + rows_x] = grid.hy
                 kkt[nf + rows_x, np.arange(nf)] = grid.hy
-                if method == "massive":  # reused for every step on this face: keep the block of the inverse
-                    S = np.linalg.inv(kkt)[:nf, :nf]  # that maps -G_F to d_F (the rest of the rhs is zero)
-                    if not np.all(np.isfinite(S)):
-                        raise ValueError("singular KKT matrix")
-                    solve = lambda b: np.concatenate([S @ b[:nf], np.zeros(nx)])  # noqa: E731
-                else:
-                    lu = sla.lu_factor(kkt, check_finite=False)
-                    solve = lambda b: sla.lu_solve(lu, b, check_finite=False)  # noqa: E731
+                lu = sla.lu_factor(kkt, check_finite=False)
+                solve = lambda b: sla.lu_solve(lu, b, check_finite=False)  # noqa: E731
             else:
                 if method == "massive":
                     A = K + mass2 * sp.identity(grid.size, format="csr")
@@ -383,7 +378,7 @@ def _free_set_direction(point, method: str, mass2: float):
                 B = sp.csr_matrix((np.full(nf, grid.hy), (np.arange(nf), rows_x)), shape=(nf, nx))
                 kkt = sp.bmat([[Aff, B], [B.T, None]], format="csc")
                 solve = spl.splu(kkt, permc_spec="MMD_AT_PLUS_A").solve
-        except (RuntimeError, ValueError, np.linalg.LinAlgError):
+        except (RuntimeError, ValueError):
             return _free_set_direction(point, "gradient", mass2)
         if method == "massive":
             if len(cache) > 8:
@@ -446,11 +441,6 @@ def _massive_face_direction(point, mass2: float):
     return d.reshape(grid.shape)
 
 
-def _eps_active(point) -> np.ndarray:
-    """The epsilon-active set of ``point`` (see :attr:`bftcore.energies.ProbPoint.eps_active`)."""
-    return point.eps_active
-
-
 def _probability_step(energy, phi, point, method, mass2, eta_prev):
     """One iteration of the active-set method for E_P: a step of the learning matrix on the face P > 0, projected
     back onto ``{P >= 0, sum P hy = 1}``; a projected-gradient arc ``Proj(P - eta G)`` when nodes at P = 0 should be
@@ -468,19 +458,18 @@ def _probability_step(energy, phi, point, method, mass2, eta_prev):
         slope = float(np.vdot(G, d))
         if slope < 0:
             exact = method != "newton"
-            # the epsilon-active nodes go onto the bound along the path; acceptance is still judged against the
-            # energy at phi, so the energy never increases
-            # (projected once, so that the path stays on the simplex without a sort per trial while no node hits 0)
-            active = _eps_active(point)
+            # The path starts at phi with the epsilon-active nodes put onto the bound, projected once so that it
+            # stays on the simplex without a sort per trial until a node hits 0; acceptance is judged against the
+            # energy at phi, so the energy never increases.  Few halvings: when putting those nodes onto the bound
+            # itself raises the energy no step length helps, and the projected-gradient arc below takes over.
+            active = point.eps_active
             if np.any(phi[active] > 0):
                 base, Kbase = project_simplex(np.where(active, 0.0, phi), hy), None
-            else:  # nothing to move onto the bound: the path starts at phi, whose K phi is known
+            else:  # nothing to move onto the bound: the path starts at phi, whose K phi may be known
                 base, Kbase = phi, point.__dict__.get("_Kphi")
-            # few halvings: when moving the epsilon-active nodes onto the bound itself raises the energy, no step
-            # length helps, and the projected-gradient arc below takes over
             out = line_search(energy, phi, d, E_start, slope, eta0=eta_prev if exact else 1.0, exact=exact,
                               path=lambda eta: project_simplex(base + eta * d, hy), max_halvings=8,
-                              line=energy.line_energy(base, d, Kbase) if hasattr(energy, "line_energy") else None)
+                              line=energy.line_energy(base, d, Kbase))
             if out[2] is None:
                 out = None
     if out is None:

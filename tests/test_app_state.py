@@ -284,23 +284,16 @@ def test_warm_start_export_of_a_problem_without_templates_adds_the_zero_template
 
 
 def test_url_parameters_round_trip_the_state_exactly():
-    """Serialise every URL parameter as panel's Location does and load them into a fresh session."""
+    """Serialise every URL parameter as the share panel writes the address bar and load them into a fresh
+    session with panel's query parser."""
     from bftcore.api import validate_config
-    from app.state import URL_PARAMS
+    from app.views.share import url_query
     s = BFTSession(live=False)
     assert s.load_preset("fig7")
-    from urllib.parse import urlencode
     from panel.util import parse_query
     s.param.update(lam=0.7, tol=1e-9, data=s.data + [[0.0, 0.4]],
                    regression_truth={"kind": "constant", "value": 0.1})
-    query = {}
-    for name in URL_PARAMS:
-        value = getattr(s, name)
-        if value is None:
-            continue
-        v = s.param[name].serialize(value)
-        query[name] = v if isinstance(v, str) else json.dumps(v)
-    parsed = parse_query("?" + urlencode(query))
+    parsed = parse_query(url_query(s))
     other = BFTSession(live=False)
     other.param.update(**{n: other.param[n].deserialize(v) for n, v in parsed.items()})
     assert validate_config(other.to_config()) == validate_config(s.to_config())

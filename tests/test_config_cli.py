@@ -2,7 +2,6 @@
 ``python -m bftcore fit|reproduce`` with its result document and its handling of bad input (no tracebacks)."""
 import copy
 import json
-import math
 import subprocess
 import sys
 

@@ -12,6 +12,18 @@ from panel.io.state import set_curdoc
 from ..state import BFTSession, URL_PARAMS
 
 
+def url_query(session: BFTSession) -> str:
+    """The URL query (``?...``) describing the whole state of ``session``: every URL parameter that is set."""
+    query = {}
+    for name in URL_PARAMS:
+        value = getattr(session, name)
+        if value is None:
+            continue
+        v = session.param[name].serialize(value)
+        query[name] = v if isinstance(v, str) else json.dumps(v)
+    return "?" + urlencode(query)
+
+
 class SharePanel(pn.viewable.Viewer):
     session = param.ClassSelector(class_=BFTSession)
 
@@ -55,14 +67,7 @@ class SharePanel(pn.viewable.Viewer):
 
         def write():
             pending.clear()
-            query = {}
-            for name in URL_PARAMS:
-                value = getattr(session, name)
-                if value is None:
-                    continue
-                v = session.param[name].serialize(value)
-                query[name] = v if isinstance(v, str) else json.dumps(v)
-            search = "?" + urlencode(query)
+            search = url_query(session)
             if loc.search != search:
                 with set_curdoc(doc), pn.io.hold(doc):
                     loc.search = search

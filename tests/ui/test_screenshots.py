@@ -1,7 +1,6 @@
 """Screenshots of the main views for the README (assets/screenshots/*.png); run with BFT_SCREENSHOTS=1."""
 import os
 import time
-from pathlib import Path
 
 import pytest
 
