@@ -33,20 +33,29 @@ def normalise_log(L: np.ndarray, hy: float) -> np.ndarray:
     return L - (m + np.log(np.sum(np.exp(L - m), axis=1, keepdims=True) * hy))
 
 
+_ONE_TO_N: dict[int, np.ndarray] = {}
+
+
 def project_simplex(P: np.ndarray, hy: float) -> np.ndarray:
     """Euclidean projection of each x-row onto ``{P >= 0, sum_j P hy = 1}`` (the feasible set of E_P)."""
     Q = np.asarray(P, dtype=float) * hy
-    s = Q.sum(axis=1, keepdims=True)
-    if Q.min() >= 0 and np.max(np.abs(s - 1.0)) <= 1e-12:  # already feasible (a step along the face): no sort
-        return Q / (s * hy)
-    u = np.sort(Q, axis=1)[:, ::-1]
-    css = np.cumsum(u, axis=1) - 1.0
-    k = np.arange(1, Q.shape[1] + 1)
-    rho = np.count_nonzero(u * k > css, axis=1) - 1  # the support is a prefix of the sorted row
-    theta = css[np.arange(Q.shape[0]), rho] / (rho + 1)
-    out = np.maximum(Q - theta[:, None], 0.0)
-    out[out < 1e-14 * np.max(out, axis=1, keepdims=True)] = 0.0  # rounding leftovers of the threshold
-    return out / (out.sum(axis=1, keepdims=True) * hy)
+    s = Q.sum(axis=1)
+    if Q.min() >= 0 and np.abs(s - 1.0).max() <= 1e-12:  # already feasible (a step along the face): no sort
+        return Q / (s * hy)[:, None]
+    n = Q.shape[1]
+    k = _ONE_TO_N.get(n)
+    if k is None:
+        k = _ONE_TO_N[n] = np.arange(1.0, n + 1)
+    u = -np.sort(-Q, axis=1)  # rows in descending order
+    css = u.cumsum(axis=1)
+    css -= 1.0
+    rho = np.count_nonzero(u * k > css, axis=1)  # the support is a prefix of the sorted row
+    theta = css[np.arange(Q.shape[0]), rho - 1] / rho
+    out = Q - theta[:, None]
+    np.maximum(out, 0.0, out=out)
+    out[out < 1e-14 * out.max(axis=1)[:, None]] = 0.0  # rounding leftovers of the threshold
+    out /= (out.sum(axis=1) * hy)[:, None]
+    return out
 
 
 class Prior:
@@ -313,14 +322,15 @@ class ProbabilityEnergy(DensityEnergy):
 
 
 class LineEnergy:
-    """``eta -> E_P(base + eta d)`` in closed form, for a feasible ``base`` and a ``d`` that keeps the
-    normalisation (a face step of the active-set method for E_P).
+    """``eta -> E_P(Proj(base + eta d))`` along a face step of the active-set method for E_P, for a feasible
+    ``base`` and a ``d`` that keeps the normalisation, without building a point per trial.
 
-    Along a line the prior energies (715) are quadratics in eta, ``E_0j(eta) = E_0j + eta (d, K(base - t_j))
-    + eta^2/2 (d, K d)``, and the data term lives on the data nodes only, so after one application of K (two
-    without ``Kbase``) a trial step costs a few operations on the data nodes.  Calling it returns None for an eta
-    beyond the first node that reaches zero: there the path is bent by the projection and the caller evaluates
-    it in full.  :meth:`point` builds the accepted point with ``K P`` already known.
+    Up to ``eta_max`` (the first node reaching zero) the path is the straight line: the prior energies (715) are
+    quadratics in eta, ``E_0j(eta) = E_0j + eta (d, K(base - t_j)) + eta^2/2 (d, K d)``, and the data term lives
+    on the data nodes only, so after one application of K (two without ``Kbase``) a trial costs a few
+    operations on the data nodes.  Beyond it the path is bent by the projection: a trial projects, applies K once
+    and evaluates the energy from that, which is what a full point would do, minus the bookkeeping.
+    :meth:`accept` returns the accepted point with ``K P`` (and, beyond ``eta_max``, the energy) already known.
     """
 
     def __init__(self, energy: ProbabilityEnergy, base: np.ndarray, d: np.ndarray, Kbase=None):
@@ -337,21 +347,46 @@ class LineEnergy:
             self.e0 = 0.5 * np.einsum("jab,jab->j", base[None] - pr.templates, u)
             self.c1 = np.einsum("jab,ab->j", u, d)
         self.c2 = 0.5 * cell * float(np.vdot(d, self.Kd))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            self.eta_max = float(np.min(base / -d, where=d < 0, initial=np.inf))
-        mask = energy.data_mask
-        self.N, self.bm, self.dm = energy.N[mask], base[mask], d[mask]
+        neg = d < 0
+        self.eta_max = float(np.min(base[neg] / -d[neg])) if neg.any() else np.inf
+        idx = energy.data_index
+        self.N, self.bm, self.dm = energy.data_counts, base.take(idx), d.take(idx)
         self.lam, self.single, self.pr = pr.lam, pr.m == 1, pr
+        self._bent = {}  # eta -> (P, K P, prior tuple) of trials beyond eta_max
 
     def __call__(self, eta: float):
         if eta > self.eta_max:
-            return None
+            return self._bent_value(eta)
         pm = self.bm + eta * self.dm
-        if np.any(pm <= 0):
+        if pm.size and pm.min() <= 0:
             return np.inf
         lamE0 = self.lam * (self.e0 + eta * self.c1 + (eta * eta) * self.c2)
         prior = float(lamE0[0]) if self.single else float(mixture_energy(lamE0, self.pr.weights, self.pr.beta))
         return float(-np.dot(self.N, np.log(pm))) + prior
+
+    def _bent_value(self, eta: float) -> float:
+        E = self.energy
+        P = project_simplex(self.base + eta * self.d, E.grid.hy)
+        Pd = P.take(E.data_index)
+        if Pd.size and Pd.min() <= 0:
+            return np.inf
+        KP = self.pr.K.apply(P)
+        prior = self.pr.evaluate(P, KP)
+        self._bent[eta] = (P, KP, prior)
+        return float(-np.dot(self.N, np.log(Pd)) + prior[0])
+
+    def accept(self, eta: float, path) -> tuple[np.ndarray, "ProbPoint"]:
+        """The point at ``eta`` on the path (``path(eta)`` is the projection of ``base + eta d``) with ``K P``
+        taken from the line, or from the trial that evaluated it beyond ``eta_max``."""
+        bent = self._bent.get(eta)
+        if bent is not None:
+            P, KP, prior = bent
+            pt = self.energy.at(P)
+            pt.__dict__["_Kphi"] = KP
+            pt.__dict__["_prior"] = prior
+            return P, pt
+        P = path(eta)
+        return P, self.point(eta, P)
 
     def point(self, eta: float, P: np.ndarray) -> ProbPoint:
         """The point ``P`` (= the projection of ``base + eta d``, equal to it up to rounding for

@@ -70,7 +70,15 @@ def test_line_energy_equals_full_evaluation(make):
         assert line(eta) == pytest.approx(full, rel=1e-12, abs=1e-12)
         pt = line.point(eta, base + eta * d)  # K P taken from the line: same value and gradient
         np.testing.assert_allclose(pt.gradient, E.at(base + eta * d).gradient, rtol=1e-9, atol=1e-10)
-    assert line(1.01 * line.eta_max) is None  # beyond it a node is negative: the caller evaluates the projection
+    # beyond it the path is the projection (bent where nodes reach zero): the same value and point as in full
+    for eta in line.eta_max * np.array([1.01, 1.5, 3.0]):
+        P = project_simplex(base + eta * d, problem.grid.hy)
+        full = E.at(P)
+        assert line(eta) == pytest.approx(full.value, rel=1e-12, abs=1e-12)
+        q, pt = line.accept(eta, lambda e: project_simplex(base + e * d, problem.grid.hy))
+        np.testing.assert_array_equal(q, P)
+        assert pt.value == pytest.approx(full.value, rel=1e-12, abs=1e-12)
+        np.testing.assert_allclose(pt.gradient, full.gradient, rtol=1e-9, atol=1e-10)
 
 
 def test_green_face_step_equals_the_kkt_solution():
@@ -79,7 +87,7 @@ def test_green_face_step_equals_the_kkt_solution():
     recs = list(api.iterate(cfg))
     problem = api.build_density(cfg)
     E, grid = problem.energy, problem.grid
-    pt = E.at(recs[len(recs) // 2].P)
+    pt = E.at(recs[len(recs) // 4].P)
     active = pt.eps_active
     assert active.any()  # the test is about a face with nodes held at zero
     mass2 = cfg["solver"]["mass2"]
@@ -215,3 +223,21 @@ def test_strong_preconditioner_schur_complement_matches_separable_solves():
     c, lower = P.S  # the Cholesky factor S = U^T U (cho_factor's other triangle holds leftovers)
     U = np.triu(c) if not lower else np.tril(c).T
     np.testing.assert_allclose(U.T @ U, S, rtol=1e-8, atol=1e-12 * np.max(np.abs(S)))
+
+
+@pytest.mark.parametrize("fig", ["fig15", "fig17"])
+def test_barzilai_borwein_first_trial_keeps_the_minimum_and_monotonicity(fig, monkeypatch):
+    """Massive relaxation of E_P tries the Barzilai-Borwein step first: the energy still never increases, the run
+    ends at the same minimum as Newton (to 1e-10) and as the minimising line search alone, in fewer iterations."""
+    from bftcore import solvers
+    cfg = presets.figure_config(fig)
+    doc = api.fit(cfg)
+    energies = [h["energy"] for h in doc["history"]]
+    assert all(b <= a for a, b in zip(energies, energies[1:]))
+    newton = copy.deepcopy(cfg)
+    newton["solver"]["method"] = "newton"
+    assert doc["energy"] == pytest.approx(api.fit(newton)["energy"], rel=1e-10)
+    monkeypatch.setattr(solvers, "_barzilai_borwein", lambda *a: None)
+    plain = api.fit(cfg)
+    assert doc["energy"] == pytest.approx(plain["energy"], rel=1e-10)
+    assert doc["iterations"] < plain["iterations"]
