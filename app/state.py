@@ -46,11 +46,13 @@ MAX_POINTS = 2000
 #: Depth of the undo stack.
 UNDO_DEPTH = 100
 #: Shortest time between two frames pushed to the browser while a run plays (at most ~10 frames/s).
-MIN_FRAME_S = 0.1
+MIN_FRAME_S = 0.15
 #: Shortest time between two updates of the secondary views (traces, mixing, regression curve, status line)
-#: within a run; the first and the last frame of a run always update them.  The heatmap moves with every frame.
-#: Each plot a frame touches costs the browser a re-render (about 10 ms on the project's machine), so this keeps a
-#: frame mostly to the one plot that shows the iteration.
+#: within a run, counted from the start of the run; the last frame of a run (and of a step or a pause) always
+#: updates them.  The heatmap moves with every frame.  Each plot a frame touches costs the browser a re-render
+#: (5-50 ms in headless Chromium on the project's machine; a trace restarted with one or two iterations also
+#: changes its axis labels and so the layout), so a click's first frames touch the heatmap alone, and a run
+#: shorter than this updates the secondary views once, at its end.
 SECONDARY_FRAME_S = 0.4
 
 #: Grid resolutions offered, nx×ny on the paper domain x in [1, 10], y in [1, 15].
@@ -149,7 +151,7 @@ class _Run:
         self.pushed = False  # the runner has sent a frame of this run
         self.done = False
         self.unshown = []    # history entries not yet given to the secondary views
-        self.shown_at = 0.0  # when the secondary views were last updated
+        self.shown_at = time.perf_counter()  # when the secondary views were last updated (or the run began)
 
 
 def _grid_key(cfg: dict):
@@ -699,8 +701,9 @@ class BFTSession(param.Parameterized):
                 "step": None if rec.step is None else float(rec.step),
                 "residual": None if getattr(rec, "residual", None) is None else float(rec.residual)}
 
-    def _apply_frame(self, run, recs, finished=False, exact=None, error=None):
-        """Show the records of one frame (and the end of the run); records of a replaced run are dropped."""
+    def _apply_frame(self, run, recs, finished=False, exact=None, error=None, flush=False):
+        """Show the records of one frame (and the end of the run); records of a replaced run are dropped.
+        ``flush`` updates the secondary views too (a single step, or the runner stopping on a pause)."""
         if run is not self._run:
             return
         if error is not None:
@@ -715,7 +718,7 @@ class BFTSession(param.Parameterized):
                 run.start = rec
         run.unshown += [self._entry(r) for r in recs]
         now = time.perf_counter()
-        secondary = run.unshown and (run.fresh or finished or not self.served
+        secondary = run.unshown and (finished or flush or not self.served
                                      or now - run.shown_at >= SECONDARY_FRAME_S)
         with param.parameterized.batch_call_watchers(self):
             if recs:
@@ -812,8 +815,8 @@ class BFTSession(param.Parameterized):
             if pending and pending_run is not run:  # the run was replaced: its unshown records are stale
                 pending, pending_run = [], None
             if run is None or run.done or (not self._playing and self._steps <= 0):
-                if pending:
-                    self._push(self._apply_frame, pending_run, pending)
+                if run is not None and not run.done:  # paused: show everything computed so far
+                    self._push(self._apply_frame, run, pending, False, None, None, True)
                 return
             stepping = not self._playing
             if stepping:
@@ -847,7 +850,7 @@ class BFTSession(param.Parameterized):
             # the first frame of a run goes out with iteration 1 (the start field alone is what is on screen
             # already after a warm start); later ones at most every MIN_FRAME_S
             if stepping or (rec.iteration >= 1 and (not run.pushed or now - last_push >= MIN_FRAME_S)):
-                self._push(self._apply_frame, run, pending)
+                self._push(self._apply_frame, run, pending, False, None, None, stepping)
                 pending, last_push, run.pushed = [], now, True
             if self._playing and rec.iteration >= 1:
                 await asyncio.sleep(max(0.0, self.frame_ms / 1000 - (time.perf_counter() - t0)))
