@@ -16,8 +16,9 @@ def make_figure(title: str, x_label: str, y_label: str, **kw):
     """A Bokeh figure with labelled axes, the save tool (PNG export) and projector-sized fonts."""
     kw.setdefault("tools", TOOLS)
     kw.setdefault("height", PLOT_HEIGHT)
+    kw.setdefault("min_border_left", 50)
     fig = figure(title=title, x_axis_label=x_label, y_axis_label=y_label, sizing_mode="stretch_width",
-                 toolbar_location="right", min_border_left=50, **kw)
+                 toolbar_location="right", **kw)
     fig.title.text_font_size = "14px"
     for ax in (fig.xaxis, fig.yaxis):
         ax.axis_label_text_font_size = FONT

@@ -17,6 +17,9 @@ fit learns the noise of the sample (overfitting). Shaded bands mark **plateaus**
 hardly changes: the solver sits near a saddle between mixture components (metastability) before escaping."""
 
 N_PLATEAUS = 6
+#: Room left of the trace frames (px), wider than the y-axis with its labels: every run has its own energy scale,
+#: and an axis that outgrew the border would resize the frames and re-layout both plots.
+TRACE_BORDER = 80
 
 
 def overfitting_onset(history):
@@ -46,11 +49,12 @@ class TracesView(pn.viewable.Viewer):
         super().__init__(**params)
         self.source = ColumnDataSource(dict(iteration=[], energy=[], train_error=[], test_error=[]),
                                        name="bft-traces-source")
-        top = make_figure("energy E", "iteration", "energy", height=150)
+        top = make_figure("energy E", "iteration", "energy", height=150, min_border_left=TRACE_BORDER)
         top.xaxis.axis_label = None
         top.line("iteration", "energy", source=self.source, color=SERIES[0], line_width=2.5, legend_label="energy")
         top.scatter("iteration", "energy", source=self.source, color=SERIES[0], size=5)
-        bottom = make_figure("errors", "iteration", "error", height=170, x_range=top.x_range)
+        bottom = make_figure("errors", "iteration", "error", height=170, x_range=top.x_range,
+                             min_border_left=TRACE_BORDER)
         bottom.line("iteration", "train_error", source=self.source, color=SERIES[1], line_width=2.5,
                     legend_label="training error")
         bottom.line("iteration", "test_error", source=self.source, color=SERIES[2], line_width=2.5,
