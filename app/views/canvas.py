@@ -72,7 +72,8 @@ class DataCanvas(pn.viewable.Viewer):
         self._update_image()
 
     def _on_tap(self, event):
-        self.session.click(event.x, event.y)
+        with pn.io.hold():  # the point, the count, the regression plot and the URL go out as one message
+            self.session.click(event.x, event.y)
 
     def _update_ranges(self, *events):
         s, g = self.session, self.session.grid

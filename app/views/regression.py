@@ -38,6 +38,24 @@ def template_values(spec, x):
     return v if v.shape == x.shape else None
 
 
+def _same(a, b) -> bool:
+    if len(a) != len(b):
+        return False
+    if len(a) and isinstance(a[0], str):
+        return list(a) == list(b)
+    if len(a) and np.ndim(a[0]) > 0:  # multi_line columns: one array per line
+        return all(_same(u, v) for u, v in zip(a, b))
+    return np.array_equal(np.asarray(a, float), np.asarray(b, float))
+
+
+def _replace(source, data):
+    """Send a source's columns only when they differ from what the browser has: a click changes the data points,
+    not the truth or the templates, and every column sent costs the page a repaint."""
+    old = source.data
+    if set(old) != set(data) or not all(_same(old[k], v) for k, v in data.items()):
+        source.data = data
+
+
 class RegressionView(pn.viewable.Viewer):
     session = param.ClassSelector(class_=BFTSession)
 
@@ -76,14 +94,14 @@ class RegressionView(pn.viewable.Viewer):
         s, g = self.session, self.session.grid
         x = g.x.nodes
         pts = np.asarray(s.data, float).reshape(-1, 2)
-        self.points.data = dict(x=pts[:, 0], y=pts[:, 1])
+        _replace(self.points, dict(x=pts[:, 0], y=pts[:, 1]))
         truth = None
         if s.is_regression and s.regression_truth is not None:
             truth = template_values(s.regression_truth, x)
         elif not s.is_regression and s.truth == "paper":
             from bftcore.presets import paper_true_density
             truth = regression_function(paper_true_density(g), g)[0]
-        self.truth.data = dict(x=x if truth is not None else [], h=truth if truth is not None else [])
+        _replace(self.truth, dict(x=x if truth is not None else [], h=truth if truth is not None else []))
         for item in self.figure.legend.items:
             if item.renderers and item.renderers[0] in (self.exact_band, self.exact_line):
                 item.visible = s.is_regression
@@ -101,7 +119,7 @@ class RegressionView(pn.viewable.Viewer):
             self.figure.y_range.update(start=min(lo) - pad, end=max(hi) + pad)
         else:
             self.figure.title.text = "regression function h(x) = ∫ y p(y|x) dy"
-            self.templates.data = dict(xs=[], ys=[], color=[])
+            _replace(self.templates, dict(xs=[], ys=[], color=[]))
             self.caption.object = EQUATION_DENSITY
             self.figure.y_range.update(start=g.y.min - 0.5, end=g.y.max + 0.5)
         self._update_frame()
@@ -114,25 +132,25 @@ class RegressionView(pn.viewable.Viewer):
         rec = s.record
         if s.is_regression:
             h = np.asarray(rec.h, float) if rec is not None and getattr(rec, "h", None) is not None and len(rec.h) == g.x.n else None
-            self.curve.data = dict(x=x if h is not None else [], h=h if h is not None else [])
+            _replace(self.curve, dict(x=x if h is not None else [], h=h if h is not None else []))
             if len(self.band.data["x"]):
-                self.band.data = dict(x=[], lo=[], hi=[])
+                _replace(self.band, dict(x=[], lo=[], hi=[]))
             exact = (s.result or {}).get("exact") if s.result else None
             if exact and len(exact.get("mean", [])) == g.x.n:
                 m, sd = np.asarray(exact["mean"], float), np.sqrt(np.maximum(np.asarray(exact["var"], float), 0))
-                self.exact.data = dict(x=x, h=m, lo=m - sd, hi=m + sd)
+                _replace(self.exact, dict(x=x, h=m, lo=m - sd, hi=m + sd))
             elif len(self.exact.data["x"]):
-                self.exact.data = dict(x=[], h=[], lo=[], hi=[])
+                _replace(self.exact, dict(x=[], h=[], lo=[], hi=[]))
             return
         if len(self.exact.data["x"]):
-            self.exact.data = dict(x=[], h=[], lo=[], hi=[])
+            _replace(self.exact, dict(x=[], h=[], lo=[], hi=[]))
         if rec is not None and getattr(rec, "P", None) is not None and np.shape(rec.P) == g.shape:
             h, sd = regression_function(np.asarray(rec.P, float), g)
-            self.curve.data = dict(x=x, h=h)
-            self.band.data = dict(x=x, lo=h - sd, hi=h + sd)
+            _replace(self.curve, dict(x=x, h=h))
+            _replace(self.band, dict(x=x, lo=h - sd, hi=h + sd))
         elif len(self.curve.data["x"]):
-            self.curve.data = dict(x=[], h=[])
-            self.band.data = dict(x=[], lo=[], hi=[])
+            _replace(self.curve, dict(x=[], h=[]))
+            _replace(self.band, dict(x=[], lo=[], hi=[]))
 
     def __panel__(self):
         return pn.Column(pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
