@@ -53,7 +53,12 @@ MIN_FRAME_S = 0.15
 #: (5-50 ms in headless Chromium on the project's machine; a trace restarted with one or two iterations also
 #: changes its axis labels and so the layout), so a click's first frames touch the heatmap alone, and a run
 #: shorter than this updates the secondary views once, at its end.
-SECONDARY_FRAME_S = 0.4
+SECONDARY_FRAME_S = 1.0
+
+#: A browser that has not yet applied the previous frame gets no new one (records are coalesced instead), for at
+#: most this long.  Frames then follow what each browser can draw: on a loaded machine a page receives fewer,
+#: fuller frames instead of a queue of stale ones; the first frame of a run and the final one are never held.
+ACK_TIMEOUT_S = 1.0
 
 #: Grid resolutions offered, nx×ny on the paper domain x in [1, 10], y in [1, 15].
 GRID_SIZES = {"10×15 (paper)": (10, 15), "19×29": (19, 29), "28×43": (28, 43),
@@ -252,6 +257,8 @@ class BFTSession(param.Parameterized):
         self._steps = 0              # single steps requested while paused
         self._runner = None          # the session's runner task (served only)
         self._holding = None         # the run whose generator a worker thread is inside of right now
+        self.frame_serial = 0        # frames with records applied (the canvas sends it to the browser with the image)
+        self.frame_acked = None      # the last serial the browser reported as applied; None: it never reported
         self._undo = []
         self._quiet = False          # suppress auto re-solve while a batch of parameters is applied
         self.param.watch(self._on_grid_size, ["grid_size"])
@@ -723,6 +730,7 @@ class BFTSession(param.Parameterized):
         with param.parameterized.batch_call_watchers(self):
             if recs:
                 self._shown_key, self._shown_run = run.key, run
+                self.frame_serial += 1
                 self.record = recs[-1]
             if secondary:
                 entries, run.unshown, run.shown_at = run.unshown, [], now
@@ -793,14 +801,31 @@ class BFTSession(param.Parameterized):
     def _push(self, fn, *args):
         """Run fn(*args) on the session's document with its lock held, all model changes in one message."""
         def apply():
-            import panel as pn
             from panel.io.state import set_curdoc
-            with set_curdoc(self._doc), pn.io.hold(self._doc):
-                fn(*args)
+            doc = self._doc
+            # Bokeh's own hold, not panel's: a frame applied before the browser connected (a link with data in its
+            # query starts a run while the page is built) left the document held under pn.io.hold, and every
+            # later frame of that session was collected and never sent
+            held = doc.callbacks.hold_value
+            if not held:
+                doc.hold("combine")
+            try:
+                with set_curdoc(doc):
+                    fn(*args)
+            finally:
+                if not held:
+                    doc.unhold()
         try:
             self._doc.add_next_tick_callback(apply)
         except Exception:  # noqa: BLE001 - the session is gone
             self.cancel()
+
+    def ack_frame(self, serial: int):
+        """The browser reports that it applied frame ``serial`` (see :data:`ACK_TIMEOUT_S`)."""
+        self.frame_acked = serial
+
+    def _browser_behind(self, since_push: float) -> bool:
+        return self.frame_acked is not None and self.frame_acked < self.frame_serial and since_push < ACK_TIMEOUT_S
 
     def _ensure_runner(self):
         if self._runner is None or self._runner.done():
@@ -849,7 +874,8 @@ class BFTSession(param.Parameterized):
             now = time.perf_counter()
             # the first frame of a run goes out with iteration 1 (the start field alone is what is on screen
             # already after a warm start); later ones at most every MIN_FRAME_S
-            if stepping or (rec.iteration >= 1 and (not run.pushed or now - last_push >= MIN_FRAME_S)):
+            if stepping or (rec.iteration >= 1 and (not run.pushed or (now - last_push >= MIN_FRAME_S
+                                                                        and not self._browser_behind(now - last_push)))):
                 self._push(self._apply_frame, run, pending, False, None, None, stepping)
                 pending, last_push, run.pushed = [], now, True
             if self._playing and rec.iteration >= 1:

@@ -5,7 +5,7 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.events import Tap
-from bokeh.models import ColorBar, ColumnDataSource, LinearColorMapper
+from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper
 
 from ..state import BFTSession, X_RANGE, Y_RANGE
 
@@ -61,6 +61,12 @@ class DataCanvas(pn.viewable.Viewer):
         # Tap events reach the server without a TapTool; the tool would also hit-test and select glyphs on every
         # click (one more round of rendering and a selection message), which the canvas does not use.
         fig.on_event(Tap, self._on_tap)
+        # Frame acknowledgement: each frame carries its serial in the image source's tags; the browser echoes it once
+        # the frame is applied, and the runner holds further frames while the browser is behind (ACK_TIMEOUT_S).
+        self.ack_source = ColumnDataSource(dict(), name="bft-frame-ack")
+        self.image_source.js_on_change("tags", CustomJS(args=dict(ack=self.ack_source),
+                                                        code="ack.tags = cb_obj.tags"))
+        self.ack_source.on_change("tags", lambda attr, old, new: new and s.ack_frame(int(new[0])))
         self.figure = fig
         self.pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
         self._shown = {}  # what the browser already has, so that a frame sends only what changed
@@ -129,6 +135,7 @@ class DataCanvas(pn.viewable.Viewer):
             self.curve_source.data = dict(x=g.x.nodes, h=np.asarray(rec.h, float))
         _set(self.figure.title, text="data and MAP regression h(x) — click to add points" if regression
                   else f"{label or 'P'} on the {g.x.n}×{g.y.n} grid — click to add points")
+        _set(self.image_source, tags=[s.frame_serial])  # the browser echoes it: see ack_source
         if arr is None:
             _set(self.image, visible=False)
             return
