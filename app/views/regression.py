@@ -82,15 +82,26 @@ class RegressionView(pn.viewable.Viewer):
         self.figure = fig
         self.caption = pn.pane.LaTeX(EQUATION_DENSITY)
         s = self.session
-        s.param.watch(self._update_static, ["truth", "model", "data", "templates", "const_value", "lin_slope",
+        self._points_stale = False
+        s.param.watch(self._on_data, ["data", "running"])
+        s.param.watch(self._update_static, ["truth", "model", "templates", "const_value", "lin_slope",
                                             "lin_intercept", "file_templates", "regression_truth", "x_min",
                                             "x_max", "nx", "y_min", "y_max", "ny"])
         s.param.watch(self._update_frame, ["history", "result"])  # history moves with the secondary frames
         self._update_static()
 
+    def _on_data(self, *events):
+        """A click re-solves: its points join the curve they change in the next frame that updates this view, so the
+        click itself repaints the canvas alone.  Without a run (not live, refused, stopped) they are shown at once."""
+        if self.session.running:
+            self._points_stale = True
+        elif self._points_stale or any(e.name == "data" for e in events):
+            self._update_static()
+
     def _update_static(self, *_):
         """What changes with the problem, not with the iterations: data, truth, templates, axes, captions."""
         from bftcore.metrics import regression_function
+        self._points_stale = False
         s, g = self.session, self.session.grid
         x = g.x.nodes
         pts = np.asarray(s.data, float).reshape(-1, 2)
@@ -128,6 +139,9 @@ class RegressionView(pn.viewable.Viewer):
         """The solver's current h (and the exact mean when the run is over): the only per-frame work."""
         from bftcore.metrics import regression_function
         s, g = self.session, self.session.grid
+        if self._points_stale:
+            self._update_static()  # ends with this method
+            return
         x = g.x.nodes
         rec = s.record
         if s.is_regression:
