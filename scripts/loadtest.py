@@ -7,7 +7,8 @@ and scans the server log for errors.
 Every session is a real Bokeh client: a Playwright browser context (its own cookies, websocket and server-side
 session) in one headless Debian chromium, clicking the canvas with the mouse.  To leave the 2 cores of the
 project's machine to the server as far as a real browser allows, the pages are made cheap: a 1024×700 viewport,
-reduced motion, and the heatmap is watched through BokehJS change signals instead of a polling timer.  The clicks
+reduced motion, and the heatmap is watched through BokehJS change signals instead of a polling timer (a click waits on a promise the
+change itself resolves).  The clicks
 of the N sessions start at random offsets within one interval and then repeat every interval ±20 %.  Pages are
 opened a few at a time (the page load is not what is measured), and the measurement starts when all are loaded.
 
@@ -33,8 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playwright.async_api import async_playwright  # noqa: E402
 
-from tests.ui.helpers import (CHROMIUM, CHROMIUM_ARGS, JS_CANVAS_XY, JS_MODEL, JS_WATCH_IMAGE_EVENTS,  # noqa: E402
-                              panel_server)
+from tests.ui.helpers import (CHROMIUM, CHROMIUM_ARGS, JS_CANVAS_XY, JS_MODEL, JS_WAIT_IMAGE_CHANGE,  # noqa: E402
+                              JS_WATCH_IMAGE_EVENTS, panel_server)
 
 VIEWPORT = {"width": 1024, "height": 700}
 OPEN_AT_ONCE = 5
@@ -68,10 +69,8 @@ async def session(browser, url, k, duration, interval, out, gate, start_barrier)
             # before the click is dispatched, so the latency includes the dispatch and errs on the long side
             (sx, sy), n, t0 = await page.evaluate(JS_CLICK_SETUP, [x, y])
             await page.mouse.click(sx, sy)
-            try:
-                await page.wait_for_function(f"() => window.__bftImageChanges.length > {n}", timeout=15000,
-                                             polling=20)
-                t1 = await page.evaluate(f"() => window.__bftImageChanges[{n}]")
+            try:  # t1 is the page's own timestamp of the change, whenever the driver hears of it
+                t1 = await asyncio.wait_for(page.evaluate(JS_WAIT_IMAGE_CHANGE, n), 15)
                 out["latencies"].append(t1 - t0)
             except Exception as e:  # noqa: BLE001
                 out["failures"].append(f"session {k}: no heatmap update within 15 s of the click at ({x}, {y}) "

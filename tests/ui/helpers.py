@@ -95,10 +95,18 @@ JS_WATCH_IMAGE_EVENTS = """() => { for (const d of Bokeh.documents) { const m = 
   if (!m) continue; window.__bftImageChanges = []; const sig = () => { const a = m.data.image[0];
   const f = (a.flat && !ArrayBuffer.isView(a)) ? a.flat(Infinity) : a; let w = 0;
   for (let k = 0; k < f.length; k++) w += f[k] * ((k % 7) + 1); return w; };
-  window.__bftSig = sig(); const check = () => { const s = sig(); if (s !== window.__bftSig) {
-  window.__bftSig = s; window.__bftImageChanges.push(performance.now()); } };
+  window.__bftSig = sig(); window.__bftWaiters = []; const check = () => { const s = sig(); if (s !== window.__bftSig) {
+  window.__bftSig = s; window.__bftImageChanges.push(performance.now());
+  for (const w of window.__bftWaiters.splice(0)) w(); } };
   m.change.connect(check); m.properties.data.change.connect(check);
   if (m.patching) m.patching.connect(check); if (m.streaming) m.streaming.connect(check); return true; } return false; }"""
+
+
+# Resolves once the heatmap has changed more than n times (after JS_WATCH_IMAGE_EVENTS), woken by the change
+# itself: no polling timer in the page while it waits, which with 30 pages would cost CPU the pages need.
+JS_WAIT_IMAGE_CHANGE = """(n) => new Promise((resolve) => { const done = () => {
+  if (window.__bftImageChanges.length > n) { resolve(window.__bftImageChanges[n]); return true; } return false; };
+  if (!done()) { const w = () => { if (!done()) window.__bftWaiters.push(w); }; window.__bftWaiters.push(w); } })"""
 
 
 def wait_for_app(page, timeout=30000):
