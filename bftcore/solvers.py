@@ -233,7 +233,11 @@ class SeparablePreconditioner:
         # one product Z Z^T, in chunks of a so that Z holds at most 2^21 numbers (16 MB)
         self.V = V = point.P * grid.hy
         nx, ny = V.shape
-        ex, C = np.linalg.eigh((scale * K.lambda_x) * K.kx.toarray())
+        x_eig = E.__dict__.setdefault("_x_eig_cache", {})  # the x part is fixed for an energy: one eigh
+        if scale not in x_eig:
+            x_eig.clear()
+            x_eig[scale] = np.linalg.eigh((scale * K.lambda_x) * K.kx.toarray())
+        ex, C = x_eig[scale]
         W = V @ self.Q
         S = np.zeros((nx, nx))
         chunk = max(1, min(nx, (1 << 21) // (nx * ny)))
