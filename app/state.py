@@ -165,6 +165,37 @@ def _grid_key(cfg: dict):
     return (cfg["model"], cfg["prior"].get("field"), tuple(sorted(g["x"].items())), tuple(sorted(g["y"].items())))
 
 
+def release_as_one_message(doc) -> None:
+    """End the document's hold and send its held changes to each browser as ONE patch message.
+
+    Bokeh's ``unhold`` replays the held events one by one and its server session writes one PATCH-DOC message per
+    event: a frame (image, colour range, serial) went out as four messages, and the page repainted for each. Here
+    the events are replayed exactly as ``unhold`` does (Python property callbacks and every other listener run),
+    except that the server session's per-event writer is given the events to collect, and one message carrying all
+    of them is then queued on the session's pending writes, which Bokeh awaits once the document lock is released.
+    The write goes through Bokeh's ``send_message``, which logs a socket that closed meanwhile instead of raising.
+    Without a server session (tests, a page not yet connected) it is Bokeh's ``unhold``."""
+    from bokeh.document.events import DocumentPatchedEvent
+
+    cb = doc.callbacks
+    session = getattr(getattr(doc, "session_context", None), "session", None)
+    if session is None or getattr(session, "_pending_writes", None) is None:
+        doc.unhold()
+        return
+    collected = []
+    session._document_patched = collected.append  # shadows the bound method for the replay below only
+    try:
+        doc.unhold()  # replays every held event; those for the browser land in `collected`
+    finally:
+        del session._document_patched
+    for conn in list(session._subscribed_connections):
+        # as Bokeh does: a change the browser itself sent is not echoed back to that browser
+        events = [e for e in collected if isinstance(e, DocumentPatchedEvent)
+                  and not (e.setter is session and conn is session._current_patch_connection)]
+        if events:
+            session._pending_writes.append(conn._socket.send_message(conn.protocol.create("PATCH-DOC", events)))
+
+
 class BFTSession(param.Parameterized):
     """All state of one dashboard session: data, hyperparameters, solver progress and messages."""
 
@@ -814,7 +845,7 @@ class BFTSession(param.Parameterized):
                     fn(*args)
             finally:
                 if not held:
-                    doc.unhold()
+                    release_as_one_message(doc)
         try:
             self._doc.add_next_tick_callback(apply)
         except Exception:  # noqa: BLE001 - the session is gone

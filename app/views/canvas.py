@@ -31,6 +31,45 @@ def empirical_density(grid, data) -> np.ndarray:
     return emp
 
 
+NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def nice_ceil(v: float) -> float:
+    """The smallest number of the form n·10^k, n in :data:`NICE`, that is >= v > 0."""
+    k = np.floor(np.log10(v))
+    m = v / 10.0 ** k
+    return float(f"{next(n for n in NICE if m <= n * (1 + 1e-12)):g}e{int(k)}")  # decimal: 0.6, not 0.6000000000000001
+
+
+def nice_floor(v: float) -> float:
+    """The largest number of the form n·10^k, n in :data:`NICE`, that is <= v > 0."""
+    k = np.floor(np.log10(v))
+    m = v / 10.0 ** k
+    return float(f"{next(n for n in reversed(NICE) if n <= m * (1 + 1e-12)):g}e{int(k)}")
+
+
+def colour_range(arr) -> tuple[float, float]:
+    """The colour scale of the heatmap: rounded outward to the steps of :data:`NICE`, from 0 for a density.
+
+    A density (no negative value) is shown from 0, so colours compare across frames and displays. The bounds are
+    rounded so that a run's frames keep one scale until the field leaves it: the colours then show the learning
+    rather than a rescaling, and the browser does not re-lay out the colour bar on every frame (its tick labels
+    change width with the bounds)."""
+    lo, hi = float(np.nanmin(arr)), float(np.nanmax(arr))
+
+    def up(v):
+        return nice_ceil(v) if v > 0 else (-nice_floor(-v) if v < 0 else 0.0)
+
+    def down(v):
+        return -up(-v)
+
+    low = 0.0 if lo >= 0 else down(lo)
+    high = up(hi)
+    if high <= low:  # a constant field (0, or exactly a nice number)
+        high = low + (abs(low) or 1.0) * 0.2
+    return low, high
+
+
 class DataCanvas(pn.viewable.Viewer):
     """Heatmap of P (or ln P, the truth, the empirical density) with the data on top; clicks edit the data."""
 
@@ -140,10 +179,8 @@ class DataCanvas(pn.viewable.Viewer):
             _set(self.image, visible=False)
             return
         _set(self.image, visible=True)
-        lo, hi = float(np.nanmin(arr)), float(np.nanmax(arr))
-        if hi <= lo:
-            hi = lo + 1e-12
-        self.mapper.update(low=lo, high=hi)
+        lo, hi = colour_range(arr)
+        _set(self.mapper, low=lo, high=hi)
         _set(self.colorbar, title=label)
         placement = (g.x.min - g.hx / 2, g.y.min - g.hy / 2, g.x.n * g.hx, g.y.n * g.hy)
         image = np.ascontiguousarray(arr.T)
