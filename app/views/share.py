@@ -24,6 +24,32 @@ def url_query(session: BFTSession) -> str:
     return "?" + urlencode(query)
 
 
+def read_url(session: BFTSession, query: dict) -> None:
+    """Set the session from a link's parsed query (``Location.query_params``), as ``Location.sync`` reads one:
+    each URL parameter present is deserialised by its parameter, and the changed ones are set together.  A query
+    the session refuses (a value out of range, a foreign document) leaves the session on its defaults."""
+    from panel.io.cache import is_equal
+    changed = {}
+    for name in URL_PARAMS:
+        if name not in query:
+            continue
+        value = query[name]
+        try:
+            value = session.param[name].deserialize(value)
+        except Exception:  # noqa: BLE001 - left as parsed, as Location.sync does
+            pass
+        try:
+            equal = is_equal(value, getattr(session, name))
+        except Exception:  # noqa: BLE001
+            equal = False
+        if not equal:
+            changed[name] = value
+    try:
+        session.param.update(**changed)
+    except Exception:  # noqa: BLE001 - a bad link opens the defaults
+        pass
+
+
 class SharePanel(pn.viewable.Viewer):
     session = param.ClassSelector(class_=BFTSession)
 
@@ -54,15 +80,16 @@ class SharePanel(pn.viewable.Viewer):
     def sync_url(session: BFTSession):
         """Keep the whole state in the URL query (served sessions only).
 
-        ``Location.sync`` reads a link's query into the session on load.  Writing back is done here, once per
-        burst of changes, in a next-tick callback of the session's document: the complete query of every URL
-        parameter, not only the one that changed, so the address bar is a full description of the state.
-        Left to ``Location.sync`` alone, a change made from a Select sometimes reached the address bar only with
-        the next event."""
+        A link's query is read into the session once, when the page is built (:func:`read_url`).  Writing back
+        is done here, once per burst of changes, in a next-tick callback of the session's document: the
+        complete query of every URL parameter, not only the one that changed, so the address bar is a full
+        description of the state.  ``Location.sync`` is not used: it also writes the query on every change, in
+        its own form, so each click changed the address twice and the browser echoed it back twice; and alone,
+        a change made from a Select sometimes reached the address bar only with the next event."""
         loc, doc = pn.state.location, pn.state.curdoc
         if loc is None or doc is None:
             return
-        loc.sync(session, {p: p for p in URL_PARAMS})
+        read_url(session, loc.query_params)
         pending = []
 
         def write():

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import panel as pn
 import param
-from bokeh.models import BoxAnnotation, ColumnDataSource, Span, Label
+import math
+
+from bokeh.models import BoxAnnotation, ColumnDataSource, Label, Range1d, Span
 
 from ..state import BFTSession
 from .common import SERIES, legend_outside, make_figure, set_changed as _set, teaching
@@ -20,6 +22,20 @@ N_PLATEAUS = 6
 #: Room left of the trace frames (px), wider than the y-axis with its labels: every run has its own energy scale,
 #: and an axis that outgrew the border would resize the frames and re-layout both plots.
 TRACE_BORDER = 80
+
+
+def padded(values, pad=0.08, half_width=None):
+    """(start, end) of an axis showing every finite value with a margin of ``pad`` of the span on each side; a
+    single value is centred in ±``half_width`` (default 5 % of its size, or 1)."""
+    v = [float(x) for x in values if x is not None and math.isfinite(x)]
+    if not v:
+        return 0.0, 1.0
+    lo, hi = min(v), max(v)
+    if hi - lo <= 1e-12 * max(1.0, abs(hi)):
+        w = half_width if half_width is not None else (0.05 * abs(hi) or 1.0)
+        return lo - w, hi + w
+    m = pad * (hi - lo)
+    return lo - m, hi + m
 
 
 def overfitting_onset(history):
@@ -49,12 +65,16 @@ class TracesView(pn.viewable.Viewer):
         super().__init__(**params)
         self.source = ColumnDataSource(dict(iteration=[], energy=[], train_error=[], test_error=[]),
                                        name="bft-traces-source")
-        top = make_figure("energy E", "iteration", "energy", height=150, min_border_left=TRACE_BORDER)
+        # Ranges set here, not DataRange1d: a browser that computes a data range sends it back to the server, three
+        # messages per update of the traces for every session
+        self.x_range, self.y_ranges = Range1d(0, 1), (Range1d(0, 1), Range1d(0, 1))
+        top = make_figure("energy E", "iteration", "energy", height=150, min_border_left=TRACE_BORDER,
+                          x_range=self.x_range, y_range=self.y_ranges[0])
         top.xaxis.axis_label = None
         top.line("iteration", "energy", source=self.source, color=SERIES[0], line_width=2.5, legend_label="energy")
         top.scatter("iteration", "energy", source=self.source, color=SERIES[0], size=5)
-        bottom = make_figure("errors", "iteration", "error", height=170, x_range=top.x_range,
-                             min_border_left=TRACE_BORDER)
+        bottom = make_figure("errors", "iteration", "error", height=170, x_range=self.x_range,
+                             y_range=self.y_ranges[1], min_border_left=TRACE_BORDER)
         bottom.line("iteration", "train_error", source=self.source, color=SERIES[1], line_width=2.5,
                     legend_label="training error")
         bottom.line("iteration", "test_error", source=self.source, color=SERIES[2], line_width=2.5,
@@ -95,7 +115,15 @@ class TracesView(pn.viewable.Viewer):
         elif len(hist) > n_shown:
             self.source.stream(self._columns(hist[n_shown:]))
         self._run_id = s.run_id
+        self._set_ranges(hist)
         self._mark(hist)
+
+    def _set_ranges(self, hist):
+        its = [e["iteration"] for e in hist]
+        _set(self.x_range, **dict(zip(("start", "end"), padded(its, 0.03, 1.0))))
+        _set(self.y_ranges[0], **dict(zip(("start", "end"), padded([e["energy"] for e in hist]))))
+        errors = [e[k] for e in hist for k in ("train_error", "test_error")]
+        _set(self.y_ranges[1], **dict(zip(("start", "end"), padded(errors))))
 
     def _mark(self, hist):
         onset = overfitting_onset(hist) if len(hist) > 2 else None
