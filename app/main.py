@@ -12,6 +12,7 @@ import panel as pn  # noqa: E402
 
 from app.state import BFTSession, MAX_POINTS  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
+from app.views.common import install_browser_patches  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
 from app.views.mixing import MixingView  # noqa: E402
 from app.views.presets import PresetsView  # noqa: E402
@@ -63,6 +64,7 @@ def build():
     layout = pn.Column(header, message, pn.Row(sidebar, tabs, sizing_mode="stretch_width"),
                        sizing_mode="stretch_width")
     SharePanel.sync_url(session)
+    install_browser_patches(pn.state.curdoc)
     pn.state.on_session_destroyed(lambda ctx: session.cancel())
     pn.state.onload(lambda: session.start_run(warm=False, play=True))
     return layout

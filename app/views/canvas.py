@@ -94,6 +94,7 @@ class DataCanvas(pn.viewable.Viewer):
         self.points_source = ColumnDataSource(dict(x=[], y=[]), name="bft-points-source")
         fig.scatter("x", "y", source=self.points_source, size=10, fill_color="white", line_color="black",
                     line_width=1.5, legend_label="data")
+        fig.grid.visible = False  # under the image anyway; each renderer costs the browser a restyle per frame
         fig.legend.location = "top_right"
         fig.legend.label_text_font_size = "11px"
         fig.legend.background_fill_alpha = 0.5

@@ -12,6 +12,53 @@ PLOT_HEIGHT = 250
 TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 
 
+#: Run in each page once its document is ready: two places where BokehJS redoes work whose result is unchanged,
+#: each costing every session's browser a re-style of the page at every repaint.
+#:
+#: - BokehJS re-writes the position stylesheet of every renderer of a plot at every repaint, mostly the same text,
+#:   and each write makes the browser re-style the page (the colour look-ups of the next paint wait for it).
+#:   Text that does not differ is not written again.
+#: - A legend rebuilds its items (elements and a small canvas each) on every change of anything its items refer
+#:   to, the data sources included: every streamed trace point.  When the items, their labels and their
+#:   visibility are unchanged, only their hidden-renderer styling is refreshed.
+#:
+#: Both are feature-detected: with a BokehJS that lacks the methods, the page runs unpatched.
+BROWSER_PATCHES_JS = """
+const need = (mod) => { try { return Bokeh.require(mod); } catch (e) { return null; } };
+const dom = need("core/dom");
+const sheet = dom && dom.InlineStyleSheet && dom.InlineStyleSheet.prototype;
+if (sheet && typeof sheet._update === "function" && !sheet.__bft_patched) {
+  const update = sheet._update;
+  sheet._update = function (css) { if (this.el.textContent !== css) update.call(this, css); };
+  sheet.__bft_patched = true;
+}
+const legend = need("models/annotations/legend");
+const view = legend && legend.LegendView && legend.LegendView.prototype;
+if (view && typeof view._render_items === "function" && "_should_rerender_items" in view && !view.__bft_patched) {
+  const render_items = view._render_items;
+  view._render_items = function () {
+    const entries = this.entries;
+    const same = entries != null && entries.length > 0 && !this._should_rerender_items &&
+      entries.every((e) => e.el.isConnected && e.__bft_visible === e.item.visible);
+    if (same) {
+      for (const e of entries) this._toggle_inactive(e);
+      return;
+    }
+    render_items.call(this);
+    for (const e of this.entries || []) e.__bft_visible = e.item.visible;
+  };
+  view.__bft_patched = true;
+}
+"""
+
+
+def install_browser_patches(doc) -> None:
+    """Attach :data:`BROWSER_PATCHES_JS` to the document's ``document_ready`` event (served pages only)."""
+    from bokeh.models import CustomJS
+    if doc is not None:
+        doc.js_on_event("document_ready", CustomJS(code=BROWSER_PATCHES_JS))
+
+
 def make_figure(title: str, x_label: str, y_label: str, **kw):
     """A Bokeh figure with labelled axes, the save tool (PNG export) and projector-sized fonts."""
     kw.setdefault("tools", TOOLS)
@@ -54,4 +101,4 @@ def teaching(equation: str, text: str) -> pn.Column:
         sizing_mode="stretch_width", margin=0)
 
 
-__all__ = ["PALETTE", "SERIES", "Cividis256", "make_figure", "legend_outside", "set_changed", "teaching"]
+__all__ = ["install_browser_patches", "PALETTE", "SERIES", "Cividis256", "make_figure", "legend_outside", "set_changed", "teaching"]
