@@ -16,8 +16,8 @@ A run is a ``bftcore.api.iterate`` generator.  When the session is served, one *
 first frame of a run goes out as soon as iteration 1 exists (that is what a click waits for), later frames at most
 every :data:`MIN_FRAME_S` seconds (about 10 per second per session), and the final state always.  A frame is
 applied on the session's document (``add_next_tick_callback``, so the views touch Bokeh models under the document
-lock) inside ``pn.io.hold``, so one frame is one websocket message.  Iterations are paced by ``frame_ms`` so a run
-plays out visibly.
+lock) under a document hold released by :func:`release_as_one_message`, so one frame is one websocket message.
+Iterations are paced by ``frame_ms`` so a run plays out visibly.
 
 Any change that alters the problem (a click, a slider, a preset, an upload) replaces the current run by a new one
 warm-started from the field on screen.  Only the runner advances a generator; when it comes back from the worker

@@ -1,0 +1,114 @@
+"""What a click costs a real browser: the messages it receives and sends, and the BokehJS patches the app installs
+(app/views/common.py).  These keep 30 sessions on one machine responsive; see the README's dashboard numbers."""
+import json
+import time
+
+import pytest
+
+from .helpers import canvas_xy, wait_for_app
+
+pytestmark = pytest.mark.ui
+
+JS_ID = "(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name); if (m) return m.id; } }"
+JS_STATUS_FINISHED = """() => document.body.innerText.includes('finished')"""
+
+
+def recorded_page(browser, server):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    page.received, page.sent, page.errors = [], [], []
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+
+    def on_ws(ws):
+        ws.on("framereceived", lambda f: page.received.append(f) if isinstance(f, str) else None)
+        ws.on("framesent", lambda f: page.sent.append(f) if isinstance(f, str) else None)
+    page.on("websocket", on_ws)
+    page.goto(server[0])
+    wait_for_app(page)
+    return ctx, page
+
+
+def events_of(frames):
+    """The event lists of the PATCH-DOC contents among websocket text frames."""
+    out = []
+    for f in frames:
+        if f.startswith('{"events"'):
+            out.append(json.loads(f)["events"])
+    return out
+
+
+def run_settled(page, quiet=1.5, timeout=20.0):
+    """Wait until no message has arrived for `quiet` seconds (page.wait_for_timeout, not time.sleep: the sync
+    Playwright API delivers the websocket events only while it has control)."""
+    end, n, last = time.time() + timeout, -1, time.time()
+    while time.time() < end:
+        if len(page.received) != n:
+            n, last = len(page.received), time.time()
+        elif time.time() - last > quiet:
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError("the page kept receiving messages")
+
+
+def test_each_frame_is_one_message_and_a_click_is_not_echoed_back_more_than_once(browser, server):
+    ctx, page = recorded_page(browser, server)
+    try:
+        image_id = page.evaluate(JS_ID, "bft-image-source")
+        run_settled(page)
+        page.received.clear()
+        page.sent.clear()
+        for x, y in ((4.0, 6.0), (7.0, 11.0)):
+            sx, sy = canvas_xy(page, x, y)
+            page.mouse.click(sx, sy)
+            run_settled(page)
+        frames = [evs for evs in events_of(page.received)
+                  if any(e.get("model", {}).get("id") == image_id and e.get("attr") == "data" for e in evs)]
+        assert len(frames) >= 2  # both clicks animated
+        for evs in frames:  # the image travels with its frame serial (and the colour range) in ONE message
+            assert any(e.get("model", {}).get("id") == image_id and e.get("attr") == "tags" for e in evs), evs
+        sent = [e for evs in events_of(page.sent) for e in evs]
+        href = [e for e in sent if e.get("attr") == "href"]
+        ranges = [e for e in sent if e.get("attr") in ("start", "end")]
+        taps = [e for e in sent if e.get("kind") == "MessageSent"]
+        assert len(taps) == 2
+        assert len(href) <= 2, href        # the address is written once per click, so echoed at most once
+        assert ranges == []                # no range computed in the browser and sent back
+        assert page.errors == []
+    finally:
+        ctx.close()
+
+
+JS_PATCHED = """() => [Bokeh.require('core/dom').InlineStyleSheet.prototype.__bft_patched === true,
+  Bokeh.require('models/annotations/legend').LegendView.prototype.__bft_patched === true]"""
+
+# the labels a figure's legend shows in the page, and those of its items visible in the model
+JS_LEGEND = """(title) => { const shown = [], visible = [];
+  for (const d of Bokeh.documents) for (const m of d.all_models) {
+    if (m.type !== 'Figure' || !m.title || !String(m.title.text).startsWith(title)) continue;
+    for (const a of m.center) { if (a.type !== 'Legend') continue; const v = Bokeh.index.find_one(a);
+      for (const e of v.entries) if (e.el.isConnected) shown.push(e.label);
+      for (const it of a.items) if (it.visible) visible.push(typeof it.label === 'object' ? it.label.value : it.label); } }
+  return [shown.sort(), visible.sort()]; }"""
+
+
+def legend(page):
+    return page.evaluate(JS_LEGEND, "regression")
+
+
+def test_browser_patches_are_installed_and_legends_follow_their_items(page):
+    # both BokehJS methods the app patches exist in the installed Bokeh (else the page runs unpatched: slower)
+    assert page.evaluate(JS_PATCHED) == [True, True]
+    shown, visible = legend(page)
+    assert shown == visible and "h(x)" in shown and "exact mean" not in shown  # density mode: no exact mean
+    sx, sy = canvas_xy(page, 6.0, 9.0)  # a click streams data into the sources the legend items refer to
+    page.mouse.click(sx, sy)
+    page.wait_for_timeout(1500)
+    assert legend(page) == [shown, visible]
+    page.locator("select:has(option[value='fig21'])").select_option("two_trends")  # regression: items appear
+    end = time.time() + 20
+    while time.time() < end and "exact mean" not in legend(page)[0]:
+        page.wait_for_timeout(200)
+    page.wait_for_timeout(1000)
+    shown, visible = legend(page)
+    assert shown == visible and "exact mean" in shown
+    assert page.errors == []
