@@ -31,6 +31,7 @@ Nothing mutable is shared between sessions: each session builds its own ``BFTSes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import io
 import json
@@ -194,6 +195,23 @@ def release_as_one_message(doc) -> None:
                   and not (e.setter is session and conn is session._current_patch_connection)]
         if events:
             session._pending_writes.append(conn._socket.send_message(conn.protocol.create("PATCH-DOC", events)))
+
+
+@contextlib.contextmanager
+def one_message(doc):
+    """Hold the document's changes made inside and send them as one message (:func:`release_as_one_message`).
+
+    Bokeh's own hold, not ``pn.io.hold``: a frame applied before the browser connected (a link with data in its
+    query starts a run while the page is built) left the document held under ``pn.io.hold``, and every later frame
+    of that session was collected and never sent.  Inside a hold that is already open this adds to it."""
+    if doc is None or doc.callbacks.hold_value:
+        yield
+        return
+    doc.hold("combine")
+    try:
+        yield
+    finally:
+        release_as_one_message(doc)
 
 
 class BFTSession(param.Parameterized):
@@ -833,19 +851,8 @@ class BFTSession(param.Parameterized):
         """Run fn(*args) on the session's document with its lock held, all model changes in one message."""
         def apply():
             from panel.io.state import set_curdoc
-            doc = self._doc
-            # Bokeh's own hold, not panel's: a frame applied before the browser connected (a link with data in its
-            # query starts a run while the page is built) left the document held under pn.io.hold, and every
-            # later frame of that session was collected and never sent
-            held = doc.callbacks.hold_value
-            if not held:
-                doc.hold("combine")
-            try:
-                with set_curdoc(doc):
-                    fn(*args)
-            finally:
-                if not held:
-                    release_as_one_message(doc)
+            with set_curdoc(self._doc), one_message(self._doc):
+                fn(*args)
         try:
             self._doc.add_next_tick_callback(apply)
         except Exception:  # noqa: BLE001 - the session is gone

@@ -7,7 +7,7 @@ import param
 from bokeh.events import Tap
 from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper
 
-from ..state import BFTSession, X_RANGE, Y_RANGE
+from ..state import BFTSession, X_RANGE, Y_RANGE, one_message
 
 GRID_PARAMS = ["x_min", "x_max", "nx", "y_min", "y_max", "ny"]
 from .common import PALETTE, make_figure, set_changed as _set, teaching
@@ -118,7 +118,7 @@ class DataCanvas(pn.viewable.Viewer):
         self._update_image()
 
     def _on_tap(self, event):
-        with pn.io.hold():  # the point, the count, the regression plot and the URL go out as one message
+        with one_message(pn.state.curdoc):  # the point, the count, the regression plot and the URL: one message
             self.session.click(event.x, event.y)
 
     def _update_ranges(self, *events):

@@ -9,7 +9,7 @@ import panel as pn
 import param
 from panel.io.state import set_curdoc
 
-from ..state import BFTSession, URL_PARAMS
+from ..state import BFTSession, URL_PARAMS, one_message
 
 
 def url_query(session: BFTSession) -> str:
@@ -96,7 +96,7 @@ class SharePanel(pn.viewable.Viewer):
             pending.clear()
             search = url_query(session)
             if loc.search != search:
-                with set_curdoc(doc), pn.io.hold(doc):
+                with set_curdoc(doc), one_message(doc):
                     loc.search = search
 
         def schedule(*_):
