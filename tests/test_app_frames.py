@@ -124,7 +124,7 @@ def test_colour_range_of_a_density_starts_at_zero_contains_the_data_and_holds_un
     rng = np.random.default_rng(0)
     P = rng.uniform(0.01, 0.57, (10, 15))
     lo, hi = colour_range(P)
-    assert lo == 0.0 and hi >= P.max() and hi <= 1.25 * P.max()
+    assert lo == 0.0 and hi >= P.max() and hi <= (4 / 3) * P.max()
     assert colour_range(P * 1.01) == (lo, hi)           # a frame that moves the field a little keeps the scale
     assert colour_range(P * 1.2)[1] > hi                # one that leaves the scale gets a new one
 
@@ -144,3 +144,22 @@ def test_trace_axes_show_every_value_with_a_margin():
     assert padded([5.0]) == (4.75, 5.25)
     assert padded([0], 0.03, 1.0) == (-1.0, 1.0)
     assert padded([]) == (0.0, 1.0)
+
+
+def test_views_headless_colour_bar_follows_the_density_and_trace_axes_hold_the_history():
+    from app.state import BFTSession
+    from app.views.canvas import DataCanvas
+    from app.views.traces import TracesView
+    s = BFTSession()
+    canvas, traces = DataCanvas(session=s), TracesView(session=s)
+    s.solve()
+    P = s.record.P
+    assert canvas.colorbar.visible and canvas.mapper.low == 0.0
+    assert P.max() <= canvas.mapper.high <= (4 / 3) * P.max()
+    its = [h["iteration"] for h in s.history]
+    energies = [h["energy"] for h in s.history]
+    assert traces.x_range.start < min(its) and traces.x_range.end > max(its)
+    assert traces.y_ranges[0].start < min(energies) and traces.y_ranges[0].end > max(energies)
+    s.load_preset("two_trends")
+    s.solve()
+    assert s.is_regression and not canvas.colorbar.visible and not canvas.image.visible

@@ -178,8 +178,10 @@ class DataCanvas(pn.viewable.Viewer):
         _set(self.image_source, tags=[s.frame_serial])  # the browser echoes it: see ack_source
         if arr is None:
             _set(self.image, visible=False)
+            _set(self.colorbar, visible=False)  # regression mode: no density, so no colour scale either
             return
         _set(self.image, visible=True)
+        _set(self.colorbar, visible=True)
         lo, hi = colour_range(arr)
         _set(self.mapper, low=lo, high=hi)
         _set(self.colorbar, title=label)

@@ -72,6 +72,7 @@ def make_figure(title: str, x_label: str, y_label: str, **kw):
         ax.major_label_text_font_size = "12px"
         ax.axis_label_text_font_style = "normal"
     fig.toolbar.logo = None
+    fig.toolbar.active_scroll = None  # the mouse wheel scrolls the page; zoom by picking the wheel tool
     return fig
 
 

@@ -152,7 +152,7 @@ class Controls(pn.viewable.Viewer):
         h = lambda t: pn.pane.Markdown(f"**{t}**", margin=(8, 10, 0, 10))  # noqa: E731
         return pn.Column(
             pn.Row(self.run, self.step, self.pause, self.reset),
-            pn.Row(self.clear, self.undo, w["live"]),
+            pn.Row(self.clear, self.undo), w["live"],  # own line: beside the buttons its label was cut at 1280 px
             h("Canvas"), w["click_mode"], w["display"],
             pn.Accordion(
                 ("Model and prior", pn.Column(w["model"], w["lam"], w["lam_x"], w["lam_y"], w["mass2"],
