@@ -112,3 +112,23 @@ def test_browser_patches_are_installed_and_legends_follow_their_items(page):
     shown, visible = legend(page)
     assert shown == visible and "exact mean" in shown
     assert page.errors == []
+
+
+def test_tabs_closed_while_their_runs_animate_leave_no_error_in_the_server_log(browser, server):
+    pages = []
+    for _ in range(3):  # slow animation (200 ms per iteration), so each tab closes in the middle of its run
+        ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+        page = ctx.new_page()
+        page.goto(server[0] + "?frame_ms=200")
+        wait_for_app(page)
+        pages.append((ctx, page))
+    for k, (ctx, page) in enumerate(pages):
+        for i in range(2):
+            sx, sy = canvas_xy(page, 2.0 + k, 3.0 + i)
+            page.mouse.click(sx, sy)
+            page.wait_for_timeout(250)
+    for ctx, _ in pages:
+        ctx.close()
+    time.sleep(4.0)  # the runs notice, the sockets close, Bokeh discards the sessions' pending writes
+    log = open(server[1]).read()
+    assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
