@@ -2,15 +2,16 @@
 seconds; measures click-to-heatmap latency per click, the frames each session receives, the server's CPU time,
 and scans the server log for errors.
 
-    python scripts/loadtest.py [--sessions 30] [--duration 60] [--interval 3] [--profile out.svg]
+    python scripts/loadtest.py [--sessions 30] [--duration 60] [--interval 3] [--viewport 1280x720] [--profile out.svg]
 
 Every session is a real Bokeh client: a Playwright browser context (its own cookies, websocket and server-side
 session) in one headless Debian chromium, clicking the canvas with the mouse.  To leave the 2 cores of the
-project's machine to the server as far as a real browser allows, the pages are made cheap: a 1024×700 viewport,
-reduced motion, and the heatmap is watched through BokehJS change signals instead of a polling timer (a click waits on a promise the
-change itself resolves).  The clicks
-of the N sessions start at random offsets within one interval and then repeat every interval ±20 %.  Pages are
-opened a few at a time (the page load is not what is measured), and the measurement starts when all are loaded.
+project's machine to the server as far as a real browser allows, the harness itself is kept cheap: the heatmap is
+watched through BokehJS change signals instead of a polling timer (a click waits on a promise the change itself
+resolves), and the pages ask for reduced motion.  The viewport is the 1280×720 of a projector (``--viewport``).
+The clicks of the N sessions start at random offsets within one interval and then repeat every interval ±20 %.
+Pages are opened a few at a time (the page load is not what is measured), and the measurement starts when all
+are loaded.
 
 A click counts as updated when the heatmap in that page changes within 15 s of the click.  `--profile` records
 the server with py-spy (`pip install py-spy`) for the measured period.  The script also prints the server's CPU
@@ -37,7 +38,7 @@ from playwright.async_api import async_playwright  # noqa: E402
 from tests.ui.helpers import (CHROMIUM, CHROMIUM_ARGS, JS_CANVAS_XY, JS_MODEL, JS_WAIT_IMAGE_CHANGE,  # noqa: E402
                               JS_WATCH_IMAGE_EVENTS, panel_server)
 
-VIEWPORT = {"width": 1024, "height": 700}
+VIEWPORT = {"width": 1280, "height": 720}  # the projector size the layout is made for
 OPEN_AT_ONCE = 5
 JS_CLICK_SETUP = f"""(xy) => [({JS_CANVAS_XY})(xy), window.__bftImageChanges.length, performance.now()]"""
 JS_TRACES_READY = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-traces-source');
@@ -147,7 +148,10 @@ def main():
     ap.add_argument("--duration", type=float, default=60)
     ap.add_argument("--interval", type=float, default=3.0)
     ap.add_argument("--profile", help="write a py-spy flame graph (SVG) of the server to this file")
+    ap.add_argument("--viewport", default="1280x720", help="page size WIDTHxHEIGHT (default 1280x720)")
     a = ap.parse_args()
+    w, h = (int(v) for v in a.viewport.lower().split("x"))
+    VIEWPORT.update(width=w, height=h)
     log = Path(".panel-serve-loadtest.log").resolve()
     with panel_server(log_path=str(log)) as (url, log_path):
         out, wall, cpu = asyncio.run(run(url, a.sessions, a.duration, a.interval, a.profile))
