@@ -178,7 +178,6 @@ def release_as_one_message(doc) -> None:
     Without a server session (tests, a page not yet connected) it is Bokeh's ``unhold``."""
     from bokeh.document.events import DocumentPatchedEvent
 
-    cb = doc.callbacks
     session = getattr(getattr(doc, "session_context", None), "session", None)
     if session is None or getattr(session, "_pending_writes", None) is None:
         doc.unhold()
