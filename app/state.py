@@ -179,8 +179,10 @@ def release_as_one_message(doc) -> None:
     from bokeh.document.events import DocumentPatchedEvent
 
     session = getattr(getattr(doc, "session_context", None), "session", None)
-    if session is None or getattr(session, "_pending_writes", None) is None:
-        doc.unhold()
+    if (session is None or getattr(session, "_pending_writes", None) is None
+            or not all(hasattr(session, a) for a in ("_subscribed_connections", "_current_patch_connection",
+                                                      "_document_patched"))):
+        doc.unhold()  # not served, or a Bokeh whose server session differs: one message per change, as Bokeh does
         return
     collected = []
     session._document_patched = collected.append  # shadows the bound method for the replay below only
