@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from playwright.async_api import async_playwright  # noqa: E402
 
-from loadtest import JS_CLICK_SETUP, JS_TRACES_READY, Barrier  # noqa: E402
+from loadtest import JS_CLICK_SETUP, JS_TRACES_READY, Barrier, viewport  # noqa: E402
 from tests.ui.helpers import (CHROMIUM, CHROMIUM_ARGS, JS_MODEL, JS_WAIT_IMAGE_CHANGE,  # noqa: E402
                               JS_WATCH_IMAGE_EVENTS, panel_server)
 
@@ -119,10 +119,9 @@ def main():
     ap.add_argument("--pages", type=int, default=5)
     ap.add_argument("--duration", type=float, default=30)
     ap.add_argument("--interval", type=float, default=3.0)
-    ap.add_argument("--viewport", default="1280x720")
+    ap.add_argument("--viewport", type=viewport, default="1280x720", help="page size WIDTHxHEIGHT")
     a = ap.parse_args()
-    w, h = (int(v) for v in a.viewport.lower().split("x"))
-    asyncio.run(run(a, {"width": w, "height": h}))
+    asyncio.run(run(a, a.viewport))
 
 
 if __name__ == "__main__":

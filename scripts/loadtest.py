@@ -91,6 +91,12 @@ async def session(browser, url, k, duration, interval, out, gate, start_barrier)
         await ctx.close()
 
 
+def viewport(text: str) -> dict:
+    """``WIDTHxHEIGHT`` (the --viewport option of the measurement scripts) as Playwright's viewport."""
+    w, h = (int(v) for v in text.lower().split("x"))
+    return {"width": w, "height": h}
+
+
 class Barrier:
     def __init__(self, n):
         self.n, self.count, self.event = n, 0, asyncio.Event()
@@ -148,10 +154,9 @@ def main():
     ap.add_argument("--duration", type=float, default=60)
     ap.add_argument("--interval", type=float, default=3.0)
     ap.add_argument("--profile", help="write a py-spy flame graph (SVG) of the server to this file")
-    ap.add_argument("--viewport", default="1280x720", help="page size WIDTHxHEIGHT (default 1280x720)")
+    ap.add_argument("--viewport", type=viewport, default="1280x720", help="page size WIDTHxHEIGHT (default 1280x720)")
     a = ap.parse_args()
-    w, h = (int(v) for v in a.viewport.lower().split("x"))
-    VIEWPORT.update(width=w, height=h)
+    VIEWPORT.update(a.viewport)
     log = Path(".panel-serve-loadtest.log").resolve()
     with panel_server(log_path=str(log)) as (url, log_path):
         out, wall, cpu = asyncio.run(run(url, a.sessions, a.duration, a.interval, a.profile))
