@@ -1,7 +1,9 @@
 """Command line: ``python -m bftcore fit|reproduce|sweep|basins|bench`` (CONVENTIONS.md §4).
 
-User errors (bad files, bad keys, points off the grid, a singular operator, ...) print one line naming the problem
-on stderr and exit with status 2; they never print a traceback.
+User errors (bad files, bad keys, points off the grid, a problem over the cost budget of
+:mod:`bftcore.limits`, a run over its time budget, ...) print one line naming the problem on stderr and exit with
+status 2; they never print a traceback.  ``--no-limits`` lifts the cost budget (not the checks of correctness) for a
+researcher's own machine.  Exit status 1 with one line is a bug of bftcore, never the input's fault.
 """
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ import sys
 
 import numpy as np
 
-from .config import ConfigError, load_config
+from .config import ConfigError, load_config, validate_sweep
+from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, deadline, using
 from .operators import SingularOperatorError
 
 FIGURES = [f"fig{k}" for k in (14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28)]
@@ -59,30 +62,79 @@ def _summary_basins(doc: dict) -> str:
 
 
 def _beta_range(text: str):
+    parts = text.split(":")
+    if len(parts) != 3 or len(text) > 100:
+        raise ConfigError(f"--beta must be MIN:MAX:N (e.g. 0.5:4:50), got {text[:40]!r}")
     try:
-        lo, hi, n = text.split(":")
-        lo, hi, n = float(lo), float(hi), int(n)
+        lo, hi = float(parts[0]), float(parts[1])
+        n = float(parts[2])
     except ValueError:
-        raise ConfigError(f"--beta must be MIN:MAX:N (e.g. 0.5:4:50), got {text!r}") from None
-    if not (np.isfinite(lo) and np.isfinite(hi) and 0 < lo < hi and n >= 2):
-        raise ConfigError(f"--beta needs 0 < MIN < MAX and N >= 2, got {text!r}")
-    return lo, hi, n
+        raise ConfigError(f"--beta must be MIN:MAX:N with numbers (e.g. 0.5:4:50), got {text!r}") from None
+    if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(n)):
+        raise ConfigError(f"--beta needs finite numbers, got {text!r}")
+    if n != int(n):
+        raise ConfigError(f"--beta: N must be a whole number, got {parts[2]!r}")
+    return lo, hi, int(n)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors on one line (the CLI's contract: one line and exit 2 for every bad input)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def _limits(args) -> Limits:
+    return UNLIMITED if getattr(args, "no_limits", False) else LIMITS
+
+
+def _run(args) -> tuple[dict, str]:
+    from . import api, mixtures
+    lim = _limits(args)
+    if args.command == "bench":
+        if not 1 <= args.repeats <= 100:
+            raise ConfigError(f"--repeats must be between 1 and 100, got {args.repeats}")
+        from .bench import main as bench_main
+        return bench_main(repeats=args.repeats, quick=args.quick), "bench"
+    if args.command == "reproduce":
+        if args.name == "fig7":
+            return mixtures.fig7_document(), "sweep"
+        from .presets import figure_config
+        return api.fit(figure_config(args.name)), "fit"
+    with using(lim):
+        cfg = load_config(args.config)
+        with deadline(lim.run_seconds):
+            return _run_config(args, cfg)
+
+
+def _run_config(args, cfg) -> tuple[dict, str]:
+    from . import api, mixtures
+    if args.command == "fit":
+        return api.fit(cfg), "fit"
+    if args.command == "sweep":
+        lo, hi, n = validate_sweep(cfg, *_beta_range(args.beta))
+        return mixtures.sweep_document(cfg, lo, hi, n), "sweep"
+    return mixtures.basins_document(cfg), "basins"
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bftcore", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("fit", help="fit the configuration in a JSON file and print the result document")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--no-limits", action="store_true",
+                        help="lift the cost budget (grid size, iterations, time) for your own machine; the checks "
+                             "of finite numbers and conditioning stay")
+    parser = _Parser(prog="python -m bftcore", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = sub.add_parser("fit", parents=[common], help="fit the configuration in a JSON file and print the result")
     p.add_argument("config")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p = sub.add_parser("reproduce", help="run a paper preset: " + ", ".join(FIGURES + ["fig7"]))
     p.add_argument("name")
     p.add_argument("--json", action="store_true")
-    p = sub.add_parser("sweep", help="beta sweep up and down with continuation")
+    p = sub.add_parser("sweep", parents=[common], help="beta sweep up and down with continuation")
     p.add_argument("config")
     p.add_argument("--beta", required=True, help="MIN:MAX:N")
     p.add_argument("--json", action="store_true")
-    p = sub.add_parser("basins", help="solve from several starts and list the distinct minima")
+    p = sub.add_parser("basins", parents=[common], help="solve from several starts and list the distinct minima")
     p.add_argument("config")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("bench", help="the performance benchmark (prints a table)")
@@ -90,34 +142,35 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="skip the 128x128 cases")
     args = parser.parse_args(argv)
     try:
-        if args.command == "bench":
-            from .bench import main as bench_main
-            return bench_main(repeats=args.repeats, quick=args.quick)
-        from . import api, mixtures
-        if args.command == "fit":
-            doc, kind = api.fit(load_config(args.config)), "fit"
-        elif args.command == "reproduce":
-            if args.name == "fig7":
-                doc, kind = mixtures.fig7_document(), "sweep"
-            else:
-                from .presets import figure_config
-                doc, kind = api.fit(figure_config(args.name)), "fit"
-        elif args.command == "sweep":
-            lo, hi, n = _beta_range(args.beta)
-            doc, kind = mixtures.sweep_document(load_config(args.config), lo, hi, n), "sweep"
-        else:
-            doc, kind = mixtures.basins_document(load_config(args.config)), "basins"
-    except (ConfigError, SingularOperatorError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except (OSError, RuntimeError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        doc, kind = _run(args)
+        if kind == "bench":
+            return doc
+        text = _dump(doc) if args.json else \
+            {"fit": _summary_fit, "sweep": _summary_sweep, "basins": _summary_basins}[kind](doc)
+    except (ConfigError, SingularOperatorError, RunBudgetExceeded, ValueError) as e:
+        return _fail(e)
+    except MemoryError:
+        return _fail("out of memory; use a coarser grid or fewer templates")
+    except RecursionError:
+        return _fail("the input is nested too deeply")
+    except OSError as e:
+        return _fail(f"{e.strerror or e}" + (f": {e.filename}" if getattr(e, "filename", None) else ""))
+    except Exception as e:  # noqa: BLE001 - a bug, not the user's input: still one line, and a distinct status
+        print(f"error: internal error ({type(e).__name__}: {_one_line(e)}); please report it with the input",
+              file=sys.stderr)
         return 1
-    if args.json:
-        print(_dump(doc))
-    else:
-        print({"fit": _summary_fit, "sweep": _summary_sweep, "basins": _summary_basins}[kind](doc))
+    print(text)
     return 0
+
+
+def _one_line(e) -> str:
+    text = " ".join(str(e).split())
+    return text if len(text) <= 400 else text[:400] + "..."
+
+
+def _fail(e) -> int:
+    print(f"error: {_one_line(e)}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -16,46 +16,13 @@ from .config import ConfigError, default_config, grid_from_config, validate_conf
 from .energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log, project_simplex
 from .grid import Grid
 from .operators import PriorOperator
-from .presets import paper_t1, paper_t2, paper_true_density
+from .presets import paper_true_density
 from .solvers import iterate as _iterate
+from .templates import template_density, template_field  # noqa: F401 - part of the API
 
 __all__ = ["ConfigError", "default_config", "validate_config", "build_density", "iterate", "fit", "Record"]
 
 EMPIRICAL_EPS = 1e-10  # epsilon of the delta-peak start ln(N/n + eps), Fig. 22
-
-
-def template_density(spec: dict, grid: Grid) -> np.ndarray:
-    """A density template as a density (raw at the nodes): uniform, paper t_1 (719), t_2 (720), gaussian."""
-    kind = spec["kind"]
-    if kind == "uniform":
-        return np.full(grid.shape, 1.0 / (grid.y.n * grid.hy))
-    if kind == "paper_t1":
-        return paper_t1(grid)
-    if kind == "paper_t2":
-        return paper_t2(grid)
-    if kind == "gaussian":
-        _, Y = grid.mesh
-        s = spec["sigma"]
-        return np.exp(-(Y - spec["mu"]) ** 2 / (2 * s * s)) / (np.sqrt(2 * np.pi) * s)
-    raise ConfigError(f"template kind {kind!r} has no density form")
-
-
-def template_field(spec: dict, grid: Grid, fld: str) -> np.ndarray:
-    """Template in the representation of the field: ln of the density for field L, the density for field P."""
-    if spec["kind"] == "array":
-        t = np.asarray(spec["values"], dtype=float)
-        if t.shape != grid.shape or not np.all(np.isfinite(t)):
-            raise ConfigError(f"an array template must be {grid.shape[0]} x {grid.shape[1]} finite numbers, "
-                              f"got shape {t.shape}")
-        return t
-    P = template_density(spec, grid)
-    if fld == "P":
-        return P
-    with np.errstate(divide="ignore"):
-        L = np.log(P)
-    if not np.all(np.isfinite(L)):
-        raise ConfigError(f"template {spec} underflows to 0 on the grid, so its log is -inf; widen it")
-    return L
 
 
 @dataclass

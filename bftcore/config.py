@@ -22,15 +22,19 @@ from __future__ import annotations
 import copy
 import json
 import math
+import numbers
+import os
+
+import numpy as np
 
 from .grid import Axis, Grid
-
-MAX_AXIS_NODES = 1024
-MAX_POINTS = 100_000
+from .limits import (MAX_CONDITION, MAX_COORDINATE, MAX_MAGNITUDE, MAX_TEMPLATE_VALUE, MIN_BETA, Limits, active)
+from .operators import axis_symbol
+from .templates import template_field
 
 
 class ConfigError(ValueError):
-    """A configuration document is malformed; the message names the key and the fix."""
+    """A configuration document is malformed or over the cost budget; the message names the key and the fix."""
 
 
 TOP_KEYS = ("model", "grid", "data", "prior", "templates", "weights", "beta", "solver", "truth")
@@ -42,6 +46,8 @@ DENSITY_TEMPLATES = {"uniform": (), "paper_t1": (), "paper_t2": (), "gaussian": 
 REGRESSION_TEMPLATES = {"constant": ("value",), "linear": ("slope", "intercept"), "array": ("values",)}
 METHODS = ("newton", "massive", "gradient")
 INITS = ("uniform", "kernel", "empirical")
+#: Deepest nesting any document may have whatever the limits (a guard of the recursive checks, not a budget).
+HARD_DEPTH = 200
 
 
 def default_config(model: str = "density") -> dict:
@@ -49,84 +55,370 @@ def default_config(model: str = "density") -> dict:
     return validate_config({"model": model})
 
 
+def _fmt_int(n: int) -> str:
+    return f"{n:,}".replace(",", " ")
+
+
+# ----------------------------------------------------------------------------------------------- parsing
+def _parse_int(text: str):
+    # beyond 2**53 an integer is not exact as a float anyway; beyond 1e308 it becomes inf, refused by the checks
+    # with the key's name (Python's int() of a 400-digit string would only overflow later, in float())
+    return float(text) if len(text.lstrip("-")) > 15 else int(text)
+
+
+def parse_document(raw, where: str = "the configuration", limits: Limits | None = None):
+    """JSON text or bytes -> a Python object, or :class:`ConfigError` saying what was wrong (size, encoding,
+    syntax, nesting, numbers beyond the float range, NaN/Infinity, which are not JSON)."""
+    limits = limits or active()
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        raw = bytes(raw)
+        if limits.max_document_bytes is not None and len(raw) > limits.max_document_bytes:
+            raise ConfigError(f"{where} has {_fmt_int(len(raw))} bytes, over the limit of "
+                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller document")
+        try:
+            raw = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{where} is not UTF-8 text (byte {e.start}); save it as UTF-8 JSON") from None
+    if not isinstance(raw, str):
+        raise ConfigError(f"{where} must be JSON text, got {type(raw).__name__}")
+    if limits.max_document_bytes is not None and len(raw) > limits.max_document_bytes:
+        raise ConfigError(f"{where} has {_fmt_int(len(raw))} characters, over the limit of "
+                          f"{_fmt_int(limits.max_document_bytes)}; use a smaller document")
+    try:
+        return json.loads(raw, parse_int=_parse_int)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{where} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
+    except RecursionError:
+        raise ConfigError(f"{where} is nested too deeply; a configuration needs at most 4 levels of brackets") \
+            from None
+    except ValueError as e:  # ConfigError from a hook, or Python's own limits on integer text
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"{where} holds a number that cannot be read: {e}") from None
+
+
+def load_config(path, limits: Limits | None = None) -> dict:
+    """Read and validate a JSON configuration file; errors name the file and the problem."""
+    limits = limits or active()
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise ConfigError(f"no such configuration file: {path}")
+    if os.path.isdir(path):
+        raise ConfigError(f"{path} is a directory; give the path of a JSON configuration file")
+    try:
+        size = os.path.getsize(path)
+        if limits.max_document_bytes is not None and size > limits.max_document_bytes:
+            raise ConfigError(f"{path} has {_fmt_int(size)} bytes, over the limit of "
+                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller document")
+        with open(path, "rb") as fh:
+            raw = fh.read(limits.max_document_bytes + 1 if limits.max_document_bytes is not None else -1)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+    return validate_config(parse_document(raw, path, limits), limits)
+
+
+# ----------------------------------------------------------------------------------------------- plain values
+def to_plain(obj, where: str = "the configuration", depth: int = 0):
+    """A copy of ``obj`` in plain JSON types: numpy scalars become Python numbers, numpy arrays and tuples lists.
+
+    Anything else that is not JSON (sets, objects, bytes) is refused with a :class:`ConfigError`."""
+    if depth > HARD_DEPTH:
+        raise ConfigError(f"{where} is nested too deeply; a configuration needs at most 4 levels of brackets")
+    if obj is None or isinstance(obj, (str, bool)):
+        return obj
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, numbers.Integral):
+        return int(obj)
+    if isinstance(obj, numbers.Real):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind in "biuf":
+            return obj.tolist()
+        obj = obj.tolist()
+    if isinstance(obj, (list, tuple)):
+        return [to_plain(v, where, depth + 1) for v in obj]
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if not isinstance(k, str):
+                raise ConfigError(f"{where} has a key {k!r} that is not a string")
+            out[k] = to_plain(v, where, depth + 1)
+        return out
+    raise ConfigError(f"{where} holds a {type(obj).__name__}, which is not JSON; use numbers, strings, lists "
+                      f"and objects")
+
+
+def _depth(obj, limit: int) -> None:
+    stack = [(obj, 1)]
+    while stack:
+        o, d = stack.pop()
+        if isinstance(o, (list, dict)):
+            if d > limit:
+                raise ConfigError(f"the configuration is nested {d} levels deep, over the limit of {limit}; "
+                                  f"a configuration needs at most 4 levels of brackets")
+            stack.extend((v, d + 1) for v in (o.values() if isinstance(o, dict) else o)
+                         if isinstance(v, (list, dict)))
+
+
+# ----------------------------------------------------------------------------------------------- field checks
 def _keys(d, allowed, where):
     if not isinstance(d, dict):
-        raise ConfigError(f"{where} must be a JSON object, got {type(d).__name__}")
+        raise ConfigError(f"{where} must be a JSON object, got {_show(d)}")
     unknown = [k for k in d if k not in allowed]
     if unknown:
-        raise ConfigError(f"unknown key(s) {', '.join(map(repr, unknown))} in {where}; "
+        raise ConfigError(f"unknown key(s) {', '.join(map(repr, unknown[:5]))} in {where}; "
                           f"known keys are {', '.join(allowed)}")
 
 
-def _num(v, where, lo=None, hi=None, lo_open=False, integer=False):
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise ConfigError(f"{where} must be a number, got {v!r}")
-    if not math.isfinite(v):
-        raise ConfigError(f"{where} must be a finite number, got {v!r}")
-    if integer and int(v) != v:
-        raise ConfigError(f"{where} must be a whole number, got {v!r}")
-    if lo is not None and (v < lo or (lo_open and v == lo)):
-        raise ConfigError(f"{where} must be {'>' if lo_open else '>='} {lo}, got {v!r}")
-    if hi is not None and v > hi:
-        raise ConfigError(f"{where} must be <= {hi}, got {v!r}")
-    return int(v) if integer else float(v)
+def _show(v) -> str:
+    """A short description of a value for a message (never a megabyte of it)."""
+    text = repr(v)
+    return text if len(text) <= 60 else f"{type(v).__name__} {text[:40]}..."
 
 
-def _axis(d, where, default):
-    d = {**default, **(d or {})}
+def _str(v, where, choices):
+    if not isinstance(v, str) or v not in choices:
+        raise ConfigError(f"{where} must be one of {', '.join(map(repr, choices))}, got {_show(v)}")
+    return v
+
+
+def _num(v, where, lo=None, hi=None, lo_open=False, integer=False, mag=MAX_MAGNITUDE):
+    """A number of a document: finite, within float range and ``|v| <= mag``, and within [lo, hi]."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+        raise ConfigError(f"{where} must be a number, got {_show(v)}")
+    try:
+        f = float(v)
+    except (OverflowError, ValueError, TypeError):
+        raise ConfigError(f"{where} = {str(v)[:20]}... is beyond the floating-point range; "
+                          f"give a number of at most {mag:g} in magnitude") from None
+    if not math.isfinite(f):
+        raise ConfigError(f"{where} must be a finite number, got {_show(v)}"
+                          + (" (a number beyond the floating-point range)" if math.isinf(f) else ""))
+    if integer and f != math.floor(f):
+        raise ConfigError(f"{where} must be a whole number, got {_show(v)}")
+    if lo is not None and (f < lo or (lo_open and f == lo)):
+        raise ConfigError(f"{where} must be {'>' if lo_open else '>='} {lo:g}, got {f:g}")
+    if hi is not None and f > hi:
+        raise ConfigError(f"{where} must be <= {hi:g}, got {f:g}")
+    if mag is not None and abs(f) > mag:
+        raise ConfigError(f"{where} = {f:g} is an absurd magnitude; give a number of at most {mag:g} in magnitude")
+    return int(f) if integer else f
+
+
+def _array(values, shape, where, mag):
+    """A list (of lists) of finite numbers of the given shape, as a float array."""
+    def bad(what):
+        return ConfigError(f"{where} must be {' x '.join(map(str, shape))} numbers ({what})")
+    rows = values if len(shape) == 2 else [values]
+    if not isinstance(values, list) or len(values) != shape[0]:
+        raise bad(f"got {_show(values) if not isinstance(values, list) else f'{len(values)} entries'}")
+    if len(shape) == 2 and not all(isinstance(r, list) and len(r) == shape[1] for r in rows):
+        raise bad("a row has another length or is not a list")
+    for r in rows:
+        for v in r:
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise bad(f"got {_show(v)}")
+    try:
+        a = np.array(values, dtype=float)
+    except (OverflowError, ValueError, TypeError):
+        raise bad("a number is beyond the floating-point range") from None
+    if not np.all(np.isfinite(a)):
+        raise bad("all finite")
+    if np.max(np.abs(a), initial=0.0) > mag:
+        raise ConfigError(f"{where} holds a value of magnitude {np.max(np.abs(a)):g}, over {mag:g}")
+    return a
+
+
+def _axis(d, where, default, limits: Limits):
+    if d is None:
+        d = {}
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where} must be an object {{\"min\", \"max\", \"n\", \"boundary\"}}, got {_show(d)}")
+    d = {**default, **d}
     _keys(d, AXIS_KEYS, where)
-    n = _num(d["n"], f"{where}.n", 1, MAX_AXIS_NODES, integer=True)
-    lo, hi = _num(d["min"], f"{where}.min"), _num(d["max"], f"{where}.max")
+    cap = limits.max_axis_nodes if limits.max_axis_nodes is not None else 2 ** 31
+    n = _num(d["n"], f"{where}.n", 1, integer=True)
+    if n > cap:
+        raise ConfigError(f"{where}.n = {_fmt_int(n)} nodes exceeds the limit of {_fmt_int(cap)} per axis; "
+                          f"use a coarser grid")
+    lo = _num(d["min"], f"{where}.min", mag=MAX_COORDINATE)
+    hi = _num(d["max"], f"{where}.max", mag=MAX_COORDINATE)
     if n > 1 and not hi > lo:
         raise ConfigError(f"{where}: max ({hi:g}) must be larger than min ({lo:g})")
-    if d["boundary"] not in ("periodic", "neumann"):
-        raise ConfigError(f"{where}.boundary must be \"periodic\" or \"neumann\", got {d['boundary']!r}")
-    return {"min": lo, "max": hi, "n": n, "boundary": d["boundary"]}
+    if n > 1 and (hi - lo) / (n - 1) <= 1e-9 * max(1.0, abs(lo), abs(hi)):
+        raise ConfigError(f"{where}: the node spacing {(hi - lo) / (n - 1):g} is too small to resolve at "
+                          f"coordinates of {max(abs(lo), abs(hi)):g}; widen the axis or use fewer nodes")
+    boundary = _str(d["boundary"], f"{where}.boundary", ("periodic", "neumann"))
+    return {"min": lo, "max": hi, "n": n, "boundary": boundary}
 
 
-def _template(t, i, model, ny):
+def _template(t, where, model):
+    """Syntax of one template object (values are checked against the grid later)."""
     kinds = DENSITY_TEMPLATES if model == "density" else REGRESSION_TEMPLATES
-    where = f"templates[{i}]"
     if not isinstance(t, dict) or "kind" not in t:
-        raise ConfigError(f"{where} must be an object with a \"kind\" (one of {', '.join(kinds)})")
-    if t["kind"] not in kinds:
-        raise ConfigError(f"{where}.kind {t['kind']!r} is not known for the {model} model; "
+        raise ConfigError(f"{where} must be an object with a \"kind\" (one of {', '.join(kinds)}), got {_show(t)}")
+    kind = t["kind"]
+    if not isinstance(kind, str) or kind not in kinds:
+        raise ConfigError(f"{where}.kind {_show(kind)} is not known for the {model} model; "
                           f"use one of {', '.join(kinds)}")
-    need = kinds[t["kind"]]
+    need = kinds[kind]
     _keys(t, ("kind",) + need, where)
-    out = {"kind": t["kind"]}
+    out = {"kind": kind}
     for k in need:
         if k not in t:
-            raise ConfigError(f"{where} of kind {t['kind']!r} needs the key {k!r}")
+            raise ConfigError(f"{where} of kind {kind!r} needs the key {k!r}")
         if k == "values":
             out[k] = t[k]
+        elif k == "sigma":
+            out[k] = _num(t[k], f"{where}.sigma", 0, lo_open=True, mag=MAX_COORDINATE)
         else:
-            out[k] = _num(t[k], f"{where}.{k}", 0, lo_open=True) if k == "sigma" else _num(t[k], f"{where}.{k}")
+            out[k] = _num(t[k], f"{where}.{k}", mag=MAX_COORDINATE)
     return out
 
 
-def validate_config(doc) -> dict:
-    """Check a configuration document and return a complete copy with defaults; raise ConfigError otherwise."""
+def _density_template_check(spec, where, grid: Grid, field: str):
+    """Evaluate a density template on the grid: finite, a density for field P, bounded for field L."""
+    if spec["kind"] == "array":
+        spec = {"kind": "array", "values": _array(spec["values"], grid.shape, f"{where}.values of the array template",
+                                                  mag=MAX_MAGNITUDE).tolist()}
+    try:
+        t = template_field(spec, grid, field)
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    uniform = 1.0 / (grid.y.n * grid.hy)
+    if field == "L":
+        dev = float(np.max(np.abs(t - math.log(uniform))))
+        if dev > MAX_TEMPLATE_VALUE:
+            raise ConfigError(f"{where} (a log-density for field L) strays {dev:g} from the uniform log-density, "
+                              f"over {MAX_TEMPLATE_VALUE:g}; give a template of sensible log-density values")
+    else:
+        if np.min(t) < 0:
+            raise ConfigError(f"{where} is negative somewhere (min {np.min(t):g}); a template for field P is a "
+                              f"density: give values >= 0")
+        rows = t.sum(axis=1) * grid.hy
+        if not np.all(rows > 1e-300):
+            k = int(np.argmin(rows))
+            raise ConfigError(f"{where} is zero at every y of x = {grid.x.nodes[k]:g}; a template for field P is a "
+                              f"density: give it positive values there (or move a Gaussian onto the grid)")
+        if float(np.max(t)) > MAX_TEMPLATE_VALUE * uniform:
+            raise ConfigError(f"{where} peaks at {np.max(t):g}, over {MAX_TEMPLATE_VALUE:g} times the uniform "
+                              f"density; give a template of sensible density values")
+    return spec
+
+
+def _regression_template_check(spec, where, grid: Grid):
+    nodes = grid.x.nodes
+    if spec["kind"] == "array":
+        v = _array(spec["values"], (grid.x.n,), f"{where}.values of the array template", mag=MAX_COORDINATE)
+        return {"kind": "array", "values": v.tolist()}
+    if spec["kind"] == "linear":
+        v = spec["slope"] * nodes + spec["intercept"]
+        if np.max(np.abs(v)) > MAX_COORDINATE:
+            raise ConfigError(f"{where} reaches {np.max(np.abs(v)):g} on the grid, over {MAX_COORDINATE:g}")
+    return spec
+
+
+def _symbol_range(axis: Axis, coeffs: dict) -> tuple[float, float]:
+    s = axis_symbol(axis, **coeffs)
+    return float(np.min(s)), float(np.max(s))
+
+
+def _check_conditioning(cfg: dict, grid: Grid) -> None:
+    """Refuse priors whose operators the solver cannot invert in floating point (tiny-vs-huge eigenvalues)."""
+    pr, so = cfg["prior"], cfg["solver"]
+    coeffs = {k: pr[k] for k in ("l0", "l2", "l4", "l6")}
+    if cfg["model"] == "regression":
+        axes = [(grid.x, 1.0)]
+    else:
+        axes = [(grid.x, pr["lambda_x"]), (grid.y, pr["lambda_y"])]
+    kmin = kmax = 0.0
+    for axis, weight in axes:
+        lo, hi = _symbol_range(axis, coeffs)
+        kmin, kmax = kmin + weight * lo, kmax + weight * hi
+    lam = pr["lambda"]
+    if lam * kmax > MAX_CONDITION:
+        raise ConfigError(f"the prior is too stiff for this grid: lambda times the largest eigenvalue of K is "
+                          f"{lam * kmax:.3g}, over {MAX_CONDITION:g}; lower lambda or the order coefficients, "
+                          f"or use a coarser grid")
+    if cfg["model"] != "density":
+        return
+
+    def invertible(m2, name):
+        if not kmin + m2 > 1e-12 * max(1.0, kmax + m2):
+            raise ConfigError(f"{name} = {m2:g} is too small for this prior: K + m^2 I has eigenvalues from "
+                              f"{kmin + m2:.3g} to {kmax + m2:.3g}, a ratio over 1e12; use {name} >= "
+                              f"{max(1e-12 * max(1.0, kmax) - kmin, 0.0) * 10:.3g}")
+    if so["method"] == "massive":
+        invertible(so["mass2"], "solver.mass2")
+    if so["init"] == "kernel":
+        invertible(so["init_mass2"], "solver.init_mass2")
+
+
+def _check_cost(cfg: dict, grid: Grid, limits: Limits) -> None:
+    nodes, m = grid.size, len(cfg["templates"])
+    shape = f"{grid.x.n} x {grid.y.n}"
+
+    def over(value, limit, what, fix):
+        if limit is not None and value > limit:
+            raise ConfigError(f"{what} of {_fmt_int(value)} exceeds the limit of {_fmt_int(limit)}; {fix}")
+    if cfg["model"] == "density":
+        over(nodes, limits.max_nodes, f"a grid {shape} of nodes", "use a coarser grid")
+        wide = cfg["prior"]["l4"] > 0 or cfg["prior"]["l6"] > 0
+        if cfg["prior"]["field"] == "P" and wide and cfg["solver"]["method"] != "gradient":
+            over(nodes, limits.max_nodes_p_wide,
+                 f"a field-P problem with an l4/l6 prior solved by {cfg['solver']['method']} on a grid {shape} of "
+                 f"nodes", "use a coarser grid, the l2 prior, field L or the gradient method")
+    over(m, limits.max_templates, "a mixture of templates", "use fewer templates")
+    over(nodes * m, limits.max_template_nodes, f"a grid {shape} times {m} templates: a count of nodes",
+         "use fewer templates or a coarser grid")
+    over(len(cfg["data"]), limits.max_points, "a data set of points", "use fewer points")
+    over(cfg["solver"]["max_iter"], limits.max_iter, "solver.max_iter: iterations", "lower max_iter")
+    over(nodes * cfg["solver"]["max_iter"], limits.max_node_iterations,
+         f"solver.max_iter = {cfg['solver']['max_iter']} on a grid {shape}: node-iterations",
+         "lower max_iter or use a coarser grid")
+
+
+def validate_config(doc, limits: Limits | None = None) -> dict:
+    """Check a configuration document and return a complete copy with defaults; raise ConfigError otherwise.
+
+    This is the one gate of every document (file, upload, share link, estimator): it checks the type, the
+    finiteness and the range of every field, evaluates the templates on the grid, and refuses a problem over the
+    cost budget ``limits`` (:mod:`bftcore.limits`) before anything large is allocated.  numpy scalars and arrays
+    are accepted wherever numbers and lists are.  ``limits`` defaults to the budget in force
+    (:func:`bftcore.limits.active`, normally :data:`bftcore.limits.LIMITS`)."""
+    limits = limits or active()
+    doc = to_plain(doc)
     if not isinstance(doc, dict):
-        raise ConfigError(f"the configuration must be a JSON object, got {type(doc).__name__}")
+        raise ConfigError(f"the configuration must be a JSON object, got {_show(doc)}")
+    _depth(doc, min(limits.max_depth or HARD_DEPTH, HARD_DEPTH))
     _keys(doc, TOP_KEYS, "the configuration")
-    model = doc.get("model", "density")
-    if model not in ("density", "regression"):
-        raise ConfigError(f"model must be \"density\" or \"regression\", got {model!r}")
-    g = doc.get("grid", {}) or {}
+    model = _str(doc.get("model", "density"), "model", ("density", "regression"))
+    g = doc.get("grid", {})
+    if g is None:
+        g = {}
     _keys(g, ("x", "y"), "grid")
-    x = _axis(g.get("x"), "grid.x", {"min": 1, "max": 10, "n": 10, "boundary": "periodic"})
-    y = _axis(g.get("y"), "grid.y", {"min": 1, "max": 15, "n": 15, "boundary": "periodic"})
+    x = _axis(g.get("x"), "grid.x", {"min": 1, "max": 10, "n": 10, "boundary": "periodic"}, limits)
+    y = _axis(g.get("y"), "grid.y", {"min": 1, "max": 15, "n": 15, "boundary": "periodic"}, limits)
     grid = Grid(Axis(**x), Axis(**y))
+    if model == "density" and limits.max_nodes is not None and grid.size > limits.max_nodes:
+        raise ConfigError(f"a grid {x['n']} x {y['n']} of {_fmt_int(grid.size)} nodes exceeds the limit of "
+                          f"{_fmt_int(limits.max_nodes)}; use a coarser grid")
 
     data = doc.get("data", [])
-    if not isinstance(data, list) or len(data) > MAX_POINTS:
-        raise ConfigError(f"data must be a list of at most {MAX_POINTS} [x, y] pairs")
+    if data is None:
+        data = []
+    if not isinstance(data, list):
+        raise ConfigError(f"data must be a list of [x, y] pairs, got {_show(data)}")
+    if limits.max_points is not None and len(data) > limits.max_points:
+        raise ConfigError(f"a data set of {_fmt_int(len(data))} points exceeds the limit of "
+                          f"{_fmt_int(limits.max_points)}; use fewer points")
     pts = []
     for k, p in enumerate(data):
-        if not isinstance(p, (list, tuple)) or len(p) != 2:
-            raise ConfigError(f"data[{k}] must be an [x, y] pair, got {p!r}")
-        pts.append([_num(p[0], f"data[{k}][0] (x)"), _num(p[1], f"data[{k}][1] (y)")])
+        if not isinstance(p, list) or len(p) != 2:
+            raise ConfigError(f"data[{k}] must be an [x, y] pair, got {_show(p)}")
+        pts.append([_num(p[0], f"data[{k}][0] (x)", mag=MAX_COORDINATE),
+                    _num(p[1], f"data[{k}][1] (y)", mag=MAX_COORDINATE)])
     try:
         if model == "density":
             grid.snap(pts)
@@ -135,12 +427,12 @@ def validate_config(doc) -> dict:
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
-    pr = doc.get("prior", {}) or {}
+    pr = doc.get("prior", {})
+    if pr is None:
+        pr = {}
     _keys(pr, PRIOR_KEYS, "prior")
-    field = pr.get("field", "L")
-    if field not in ("L", "P"):
-        raise ConfigError(f"prior.field must be \"L\" or \"P\", got {field!r}")
-    lam = _num(pr.get("lambda", 1.0), "prior.lambda", 0, lo_open=True)
+    field = _str(pr.get("field", "L"), "prior.field", ("L", "P"))
+    lam = _num(pr.get("lambda", 1.0), "prior.lambda", 1e-12)
     prior = {"field": field, "lambda": lam,
              "lambda_x": _num(pr.get("lambda_x", 1.0), "prior.lambda_x", 0),
              "lambda_y": _num(pr.get("lambda_y", 1.0), "prior.lambda_y", 0)}
@@ -154,77 +446,99 @@ def validate_config(doc) -> dict:
         raise ConfigError("prior: all of l0, l2, l4, l6 are 0, so K = 0 and the prior is empty; "
                           "set l2 > 0 (smoothness) or l0 > 0 (mass)")
 
-    tpl = doc.get("templates", []) or []
+    tpl = doc.get("templates", [])
+    if tpl is None:
+        tpl = []
     if not isinstance(tpl, list):
-        raise ConfigError("templates must be a list of template objects")
-    templates = [_template(t, i, model, grid.y.n) for i, t in enumerate(tpl)]
+        raise ConfigError(f"templates must be a list of template objects, got {_show(tpl)}")
+    if limits.max_templates is not None and len(tpl) > limits.max_templates:
+        raise ConfigError(f"a mixture of {len(tpl)} templates exceeds the limit of {limits.max_templates}; "
+                          f"use fewer templates")
+    templates = [_template(t, f"templates[{i}]", model) for i, t in enumerate(tpl)]
+    if model == "regression" and not templates:
+        raise ConfigError("a regression model needs at least one template in \"templates\" (the prior mean), "
+                          "e.g. [{\"kind\": \"constant\", \"value\": 0}]")
     w = doc.get("weights", None)
-    if w in (None, []):
+    if w is None or w == []:
         weights = [1.0 / len(templates)] * len(templates) if templates else []
     else:
         if not isinstance(w, list) or len(w) != len(templates):
-            raise ConfigError(f"weights must be a list with one p_j per template ({len(templates)}), got {w!r}")
+            raise ConfigError(f"weights must be a list with one p_j per template ({len(templates)}), got {_show(w)}")
         weights = [_num(v, f"weights[{i}]", 0) for i, v in enumerate(w)]
         if templates and sum(weights) <= 0:
             raise ConfigError("weights are all 0; give at least one template a positive weight p_j")
-    beta = _num(doc.get("beta", 1.0), "beta", 1e-12, 1e12)
-    if beta <= 0:
-        raise ConfigError("beta must be > 0")
+    beta = _num(doc.get("beta", 1.0), "beta", MIN_BETA)
 
-    so = doc.get("solver", {}) or {}
+    so = doc.get("solver", {})
+    if so is None:
+        so = {}
     _keys(so, SOLVER_KEYS, "solver")
-    method = so.get("method", "newton")
-    if method not in METHODS:
-        raise ConfigError(f"solver.method must be one of {', '.join(METHODS)}, got {method!r}")
+    method = _str(so.get("method", "newton"), "solver.method", METHODS)
     init = so.get("init", "kernel")
     if not isinstance(init, str) or not (init in INITS or init.startswith("template:")):
-        raise ConfigError(f"solver.init must be one of {', '.join(INITS)} or \"template:<index>\", got {init!r}")
+        raise ConfigError(f"solver.init must be one of {', '.join(INITS)} or \"template:<index>\", got {_show(init)}")
     if init.startswith("template:"):
         idx = init.split(":", 1)[1]
-        if not idx.isdigit() or int(idx) >= len(templates):
-            raise ConfigError(f"solver.init {init!r} names no template; there are {len(templates)} "
+        if not (idx.isascii() and idx.isdigit()) or len(idx) > 6 or int(idx) >= len(templates):
+            raise ConfigError(f"solver.init {_show(init)} names no template; there are {len(templates)} "
                               f"(indices 0..{len(templates) - 1})")
+        init = f"template:{int(idx)}"
     solver = {"method": method,
               "mass2": _num(so.get("mass2", 0.01), "solver.mass2", 0),
               "init": init,
               "init_mass2": _num(so.get("init_mass2", 0.1), "solver.init_mass2", 0, lo_open=True),
-              "min_iter": _num(so.get("min_iter", 4), "solver.min_iter", 0, 100_000, integer=True),
-              "max_iter": _num(so.get("max_iter", 50), "solver.max_iter", 0, 100_000, integer=True),
+              "min_iter": _num(so.get("min_iter", 4), "solver.min_iter", 0, integer=True),
+              "max_iter": _num(so.get("max_iter", 50), "solver.max_iter", 0, integer=True),
               "tol": _num(so.get("tol", 1e-8), "solver.tol", 0)}
+    if solver["min_iter"] > solver["max_iter"]:
+        raise ConfigError(f"solver.min_iter ({solver['min_iter']}) is larger than solver.max_iter "
+                          f"({solver['max_iter']}); make min_iter <= max_iter")
     if method == "massive" and solver["mass2"] <= 0:
         raise ConfigError("solver.mass2 must be > 0 for massive relaxation (A = K + m^2 I is singular otherwise)")
     truth = doc.get("truth", None)
     if model == "density":
-        if truth not in (None, "paper"):
-            raise ConfigError(f"truth must be \"paper\" or omitted, got {truth!r}")
+        if truth is not None and truth != "paper":
+            raise ConfigError(f"truth must be \"paper\" or omitted, got {_show(truth)}")
     elif truth == "paper":
         raise ConfigError("truth \"paper\" is the density (708); for regression give the true h(x) as a template "
                           "object (constant, linear, array) or a list of values on the x nodes")
     elif isinstance(truth, dict):
-        truth = _template(truth, 0, model, grid.y.n)
+        truth = _regression_template_check(_template(truth, "truth", model), "truth", grid)
     elif isinstance(truth, list):
-        if len(truth) != grid.x.n:
-            raise ConfigError(f"truth must have one value per x node ({grid.x.n}), got {len(truth)}")
-        truth = [_num(v, f"truth[{i}]") for i, v in enumerate(truth)]
+        truth = _array(truth, (grid.x.n,), "truth (one value per x node)", mag=MAX_COORDINATE).tolist()
     elif truth is not None:
-        raise ConfigError(f"truth for regression must be a template object or a list of values, got {truth!r}")
+        raise ConfigError(f"truth for regression must be a template object or a list of values, got {_show(truth)}")
     out = {"model": model, "grid": {"x": x, "y": y}, "data": pts, "prior": prior, "templates": templates,
            "weights": weights, "beta": beta, "solver": solver, "truth": truth}
+    _check_cost(out, grid, limits)  # before any template is evaluated on the grid
+    _check_conditioning(out, grid)
+    if model == "density":
+        out["templates"] = [_density_template_check(t, f"templates[{i}]", grid, field)
+                            for i, t in enumerate(templates)]
+    else:
+        out["templates"] = [_regression_template_check(t, f"templates[{i}]", grid) for i, t in enumerate(templates)]
     return copy.deepcopy(out)
+
+
+def validate_sweep(cfg: dict, beta_min, beta_max, n, limits: Limits | None = None) -> tuple[float, float, int]:
+    """Check a beta sweep of a validated configuration: 0 < beta_min < beta_max, 2 <= n within the budget."""
+    limits = limits or active()
+    lo = _num(beta_min, "the sweep's smallest beta", MIN_BETA)
+    hi = _num(beta_max, "the sweep's largest beta", MIN_BETA)
+    n = _num(n, "the sweep's number of beta values", 2, integer=True)
+    if not lo < hi:
+        raise ConfigError(f"a sweep needs MIN < MAX, got {lo:g} and {hi:g}")
+    if limits.max_sweep_points is not None and n > limits.max_sweep_points:
+        raise ConfigError(f"a sweep of {_fmt_int(n)} beta values exceeds the limit of "
+                          f"{_fmt_int(limits.max_sweep_points)}; use fewer values")
+    nodes = cfg["grid"]["x"]["n"] * (cfg["grid"]["y"]["n"] if cfg["model"] == "density" else 1)
+    if limits.max_sweep_work is not None and n * nodes > limits.max_sweep_work:
+        raise ConfigError(f"a sweep of {n} beta values on {_fmt_int(nodes)} nodes ({_fmt_int(n * nodes)} "
+                          f"node-fits) exceeds the limit of {_fmt_int(limits.max_sweep_work)}; use fewer values or "
+                          f"a coarser grid")
+    return lo, hi, n
 
 
 def grid_from_config(cfg: dict) -> Grid:
     g = cfg["grid"]
     return Grid(Axis(**g["x"]), Axis(**g["y"]))
-
-
-def load_config(path) -> dict:
-    """Read and validate a JSON configuration file; errors name the file and the problem."""
-    try:
-        with open(path) as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"no such configuration file: {path}") from None
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path} is not valid JSON: {e.msg} at line {e.lineno}, column {e.colno}") from None
-    return validate_config(doc)

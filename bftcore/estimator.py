@@ -5,14 +5,60 @@
 ((10, 15), 1.877)
 
 The constructor only stores hyperparameters; validation happens in ``fit`` (through the JSON configuration, so
-the estimator, the CLI and the dashboard share one path); learned state ends in ``_``; ``fit`` returns ``self``.
+the estimator, the CLI and the dashboard share one gate and one cost budget); a bad value raises
+:class:`bftcore.config.ConfigError` naming the estimator's parameter.  numpy scalars and arrays are accepted wherever
+a number or a list is (a grid search over ``np.logspace`` works).  ``grid`` is a :class:`Grid`, a JSON grid object
+or one of ``"paper"``, ``"paper-periodic"``, ``"paper-neumann"`` (the paper mesh with a periodic or a neumann x
+axis).  Learned state ends in ``_``; ``fit`` returns ``self``.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from . import api, metrics
+from .config import ConfigError
 from .grid import Grid
+
+#: ``grid`` strings the estimator accepts: the paper mesh x = 1..10, y = 1..15 (y periodic), x periodic or neumann.
+GRID_NAMES = {"paper": "periodic", "paper-periodic": "periodic", "paper-neumann": "neumann"}
+#: Where each document key comes from, so that an error names the estimator's parameter.
+_PARAM_OF_KEY = {"prior.lambda_x": "lambda_x", "prior.lambda_y": "lambda_y", "prior.lambda": "lam",
+                 "prior.field": "field", "prior.l0": "l0", "prior.l2": "l2", "prior.l4": "l4", "prior.l6": "l6",
+                 "templates": "templates", "weights": "weights", "beta": "beta", "solver.method": "method",
+                 "solver.mass2": "mass2", "solver.init_mass2": "init_mass2", "solver.init": "init",
+                 "solver.min_iter": "min_iter", "solver.max_iter": "max_iter", "solver.tol": "tol", "truth": "truth",
+                 "grid": "grid", "data": "X"}
+
+
+def _grid_doc(grid) -> dict:
+    """The JSON grid object of the ``grid`` parameter: a :class:`Grid`, a JSON grid object or a name of
+    :data:`GRID_NAMES` (None: the paper mesh, periodic)."""
+    if grid is None:
+        return Grid.paper("periodic").to_dict()
+    if isinstance(grid, Grid):
+        return grid.to_dict()
+    if isinstance(grid, dict):
+        return grid
+    if isinstance(grid, str) and grid in GRID_NAMES:
+        return Grid.paper(GRID_NAMES[grid]).to_dict()
+    raise ConfigError(f"grid {str(grid)[:60]!r} is not a grid: give a bftcore.Grid, a JSON grid object "
+                      f"{{\"x\": {{...}}, \"y\": {{...}}}} or one of {', '.join(map(repr, GRID_NAMES))}")
+
+
+def _points(X, y=None) -> np.ndarray:
+    """Data as an (n, 2) float array, from (n, 2) X or from x = X and y = y."""
+    try:
+        X = np.asarray(X, dtype=float)
+        if y is not None:
+            X = np.column_stack([X.ravel(), np.asarray(y, dtype=float).ravel()])
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"BFTDensity.fit: X (and y) must be numbers, an (n, 2) array of (x, y) or x and y "
+                          f"of equal length ({e})") from None
+    if X.size == 0:
+        return np.zeros((0, 2))
+    if X.ndim != 2 or X.shape[1] != 2:
+        raise ConfigError(f"BFTDensity.fit: X must be an (n, 2) array of (x, y) points, got shape {X.shape}")
+    return X
 
 
 class BFTDensity:
@@ -54,11 +100,11 @@ class BFTDensity:
 
     def to_config(self, X) -> dict:
         """The JSON configuration this estimator fits for data X (an (n, 2) array of (x, y))."""
-        grid = self.grid if self.grid is not None else Grid.paper("periodic")
-        return {"model": "density", "grid": grid.to_dict(), "data": np.asarray(X, dtype=float).tolist(),
+        return {"model": "density", "grid": _grid_doc(self.grid), "data": _points(X),
                 "prior": {"field": self.field, "lambda": self.lam, "lambda_x": self.lambda_x,
                           "lambda_y": self.lambda_y, "l0": self.l0, "l2": self.l2, "l4": self.l4, "l6": self.l6},
-                "templates": list(self.templates or []), "weights": list(self.weights or []), "beta": self.beta,
+                "templates": [] if self.templates is None else self.templates,
+                "weights": [] if self.weights is None else self.weights, "beta": self.beta,
                 "solver": {"method": self.method, "mass2": self.mass2, "init": self.init,
                            "init_mass2": self.init_mass2, "min_iter": self.min_iter, "max_iter": self.max_iter,
                            "tol": self.tol},
@@ -66,13 +112,14 @@ class BFTDensity:
 
     def fit(self, X, y=None) -> "BFTDensity":
         """Fit to data X, an (n, 2) array of (x, y) points, or to x = X and y = y given separately."""
-        X = np.asarray(X, dtype=float)
-        if y is not None:
-            X = np.column_stack([X.ravel(), np.asarray(y, dtype=float).ravel()])
+        X = _points(X, y)
         init = None
         if self.warm_start and hasattr(self, "log_density_"):
             init = self.log_density_ if self.field == "L" else self.density_
-        cfg = api.validate_config(self.to_config(X))
+        try:
+            cfg = api.validate_config(self.to_config(X))
+        except ConfigError as e:
+            raise ConfigError(_name_parameter(str(e))) from None
         doc = api.fit(cfg, init=init)
         self.config_ = cfg
         self.grid_ = api.grid_from_config(cfg)
@@ -116,3 +163,12 @@ class BFTDensity:
         """Regression function h(x) (709) and conditional standard deviation on the x nodes."""
         self._check_fitted()
         return metrics.regression_function(self.density_, self.grid_)
+
+
+def _name_parameter(message: str) -> str:
+    """The gate's message with the estimator's parameter named: "prior.lambda must be ..." -> "... (parameter
+    lam)"."""
+    for key, name in _PARAM_OF_KEY.items():
+        if message.startswith(key) or f" {key}" in message:
+            return f"BFTDensity parameter {name!r}: {message}"
+    return f"BFTDensity: {message}"

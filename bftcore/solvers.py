@@ -34,6 +34,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spl
 
 from .energies import project_simplex
+from .limits import check_deadline
 from .operators import axis_symbol
 
 METHODS = ("newton", "massive", "gradient")
@@ -604,6 +605,7 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
     precond, strong = None, False
     prev = None  # (phi, G) of the previous iteration, for the Barzilai-Borwein step of E_P
     for it in range(1, max_iter + 1):
+        check_deadline()  # a wall-clock budget of the caller (bftcore.limits.deadline), if any
         G = point.gradient
         label = method
         curvature = []

@@ -1,0 +1,126 @@
+"""What a single request may cost: every limit of the input gate in one place (issue 11).
+
+Every document — a file, an upload, a share link, the estimator's arguments — passes
+:func:`bftcore.config.validate_config`, which refuses a problem over these limits *before anything is allocated*,
+with a :class:`~bftcore.config.ConfigError` that names the limit and the way out.  The numbers are chosen so that
+the worst accepted problem fits in a few hundred MB and a few seconds on the project's 2-core machine
+(measurements in ``docs/limits.md``).
+
+* :data:`LIMITS` is the budget of the dashboard's server (always) and of the CLI and the API (by default).
+* :func:`using` changes the budget in force for a block (:func:`active`).
+* :data:`UNLIMITED` keeps only the checks that protect correctness (finite numbers, float range, conditioning):
+  ``python -m bftcore ... --no-limits`` and ``validate_config(doc, limits=UNLIMITED)`` use it on a researcher's
+  own machine.  The server never does.
+
+A run can also be cut off while it runs: :func:`deadline` sets a wall-clock budget that the iteration loops check
+(:func:`check_deadline`) and that ends the run with :class:`RunBudgetExceeded`.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import time
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Limits:
+    """A cost budget.  ``None`` means no limit."""
+
+    #: Grid nodes nx * ny of one problem.  128 x 128 solves in 0.04-1.3 s and < 200 MB for the L and P fields
+    #: with an l2 prior (docs/limits.md).
+    max_nodes: int | None = 16_384
+    #: Nodes on one axis (also a cap on the dense nx x nx and ny x ny matrices of the Newton preconditioner).
+    max_axis_nodes: int | None = 1_024
+    #: Nodes of a field-P problem solved with a sparse factorisation (methods newton and massive) whose prior has
+    #: l4 or l6: their wider stencils fill the factor far more (128 x 128 with l6 took 5.3 GB and 6 minutes).
+    max_nodes_p_wide: int | None = 2_048
+    #: Templates of one prior mixture, and nodes x templates (each template is a full field).
+    max_templates: int | None = 16
+    max_template_nodes: int | None = 131_072
+    #: Data points of one document (the dashboard's own click limit is lower: app.state.MAX_POINTS).
+    max_points: int | None = 100_000
+    #: Iterations of one run (solver.max_iter), and nodes x iterations: the work of a slow method on a big grid
+    #: (200 iterations at 128 x 128: field P with massive relaxation takes about 30 ms an iteration there).
+    max_iter: int | None = 100_000
+    max_node_iterations: int | None = 3_400_000
+    #: beta values of one sweep (each is two fits) and nodes x beta values.
+    max_sweep_points: int | None = 400
+    max_sweep_work: int | None = 200_000
+    #: Bytes of one JSON document (file or upload) and nesting depth of its arrays and objects.
+    max_document_bytes: int | None = 32 * 1024 * 1024
+    max_depth: int | None = 64
+    #: Wall-clock seconds of one CLI command (fit, sweep, basins) before it is stopped with a message.
+    run_seconds: float | None = 120.0
+
+
+#: The budget of the server, the CLI and the API (unless lifted explicitly).
+LIMITS = Limits()
+#: No cost budget (the CLI's ``--no-limits``); correctness checks stay.
+UNLIMITED = Limits(**{k: None for k in Limits.__dataclass_fields__})
+
+# Checks of correctness, never lifted: beyond these the arithmetic of the solver is meaningless or overflows.
+#: Largest magnitude of any coordinate (axis bounds, data, template parameters).
+MAX_COORDINATE = 1e9
+#: Largest magnitude of any other number of a document (strengths, weights, masses, template values).
+MAX_MAGNITUDE = 1e12
+#: Largest condition number accepted for the operators the solver inverts: lambda K against the data term,
+#: and scale K + m^2 I of massive relaxation and of the kernel start.
+MAX_CONDITION = 1e12
+#: Largest magnitude of a template's values in the representation of its field (ln P for field L).
+MAX_TEMPLATE_VALUE = 1e4
+#: Smallest beta; its inverse scales the mixture energy.
+MIN_BETA = 1e-12
+
+
+def lifted(**changes) -> Limits:
+    """:data:`LIMITS` with some limits changed (``None`` lifts one)."""
+    return replace(LIMITS, **changes)
+
+
+_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("bftcore_limits", default=LIMITS)
+
+
+def active() -> Limits:
+    """The budget in force: :data:`LIMITS` unless a :func:`using` block says otherwise."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def using(limits: Limits):
+    """Within this block, validation without an explicit ``limits`` uses ``limits`` (the CLI's ``--no-limits``:
+    a sweep's many fits are then validated under the same budget as its document)."""
+    token = _ACTIVE.set(limits)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
+class RunBudgetExceeded(RuntimeError):
+    """A run went over its wall-clock budget (:func:`deadline`)."""
+
+
+_DEADLINE: contextvars.ContextVar = contextvars.ContextVar("bftcore_deadline", default=None)
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None):
+    """Within this block, :func:`check_deadline` raises :class:`RunBudgetExceeded` after ``seconds`` of wall time
+    (``None``: no budget)."""
+    if seconds is None:
+        yield
+        return
+    token = _DEADLINE.set((time.monotonic() + float(seconds), float(seconds)))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def check_deadline() -> None:
+    """Raise :class:`RunBudgetExceeded` if the current :func:`deadline` has passed; called once per iteration."""
+    d = _DEADLINE.get()
+    if d is not None and time.monotonic() > d[0]:
+        raise RunBudgetExceeded(f"stopped after {d[1]:g} s, the time budget of one run; use a coarser grid, "
+                                f"fewer iterations or a simpler prior (or --no-limits on your own machine)")

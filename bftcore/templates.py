@@ -1,0 +1,48 @@
+"""Density templates evaluated on a grid: one home for the forms of the template kinds of CONVENTIONS.md §2, §4.
+
+Used by the input gate (:mod:`bftcore.config` evaluates every template once to refuse one that is not finite, not
+a density or absurdly large) and by the problem builder (:func:`bftcore.api.build_density`).  Errors are
+``ValueError`` with the reason; the gate turns them into a :class:`~bftcore.config.ConfigError` naming the
+template.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .grid import Grid
+from .presets import paper_t1, paper_t2
+
+
+def template_density(spec: dict, grid: Grid) -> np.ndarray:
+    """A density template as a density (raw at the nodes): uniform, paper t_1 (719), t_2 (720), gaussian."""
+    kind = spec["kind"]
+    if kind == "uniform":
+        return np.full(grid.shape, 1.0 / (grid.y.n * grid.hy))
+    if kind == "paper_t1":
+        return paper_t1(grid)
+    if kind == "paper_t2":
+        return paper_t2(grid)
+    if kind == "gaussian":
+        _, Y = grid.mesh
+        s = spec["sigma"]
+        with np.errstate(over="ignore", under="ignore"):
+            return np.exp(-(Y - spec["mu"]) ** 2 / (2 * s * s)) / (np.sqrt(2 * np.pi) * s)
+    raise ValueError(f"template kind {kind!r} has no density form")
+
+
+def template_field(spec: dict, grid: Grid, fld: str) -> np.ndarray:
+    """Template in the representation of the field: ln of the density for field L, the density for field P."""
+    if spec["kind"] == "array":
+        t = np.asarray(spec["values"], dtype=float)
+        if t.shape != grid.shape or not np.all(np.isfinite(t)):
+            raise ValueError(f"an array template must be {grid.shape[0]} x {grid.shape[1]} finite numbers, "
+                             f"got shape {t.shape}")
+        return t
+    P = template_density(spec, grid)
+    if fld == "P":
+        return P
+    with np.errstate(divide="ignore"):
+        L = np.log(P)
+    if not np.all(np.isfinite(L)):
+        raise ValueError("it underflows to 0 on the grid, so its log is -inf; widen it or move it onto the grid")
+    return L
