@@ -100,7 +100,12 @@ def initial_field(problem: DensityProblem, init=None) -> np.ndarray:
         P = empirical_density(problem.N, grid)
     elif init.startswith("template:"):
         t = E.prior.templates[int(init.split(":")[1])]
-        return normalise_log(t, grid.hy) if fld == "L" else project_simplex(t, grid.hy)
+        if fld == "L":
+            return normalise_log(t, grid.hy)
+        P = project_simplex(t, grid.hy)
+        if np.any(P[problem.N > 0] <= 0):  # E_P is infinite where a datum has P = 0: as for a warm start
+            P = 0.999 * P + 0.001 / (grid.y.n * grid.hy)
+        return P
     else:
         raise ConfigError(f"unknown init {init!r}")
     return normalise_log(np.log(P), grid.hy) if fld == "L" else P

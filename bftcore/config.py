@@ -341,41 +341,42 @@ def _check_conditioning(cfg: dict, grid: Grid) -> None:
         raise ConfigError(f"the prior is too stiff for this grid: lambda times the largest eigenvalue of K is "
                           f"{lam * kmax:.3g}, over {MAX_CONDITION:g}; lower lambda or the order coefficients, "
                           f"or use a coarser grid")
-    if cfg["model"] != "density":
-        return
+    regression = cfg["model"] == "regression"
+    scale = lam * grid.x.h if regression else 1.0  # massive relaxation inverts scale K + m^2 I
 
     def invertible(m2, name):
-        if not kmin + m2 > 1e-12 * max(1.0, kmax + m2):
-            raise ConfigError(f"{name} = {m2:g} is too small for this prior: K + m^2 I has eigenvalues from "
-                              f"{kmin + m2:.3g} to {kmax + m2:.3g}, a ratio over 1e12; use {name} >= "
-                              f"{max(1e-12 * max(1.0, kmax) - kmin, 0.0) * 10:.3g}")
+        lo, hi = scale * kmin + m2, scale * kmax + m2
+        if not lo > 1e-12 * max(1.0, hi):
+            raise ConfigError(f"{name} = {m2:g} is too small for this prior: the operator it regularises has "
+                              f"eigenvalues from {lo:.3g} to {hi:.3g}, a ratio over 1e12; use {name} >= "
+                              f"{max(1e-12 * max(1.0, scale * kmax) - scale * kmin, 0.0) * 10:.3g}")
     if so["method"] == "massive":
         invertible(so["mass2"], "solver.mass2")
-    if so["init"] == "kernel":
+    if not regression and so["init"] == "kernel":
         invertible(so["init_mass2"], "solver.init_mass2")
 
 
 def _check_cost(cfg: dict, grid: Grid, limits: Limits) -> None:
     nodes, m = grid.size, len(cfg["templates"])
-    shape = f"{grid.x.n} x {grid.y.n}"
+    shape = f"a grid {grid.x.n} x {grid.y.n}"
 
     def over(value, limit, what, fix):
         if limit is not None and value > limit:
-            raise ConfigError(f"{what} of {_fmt_int(value)} exceeds the limit of {_fmt_int(limit)}; {fix}")
+            raise ConfigError(f"{what.format(_fmt_int(value))} exceeds the limit of {_fmt_int(limit)}; {fix}")
     if cfg["model"] == "density":
-        over(nodes, limits.max_nodes, f"a grid {shape} of nodes", "use a coarser grid")
+        over(nodes, limits.max_nodes, shape + " of {} nodes", "use a coarser grid")
         wide = cfg["prior"]["l4"] > 0 or cfg["prior"]["l6"] > 0
         if cfg["prior"]["field"] == "P" and wide and cfg["solver"]["method"] != "gradient":
             over(nodes, limits.max_nodes_p_wide,
-                 f"a field-P problem with an l4/l6 prior solved by {cfg['solver']['method']} on a grid {shape} of "
-                 f"nodes", "use a coarser grid, the l2 prior, field L or the gradient method")
-    over(m, limits.max_templates, "a mixture of templates", "use fewer templates")
-    over(nodes * m, limits.max_template_nodes, f"a grid {shape} times {m} templates: a count of nodes",
+                 f"field P with an l4/l6 prior by {cfg['solver']['method']} on " + shape + " of {} nodes",
+                 "use a coarser grid, the l2 prior, field L or the gradient method")
+    over(m, limits.max_templates, "a mixture of {} templates", "use fewer templates")
+    over(nodes * m, limits.max_template_nodes, f"{m} templates on " + shape + " ({} template nodes)",
          "use fewer templates or a coarser grid")
-    over(len(cfg["data"]), limits.max_points, "a data set of points", "use fewer points")
-    over(cfg["solver"]["max_iter"], limits.max_iter, "solver.max_iter: iterations", "lower max_iter")
+    over(len(cfg["data"]), limits.max_points, "a data set of {} points", "use fewer points")
+    over(cfg["solver"]["max_iter"], limits.max_iter, "solver.max_iter = {}", "lower max_iter")
     over(nodes * cfg["solver"]["max_iter"], limits.max_node_iterations,
-         f"solver.max_iter = {cfg['solver']['max_iter']} on a grid {shape}: node-iterations",
+         f"solver.max_iter = {cfg['solver']['max_iter']} on " + shape + " ({} node-iterations)",
          "lower max_iter or use a coarser grid")
 
 
@@ -455,6 +456,9 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
         raise ConfigError(f"a mixture of {len(tpl)} templates exceeds the limit of {limits.max_templates}; "
                           f"use fewer templates")
     templates = [_template(t, f"templates[{i}]", model) for i, t in enumerate(tpl)]
+    if model == "regression" and not pts and prior["l0"] == 0:
+        raise ConfigError("a regression without data needs a prior mass: K_X annihilates constants, so "
+                          "K_T + lambda K_X is singular; add data or set prior.l0 > 0")
     if model == "regression" and not templates:
         raise ConfigError("a regression model needs at least one template in \"templates\" (the prior mean), "
                           "e.g. [{\"kind\": \"constant\", \"value\": 0}]")
@@ -490,6 +494,8 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
               "min_iter": _num(so.get("min_iter", 4), "solver.min_iter", 0, integer=True),
               "max_iter": _num(so.get("max_iter", 50), "solver.max_iter", 0, integer=True),
               "tol": _num(so.get("tol", 1e-8), "solver.tol", 0)}
+    if "min_iter" not in so:  # the default 4 gives way to a smaller max_iter that the document sets
+        solver["min_iter"] = min(solver["min_iter"], solver["max_iter"])
     if solver["min_iter"] > solver["max_iter"]:
         raise ConfigError(f"solver.min_iter ({solver['min_iter']}) is larger than solver.max_iter "
                           f"({solver['max_iter']}); make min_iter <= max_iter")

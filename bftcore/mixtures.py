@@ -33,22 +33,33 @@ def _check_weights(prior_energies, weights):
 
 
 def _fast_mixing(E, p, live, beta):
-    """mixing_coefficients without validation (p normalised, ``live = p > 0`` or None when all are)."""
-    if live is None:  # every p_j > 0: the common case, no masking
-        w = p * np.exp(-beta * (E - E.min()))
-    else:
-        shift = np.where(live, E - np.min(E[live]), np.inf)
-        w = np.where(live, p * np.exp(-beta * shift), 0.0)
+    """mixing_coefficients without validation (p normalised, ``live = p > 0`` or None when all are).
+
+    In log space, ``ln p_j - beta (E_j - E_min)`` shifted by its maximum: a tiny p_j at the lowest energy (say
+    1e-79) with the other components far above it underflows nothing and divides by no zero."""
+    with np.errstate(divide="ignore"):
+        a = np.log(p) - beta * (E - (E.min() if live is None else np.min(E[live])))
+    if live is not None:
+        a = np.where(live, a, -np.inf)
+    w = np.exp(a - np.max(a))
     return w / w.sum()
 
 
 def _fast_energy(E, p, live, beta):
-    """mixture_energy without validation."""
+    """mixture_energy without validation.
+
+    ``E_min - log1p(s) / beta`` with ``s = sum_j p_j expm1(-beta (E_j - E_min))`` is accurate for small beta; when
+    ``s`` is near -1 (the component at E_min has a tiny p_j) log1p loses everything, so there the log-sum-exp
+    ``E_min - (1/beta) ln sum_j exp(ln p_j - beta (E_j - E_min))`` is used instead."""
     if live is not None:
         E, p = E[live], p[live]
     e_min = E.min()
     s = float(np.sum(p * np.expm1(-beta * (E - e_min))))
-    return float(e_min - np.log1p(max(s, -1.0 + 1e-300)) / beta)
+    if s > -0.5:
+        return float(e_min - np.log1p(s) / beta)
+    a = np.log(p) - beta * (E - e_min)
+    top = float(np.max(a))
+    return float(e_min - (top + np.log(np.sum(np.exp(a - top)))) / beta)
 
 
 def mixing_coefficients(prior_energies, weights, beta: float) -> np.ndarray:

@@ -221,9 +221,10 @@ class SeparablePreconditioner:
         d = self.data_term(point)
         self.d = d
         Ky = (scale * K.lambda_y) * K.ky.toarray()
-        ref = max(float(np.max(d)), float(np.max(np.abs(np.diag(Ky)))), 1e-300)
-        w, self.Q = np.linalg.eigh(Ky + np.diag(d + 1e-10 * ref))
         sx = scale * K.lambda_x * axis_symbol(grid.x, l0=K.l0, l2=K.l2, l4=K.l4, l6=K.l6)
+        # the scale of the floor: with lambda_y = 0 and no data, Ky and d vanish and only the x part is left
+        ref = max(float(np.max(d)), float(np.max(np.abs(np.diag(Ky)))), float(np.max(sx)), 1e-300)
+        w, self.Q = np.linalg.eigh(Ky + np.diag(d + 1e-10 * ref))
         self.inv = 1.0 / np.maximum(sx[:, None] + w[None, :], 1e-12 * ref)
         self.x_periodic = grid.x.boundary == "periodic" and grid.x.n > 1
         self.x_neumann = grid.x.boundary == "neumann" and grid.x.n > 1

@@ -1,0 +1,378 @@
+"""The input gate (issue 11): every document is either a problem the solver runs to a finite answer, or a clear
+ConfigError; the cost budget is enforced before anything is allocated; files and the CLI never show a traceback."""
+import json
+import math
+import os
+import subprocess
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from bftcore import api
+from bftcore.config import ConfigError, load_config, parse_document, validate_config, validate_sweep
+from bftcore.limits import LIMITS, UNLIMITED, RunBudgetExceeded, deadline, lifted, using
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ------------------------------------------------------------------------------------------ property-based
+ADVERSARIAL = [0, -1, 1, 2, 0.5, 1e-300, 1e-13, 1e13, 1e300, -1e308, 10 ** 400, -(10 ** 30), math.nan, math.inf,
+               -math.inf, np.float32(2.0), np.int64(3), np.float64(0.1), True, False, "1", "", None, [], {}, [1, 2]]
+numbers = st.one_of(st.sampled_from(ADVERSARIAL), st.floats(-20, 20), st.integers(-5, 30),
+                    st.floats(allow_nan=True, allow_infinity=True))
+junk = st.one_of(numbers, st.text(max_size=5), st.lists(numbers, max_size=3),
+                 st.dictionaries(st.text(max_size=3), numbers, max_size=2))
+
+
+def maybe(strategy, junk_too=True):
+    """Either the key is absent (a default), or a value from ``strategy``, or (with ``junk_too``) junk."""
+    return st.one_of(st.just(KeyError), strategy, junk) if junk_too else st.one_of(st.just(KeyError), strategy)
+
+
+def obj(**fields):
+    return st.fixed_dictionaries({}, optional=fields).map(lambda d: {k: v for k, v in d.items() if v is not KeyError})
+
+
+def documents(junk_too: bool):
+    """Configuration documents: with ``junk_too`` any key may hold junk; without, every value has the right type
+    and the numbers range over the adversarial ones (0, 1e300, 10**400, NaN, ...) and ordinary ones."""
+    def m(strategy):
+        return maybe(strategy, junk_too)
+    num = numbers if junk_too else st.one_of(st.floats(-20, 20), st.integers(-5, 30), st.floats(0.01, 5),
+                                             st.sampled_from(ADVERSARIAL[:17]))
+    axis = obj(min=m(num), max=m(num), n=m(st.integers(-2, 9)),
+               boundary=m(st.sampled_from(["periodic", "neumann", "open"])))
+    array_values = st.integers(1, 9).flatmap(lambda nx: st.integers(1, 9).flatmap(
+        lambda ny: st.lists(st.lists(st.one_of(st.floats(-3, 3), st.sampled_from(ADVERSARIAL[:15])), min_size=ny,
+                                     max_size=ny), min_size=nx, max_size=nx)))
+    template = st.one_of(
+        obj(kind=st.sampled_from(["uniform", "paper_t1", "paper_t2", "constant"])),
+        obj(kind=st.just("gaussian"), mu=m(num), sigma=m(num)),
+        obj(kind=st.just("array"), values=m(st.one_of(array_values, st.lists(st.floats(-3, 3), max_size=9)))),
+        obj(kind=st.just("linear"), slope=m(num), intercept=m(num)),
+        obj(kind=st.just("constant"), value=m(num)),
+        *([obj(kind=junk)] if junk_too else []))
+    return obj(
+        model=m(st.sampled_from(["density", "regression"])),
+        grid=m(obj(x=m(axis), y=m(axis))),
+        data=m(st.lists(st.lists(st.one_of(st.floats(0, 16), num), min_size=2, max_size=2), max_size=6)),
+        prior=m(obj(field=m(st.sampled_from(["L", "P"])),
+                    **{k: m(num) for k in ("lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6")})),
+        templates=m(st.lists(template, max_size=3)),
+        weights=m(st.lists(num, max_size=3)),
+        beta=m(num),
+        solver=m(obj(method=m(st.sampled_from(["newton", "massive", "gradient"])),
+                     init=m(st.sampled_from(["uniform", "kernel", "empirical", "template:0", "template:1",
+                                             "template:x", "template:99"])),
+                     mass2=m(num), init_mass2=m(num), min_iter=m(st.integers(0, 12)),
+                     max_iter=m(st.integers(0, 12)), tol=m(num))),
+        truth=m(st.one_of(st.just("paper"), template, st.lists(st.floats(-3, 3), max_size=9))))
+
+
+@st.composite
+def focused(draw):
+    """Documents that mostly pass the gate: each model, field and method, small grids, adversarial magnitudes in
+    the numbers that matter to the solver (strengths, masses, beta, template parameters)."""
+    num = st.one_of(st.floats(0.001, 10), st.sampled_from([0, 1e-12, 1e-6, 1e3, 1e6, 1e9, 1e11]))
+    model = draw(st.sampled_from(["density", "regression"]))
+    nx, ny = draw(st.integers(1, 9)), draw(st.integers(2, 9))
+    grid = {"x": {"min": 0, "max": draw(st.sampled_from([1, 10, 1e3, 1e-3])), "n": nx,
+                  "boundary": draw(st.sampled_from(["periodic", "neumann"]))},
+            "y": {"min": 0, "max": draw(st.sampled_from([1, 15, 1e3, 1e-3])), "n": ny,
+                  "boundary": draw(st.sampled_from(["periodic", "neumann"]))}}
+    xs = st.floats(0, grid["x"]["max"])
+    ys = st.floats(0, grid["y"]["max"]) if model == "density" else st.floats(-1e6, 1e6)
+    data = draw(st.lists(st.tuples(xs, ys).map(list), max_size=8))
+    prior = {k: draw(num) for k in ("lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6")
+             if draw(st.booleans())}
+    if model == "density":
+        prior["field"] = draw(st.sampled_from(["L", "P"]))
+        kinds = st.one_of(st.sampled_from([{"kind": "uniform"}, {"kind": "paper_t1"}, {"kind": "paper_t2"}]),
+                          st.builds(lambda mu, s: {"kind": "gaussian", "mu": mu, "sigma": s},
+                                    st.floats(-20, 20), st.floats(0.01, 1e3)),
+                          st.builds(lambda v: {"kind": "array", "values": [[v] * ny] * nx},
+                                    st.floats(-50, 50) if prior["field"] == "L" else st.floats(0.001, 5)))
+    else:
+        kinds = st.one_of(st.builds(lambda v: {"kind": "constant", "value": v}, st.floats(-1e6, 1e6)),
+                          st.builds(lambda a, b: {"kind": "linear", "slope": a, "intercept": b},
+                                    st.floats(-1e3, 1e3), st.floats(-1e3, 1e3)),
+                          st.builds(lambda v: {"kind": "array", "values": [v] * nx}, st.floats(-1e6, 1e6)))
+    templates = draw(st.lists(kinds, min_size=1 if model == "regression" else 0, max_size=3))
+    solver = {"method": draw(st.sampled_from(["newton", "massive", "gradient"])), "mass2": draw(num),
+              "init": draw(st.sampled_from(["uniform", "kernel", "empirical"]
+                                           + [f"template:{j}" for j in range(len(templates))])),
+              "init_mass2": draw(num), "max_iter": draw(st.integers(0, 12))}
+    solver["min_iter"] = draw(st.integers(0, solver["max_iter"]))
+    doc = {"model": model, "grid": grid, "data": data, "prior": prior, "templates": templates,
+           "beta": draw(st.one_of(st.floats(0.01, 10), st.sampled_from([1e-12, 1e6, 1e12]))), "solver": solver}
+    if templates and draw(st.booleans()):
+        doc["weights"] = draw(st.lists(st.floats(0, 10), min_size=len(templates), max_size=len(templates)))
+    return doc
+
+
+def assert_clear(err: ConfigError):
+    text = str(err)
+    assert text and "\n" not in text and len(text) < 600, text
+    assert "Traceback" not in text
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # an overflow or a NaN on the way is a failure too
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.one_of(documents(junk_too=False), documents(junk_too=True), focused()))
+def test_every_document_is_a_solvable_problem_or_a_clear_config_error(doc):
+    try:
+        cfg = validate_config(doc)
+    except ConfigError as e:
+        assert_clear(e)
+        return
+    # accepted: the solver runs it to a finite answer (no exception, no NaN), the document round-trips
+    assert validate_config(cfg) == cfg
+    json.dumps(cfg, allow_nan=False)
+    with deadline(60):
+        res = api.fit(cfg)
+    assert math.isfinite(res["energy"]), res["energy"]
+    if cfg["model"] == "density":
+        P = np.array(res["P"], dtype=float)
+        assert np.all(np.isfinite(P)) and np.all(P >= 0)
+        assert res["normalisation_error"] < 1e-6
+    else:
+        assert np.all(np.isfinite(res["h"]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.one_of(st.none(), st.booleans(), st.floats(allow_nan=True), st.integers(), st.text()),
+                    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                            st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                    max_leaves=20))
+def test_random_json_never_escapes_the_gate(doc):
+    try:
+        validate_config(doc)
+    except ConfigError as e:
+        assert_clear(e)
+
+
+# ------------------------------------------------------------------------------------------ the cases of issue 11
+def paper(**over):
+    doc = {"data": [[3, 3], [7, 12]]}
+    doc.update(over)
+    return doc
+
+
+GRID_1024 = {"x": {"min": 1, "max": 10, "n": 1024}, "y": {"min": 1, "max": 15, "n": 1024}}
+
+
+@pytest.mark.parametrize("doc, named", [
+    (paper(grid=GRID_1024), ["1 048 576", "16 384", "coarser"]),
+    (paper(grid=GRID_1024, prior={"field": "P"}, solver={"method": "massive", "mass2": 1}), ["16 384"]),
+    (paper(grid={"x": {"min": 1, "max": 10, "n": 64}, "y": {"min": 1, "max": 15, "n": 64}},
+           prior={"field": "P", "l6": 0.1}, solver={"method": "massive", "mass2": 1}), ["field P with an l4/l6 prior", "4 096", "2 048"]),
+    (paper(prior={"lambda": 10 ** 400}), ["prior.lambda", "floating-point range"]),
+    (paper(grid={"x": {"min": -1e308, "max": 10, "n": 10}}), ["grid.x.min", "magnitude"]),
+    (paper(grid={"x": {"min": -1e300, "max": 1e300, "n": 10}}), ["grid.x.min"]),
+    (paper(prior={"lambda": 1e300}, templates=[{"kind": "paper_t1"}, {"kind": "paper_t2"}]), ["prior.lambda"]),
+    (paper(prior={"lambda": 1e11, "l2": 100}), ["too stiff"]),
+    (paper(grid={"x": [1, 10, 10]}), ["grid.x", "object"]),
+    (paper(templates=[{"kind": ["uniform"]}]), ["templates[0].kind"]),
+    (paper(templates=[{"kind": {"a": 1}}]), ["templates[0].kind"]),
+    (paper(templates=[{"kind": "array", "values": {"a": 1}}]), ["templates[0].values", "10 x 15"]),
+    (paper(templates=[{"kind": "array", "values": [[(-1) ** (i + j) * 1e308 for j in range(15)]
+                                                   for i in range(10)]}]), ["templates[0].values", "magnitude"]),
+    (paper(templates=[{"kind": "array", "values": [[50.0] * 15 for _ in range(10)]}, {"kind": "uniform"}],
+           weights=[1, 1]), None),  # a large but sensible log-density is accepted
+    (paper(templates=[{"kind": "array", "values": [[2e4] * 15 for _ in range(10)]}]), ["templates[0]", "strays"]),
+    (paper(prior={"field": "P"}, solver={"method": "massive", "mass2": 1},
+           templates=[{"kind": "array", "values": [[-1.0] * 15 for _ in range(10)]}]), ["negative"]),
+    (paper(prior={"field": "P"}, solver={"method": "massive", "mass2": 1},
+           templates=[{"kind": "array", "values": [[0.0] * 15 for _ in range(10)]}]), ["zero at every y"]),
+    (paper(prior={"field": "P"}, solver={"method": "massive", "mass2": 1},
+           templates=[{"kind": "gaussian", "mu": 1e300, "sigma": 1}]), ["templates[0].mu"]),
+    (paper(prior={"field": "P"}, solver={"method": "massive", "mass2": 1},
+           templates=[{"kind": "gaussian", "mu": 1e6, "sigma": 1}]), ["zero at every y"]),
+    (paper(templates=[{"kind": "gaussian", "mu": 1e6, "sigma": 1}]), ["templates[0]", "log"]),
+    (paper(solver={"min_iter": 10, "max_iter": 5}), ["min_iter", "max_iter"]),
+    (paper(solver={"max_iter": 100_001}), ["max_iter", "100 000"]),
+    (paper(grid={"x": {"min": 1, "max": 10, "n": 128}, "y": {"min": 1, "max": 15, "n": 128}},
+           solver={"max_iter": 1000}), ["node-iterations"]),
+    (paper(solver={"method": "massive", "mass2": 1e-14}), ["solver.mass2", "too small"]),
+    (paper(solver={"init_mass2": 1e-13}), ["solver.init_mass2", "too small"]),
+    (paper(grid={"x": {"min": 1, "max": 10, "n": 1024}, "y": {"min": 1, "max": 15, "n": 16}},
+           prior={"l6": 1.0}), ["too stiff"]),
+    (paper(grid={"x": {"min": 0, "max": 1e-12, "n": 10}}), ["spacing"]),
+    (paper(data=[[1, 2]] * 100_001), ["100 001", "100 000"]),
+    (paper(templates=[{"kind": "uniform"}] * 17), ["17 templates", "16"]),
+    (paper(data=[[None, None]]), ["data[0][0]"]),
+    (paper(solver={"init": "template:0"}), ["names no template"]),
+    ({"model": "regression", "grid": {"x": {"min": 0, "max": 1, "n": 5}}, "data": [[0.5, 1.0]]}, ["template"]),
+    ({"model": "regression", "grid": {"x": {"min": 0, "max": 1, "n": 5}}, "data": [[0.5, 1.0]],
+      "prior": {"lambda": 1e300, "l0": 1}, "templates": [{"kind": "constant", "value": 0}]}, ["prior.lambda"]),
+    ({"model": "regression", "grid": {"x": {"min": 0, "max": 1, "n": 5}}, "data": [[0.5, 1e300]],
+      "templates": [{"kind": "constant", "value": 0}]}, ["data[0][1]"]),
+])
+def test_issue_cases_are_refused_with_a_message_naming_the_problem(doc, named):
+    if named is None:
+        api.fit(validate_config(doc))
+        return
+    with pytest.raises(ConfigError) as exc:
+        validate_config(doc)
+    assert_clear(exc.value)
+    for word in named:
+        assert word in str(exc.value), str(exc.value)
+
+
+def test_numpy_scalars_and_arrays_are_accepted_wherever_numbers_and_lists_are():
+    doc = {"data": np.array([[3.0, 3.0], [7.0, 12.0]]), "prior": {"lambda": np.float32(0.5), "l2": np.float64(1)},
+           "templates": [{"kind": "paper_t1"}, {"kind": "array", "values": np.zeros((10, 15))}],
+           "weights": np.array([0.5, 0.5]), "beta": np.int64(2), "solver": {"max_iter": np.int32(7)}}
+    cfg = validate_config(doc)
+    assert cfg["prior"]["lambda"] == 0.5 and cfg["beta"] == 2.0 and cfg["solver"]["max_iter"] == 7
+    assert type(cfg["solver"]["max_iter"]) is int and cfg["weights"] == [0.5, 0.5]
+    json.dumps(cfg, allow_nan=False)
+
+
+def test_the_worst_accepted_problem_is_refused_one_node_further():
+    """The budget's edges: exactly max_nodes is accepted, one more row is not; lifting the budget accepts it."""
+    side = int(LIMITS.max_nodes ** 0.5)
+    ok = paper(grid={"x": {"min": 1, "max": 10, "n": side}, "y": {"min": 1, "max": 15, "n": side}})
+    validate_config(ok)
+    over = paper(grid={"x": {"min": 1, "max": 10, "n": side + 1}, "y": {"min": 1, "max": 15, "n": side}})
+    with pytest.raises(ConfigError, match="exceeds the limit"):
+        validate_config(over)
+    assert validate_config(over, limits=UNLIMITED)["grid"]["x"]["n"] == side + 1
+    with using(UNLIMITED):
+        validate_config(over)
+    with pytest.raises(ConfigError):
+        validate_config(over, limits=lifted(max_nodes=100))
+
+
+def test_the_gate_refuses_a_huge_grid_without_allocating_it():
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError):
+            validate_config(paper(grid=GRID_1024, prior={"field": "P"}, solver={"method": "massive", "mass2": 1}))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 1024 * 1024  # a 1024 x 1024 field alone is 8 MB
+
+
+def test_sweep_points_are_within_the_budget():
+    cfg = validate_config(paper(templates=[{"kind": "paper_t1"}, {"kind": "paper_t2"}]))
+    assert validate_sweep(cfg, 0.1, 2, 50) == (0.1, 2.0, 50)
+    for args, word in [((0.1, 2, 1_000_000), "400"), ((0.1, 2, 10 ** 9), "400"), ((2, 0.1, 5), "MIN < MAX"),
+                       ((0, 2, 5), ">="), ((0.1, 2, 1), ">= 2"), ((0.1, 2, 2.5), "whole")]:
+        with pytest.raises(ConfigError, match=word):
+            validate_sweep(cfg, *args)
+    big = validate_config(paper(grid={"x": {"min": 1, "max": 10, "n": 128}, "y": {"min": 1, "max": 15, "n": 128}},
+                                templates=[{"kind": "paper_t1"}, {"kind": "paper_t2"}]))
+    with pytest.raises(ConfigError, match="node-fits"):
+        validate_sweep(big, 0.1, 2, 50)
+
+
+@pytest.mark.parametrize("raw, word", [
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ('{"data": ' + "[" * 300 + "]" * 300 + "}", "nested"),
+    ('{"prior": {"lambda": ' + "9" * 5000 + "}}", "prior.lambda"),
+    ('{"prior": {"lambda": NaN}}', "prior.lambda"),
+    ('{"beta": 1e999}', "beta"),
+    (b"\xff\xfe\x00garbage", "UTF-8"),
+    ('{"a": ', "not valid JSON"),
+])
+def test_documents_from_text_are_refused_clearly(raw, word):
+    with pytest.raises(ConfigError) as exc:
+        validate_config(parse_document(raw))
+    assert_clear(exc.value)
+    assert word in str(exc.value)
+
+
+def test_a_document_over_the_size_limit_is_refused_before_parsing():
+    with pytest.raises(ConfigError, match="over the limit"):
+        parse_document(b" " * (LIMITS.max_document_bytes + 1))
+
+
+def test_load_config_refuses_a_directory_and_an_oversized_file(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_config(tmp_path)
+    big = tmp_path / "big.json"
+    with open(big, "wb") as fh:
+        fh.truncate(LIMITS.max_document_bytes + 1)
+    with pytest.raises(ConfigError, match="over the limit"):
+        load_config(big)
+
+
+def test_a_run_over_its_time_budget_is_stopped_with_a_message():
+    """A problem past the budget (field P with an l6 prior by Newton on 64 x 64: about 30 s) is stopped early."""
+    cfg = validate_config(paper(grid={"x": {"min": 1, "max": 10, "n": 64}, "y": {"min": 1, "max": 15, "n": 64}},
+                                prior={"field": "P", "l6": 1.0}, solver={"method": "newton", "init": "uniform"}),
+                          limits=UNLIMITED)
+    with pytest.raises(RunBudgetExceeded, match="time budget"):
+        with using(UNLIMITED), deadline(0.3):
+            api.fit(cfg)
+
+
+# ------------------------------------------------------------------------------------------ the CLI
+def cli(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "bftcore", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout)
+
+
+CLI_CASES = {
+    "bigint": '{"prior": {"lambda": ' + "9" * 400 + "}}",
+    "xmin": json.dumps({"grid": {"x": {"min": -1e308, "max": 10, "n": 10}}}),
+    "gridlist": json.dumps({"grid": {"x": [1, 10, 10]}}),
+    "kindlist": json.dumps({"templates": [{"kind": ["uniform"]}]}),
+    "nested": "[" * 100_000 + "]" * 100_000,
+    "regression": json.dumps({"model": "regression", "grid": {"x": {"min": 0, "max": 1, "n": 5}},
+                              "data": [[0.5, 1]], "prior": {"lambda": 1e300, "l0": 1},
+                              "templates": [{"kind": "constant", "value": 0}]}),
+    "huge_template": json.dumps({"templates": [{"kind": "array", "values": [[1e308] * 15] * 10}]}),
+    "big_grid": json.dumps({"grid": GRID_1024}),
+    "binary": None,
+}
+
+
+@pytest.mark.parametrize("name", list(CLI_CASES))
+def test_cli_refuses_every_bad_file_with_one_line_and_exit_2(tmp_path, name):
+    path = tmp_path / f"{name}.json"
+    if CLI_CASES[name] is None:
+        path.write_bytes(bytes(range(256)) * 4)
+    else:
+        path.write_text(CLI_CASES[name])
+    out = cli("fit", str(path))
+    assert out.returncode == 2, out.stderr
+    assert out.stdout == "" and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert out.stderr.startswith("error: ") and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("args, word", [
+    (["fit", "."], "directory"),
+    (["sweep", "{cfg}", "--beta", "0.1:2:1000000"], "400"),
+    (["sweep", "{cfg}", "--beta", "0.1:2:1000000000"], "400"),
+    (["sweep", "{cfg}", "--beta", "0.1:2:" + "9" * 5000], "--beta"),
+    (["sweep", "{cfg}", "--beta", "nan:2:5"], "finite"),
+    (["bench", "--repeats", "0"], "--repeats"),
+    (["fit"], "config"),
+    (["fit", "{cfg}", "--bogus"], "--bogus"),
+])
+def test_cli_bad_arguments_give_one_line_and_exit_2(tmp_path, args, word):
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps(paper(templates=[{"kind": "paper_t1"}, {"kind": "paper_t2"}])))
+    out = cli(*[a.replace("{cfg}", str(cfg)) for a in args])
+    assert out.returncode == 2, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and word in out.stderr, out.stderr
+
+
+def test_cli_no_limits_lifts_the_budget_but_not_the_checks(tmp_path):
+    over = tmp_path / "over.json"
+    over.write_text(json.dumps(paper(grid={"x": {"min": 1, "max": 10, "n": 129},
+                                           "y": {"min": 1, "max": 15, "n": 128}})))
+    assert cli("fit", str(over)).returncode == 2
+    out = cli("fit", str(over), "--no-limits", "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["converged"]
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"beta": NaN}')
+    out = cli("fit", str(nan), "--no-limits")
+    assert out.returncode == 2 and "beta" in out.stderr
