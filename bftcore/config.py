@@ -337,6 +337,10 @@ def _check_conditioning(cfg: dict, grid: Grid) -> None:
         lo, hi = _symbol_range(axis, coeffs)
         kmin, kmax = kmin + weight * lo, kmax + weight * hi
     lam = pr["lambda"]
+    if not kmax > 0:
+        raise ConfigError("the prior is empty on this grid: K = 0 (a one-node axis has no derivatives, so only l0 "
+                          "acts there, and an axis whose lambda is 0 adds nothing); set prior.l0 > 0 or give the "
+                          "axis with lambda > 0 more nodes")
     if lam * kmax > MAX_CONDITION:
         raise ConfigError(f"the prior is too stiff for this grid: lambda times the largest eigenvalue of K is "
                           f"{lam * kmax:.3g}, over {MAX_CONDITION:g}; lower lambda or the order coefficients, "
@@ -357,13 +361,14 @@ def _check_conditioning(cfg: dict, grid: Grid) -> None:
 
 
 def _check_cost(cfg: dict, grid: Grid, limits: Limits) -> None:
-    nodes, m = grid.size, len(cfg["templates"])
-    shape = f"a grid {grid.x.n} x {grid.y.n}"
+    density = cfg["model"] == "density"
+    nodes, m = (grid.size if density else grid.x.n), len(cfg["templates"])
+    shape = f"a grid {grid.x.n} x {grid.y.n}" if density else f"a grid of {grid.x.n} x nodes"
 
     def over(value, limit, what, fix):
         if limit is not None and value > limit:
             raise ConfigError(f"{what.format(_fmt_int(value))} exceeds the limit of {_fmt_int(limit)}; {fix}")
-    if cfg["model"] == "density":
+    if density:
         over(nodes, limits.max_nodes, shape + " of {} nodes", "use a coarser grid")
         wide = cfg["prior"]["l4"] > 0 or cfg["prior"]["l6"] > 0
         if cfg["prior"]["field"] == "P" and wide and cfg["solver"]["method"] != "gradient":

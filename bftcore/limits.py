@@ -41,12 +41,13 @@ class Limits:
     #: Data points of one document (the dashboard's own click limit is lower: app.state.MAX_POINTS).
     max_points: int | None = 100_000
     #: Iterations of one run (solver.max_iter), and nodes x iterations: the work of a slow method on a big grid
-    #: (200 iterations at 128 x 128: field P with massive relaxation takes about 30 ms an iteration there).
+    #: (61 iterations at 128 x 128, where field P with massive relaxation takes about 0.1 s an iteration).
     max_iter: int | None = 100_000
-    max_node_iterations: int | None = 3_400_000
-    #: beta values of one sweep (each is two fits) and nodes x beta values.
-    max_sweep_points: int | None = 400
-    max_sweep_work: int | None = 200_000
+    max_node_iterations: int | None = 1_000_000
+    #: beta values of one sweep (each is two fits and two stability checks: about 60 ms on the paper grid, 14 s
+    #: on 128 x 128) and nodes x beta values.
+    max_sweep_points: int | None = 200
+    max_sweep_work: int | None = 30_000
     #: Bytes of one JSON document (file or upload) and nesting depth of its arrays and objects.
     max_document_bytes: int | None = 32 * 1024 * 1024
     max_depth: int | None = 64

@@ -25,6 +25,7 @@ functional-style energy with ``value(phi)``, ``gradient(phi)``, ``hessp(phi, v)`
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -426,7 +427,9 @@ def _free_set_direction(point, method: str, mass2: float):
                     kkt[np.arange(nf), np.arange(nf)] += data[fidx]
                 kkt[np.arange(nf), nf + rows_x] = grid.hy
                 kkt[nf + rows_x, np.arange(nf)] = grid.hy
-                lu = sla.lu_factor(kkt, check_finite=False)
+                with warnings.catch_warnings():  # a singular KKT matrix is handled below (non-finite solution)
+                    warnings.simplefilter("ignore", sla.LinAlgWarning)
+                    lu = sla.lu_factor(kkt, check_finite=False)
                 solve = lambda b: sla.lu_solve(lu, b, check_finite=False)  # noqa: E731
             else:
                 if method == "massive":

@@ -261,7 +261,8 @@ def test_the_gate_refuses_a_huge_grid_without_allocating_it():
 def test_sweep_points_are_within_the_budget():
     cfg = validate_config(paper(templates=[{"kind": "paper_t1"}, {"kind": "paper_t2"}]))
     assert validate_sweep(cfg, 0.1, 2, 50) == (0.1, 2.0, 50)
-    for args, word in [((0.1, 2, 1_000_000), "400"), ((0.1, 2, 10 ** 9), "400"), ((2, 0.1, 5), "MIN < MAX"),
+    cap = str(LIMITS.max_sweep_points)
+    for args, word in [((0.1, 2, 1_000_000), cap), ((0.1, 2, 10 ** 9), cap), ((2, 0.1, 5), "MIN < MAX"),
                        ((0, 2, 5), ">="), ((0.1, 2, 1), ">= 2"), ((0.1, 2, 2.5), "whole")]:
         with pytest.raises(ConfigError, match=word):
             validate_sweep(cfg, *args)
@@ -348,8 +349,8 @@ def test_cli_refuses_every_bad_file_with_one_line_and_exit_2(tmp_path, name):
 
 @pytest.mark.parametrize("args, word", [
     (["fit", "."], "directory"),
-    (["sweep", "{cfg}", "--beta", "0.1:2:1000000"], "400"),
-    (["sweep", "{cfg}", "--beta", "0.1:2:1000000000"], "400"),
+    (["sweep", "{cfg}", "--beta", "0.1:2:1000000"], str(LIMITS.max_sweep_points)),
+    (["sweep", "{cfg}", "--beta", "0.1:2:1000000000"], str(LIMITS.max_sweep_points)),
     (["sweep", "{cfg}", "--beta", "0.1:2:" + "9" * 5000], "--beta"),
     (["sweep", "{cfg}", "--beta", "nan:2:5"], "finite"),
     (["bench", "--repeats", "0"], "--repeats"),
