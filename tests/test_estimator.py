@@ -50,3 +50,37 @@ def test_bad_input_is_refused_with_a_message_and_keeps_the_fitted_state():
     assert np.array_equal(est.density_, before)
     with pytest.raises(RuntimeError, match="not fitted"):
         BFTDensity().score(TWO_POINTS)
+
+
+def test_numpy_scalars_and_arrays_are_accepted_as_in_a_grid_search():
+    """Issue 11: np.float32 / np.int64 hyperparameters and array weights were refused."""
+    tpl = [{"kind": "paper_t1"}, {"kind": "paper_t2"}]
+    ref = BFTDensity(lam=0.5, max_iter=7, weights=[0.25, 0.75], templates=tpl, beta=2.0).fit(TWO_POINTS)
+    est = BFTDensity(lam=np.float32(0.5), max_iter=np.int64(7), weights=np.array([0.25, 0.75]), templates=tpl,
+                     beta=np.float64(2.0)).fit(np.array(TWO_POINTS, dtype=np.float32))
+    assert est.energy_ == pytest.approx(ref.energy_, rel=1e-12)
+    assert est.n_iter_ == ref.n_iter_
+
+
+@pytest.mark.parametrize("name, boundary", [("paper", "periodic"), ("paper-periodic", "periodic"),
+                                            ("paper-neumann", "neumann")])
+def test_grid_names(name, boundary):
+    est = BFTDensity(grid=name, l2=0.025).fit(TWO_POINTS)
+    assert est.grid_ == Grid.paper(boundary)
+
+
+@pytest.mark.parametrize("params, named", [({"lam": "abc"}, "'lam'"), ({"l2": -1}, "'l2'"), ({"grid": "foo"}, "'grid'"),
+                                           ({"lambda_x": np.nan}, "'lambda_x'"), ({"max_iter": 10 ** 9}, "'max_iter'"),
+                                           ({"weights": np.array([1.0])}, "'weights'")])
+def test_bad_hyperparameters_raise_a_config_error_naming_the_parameter(params, named):
+    from bftcore.config import ConfigError
+    with pytest.raises(ConfigError) as exc:
+        BFTDensity(**params).fit(TWO_POINTS)
+    assert named in str(exc.value)
+
+
+def test_bad_data_raise_a_config_error():
+    from bftcore.config import ConfigError
+    for X in ([[1, 2, 3]], "abc", [[np.nan, 3]], [[30, 3]]):
+        with pytest.raises(ConfigError):
+            BFTDensity().fit(X)
