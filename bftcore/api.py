@@ -16,9 +16,8 @@ from .config import ConfigError, default_config, grid_from_config, validate_conf
 from .energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log, project_simplex
 from .grid import Grid
 from .operators import PriorOperator
-from .presets import paper_true_density
 from .solvers import iterate as _iterate
-from .templates import template_density, template_field  # noqa: F401 - part of the API
+from .templates import paper_true_density, template_density, template_field  # noqa: F401 - part of the API
 
 __all__ = ["ConfigError", "default_config", "validate_config", "build_density", "iterate", "fit", "Record"]
 

@@ -12,40 +12,12 @@ from importlib import resources
 import numpy as np
 
 from .grid import Grid
+from .templates import (MU_2, MU_A, MU_B, SIGMA_0, SIGMA_T,  # noqa: F401 - the paper's numbers, here too
+                        paper_t1, paper_t2, paper_true_density)
 
-SIGMA_0 = 1.5          # width of the true density (708)
-SIGMA_T = 2.0          # width of the templates (719), (720)
-MU_2 = 7.5
-MU_A = MU_2 + 25 / 9
-MU_B = MU_2 - 25 / 9
 TWO_POINTS = [[3.0, 3.0], [7.0, 12.0]]   # data of Figs 13-17
 DATA50_SEED = 20031
 DATA50_FILE = "paper50.csv"
-
-
-def _gauss(y, mu, sigma):
-    return np.exp(-(y - mu) ** 2 / (2 * sigma ** 2)) / (np.sqrt(2 * np.pi) * sigma)
-
-
-def paper_true_density(grid: Grid) -> np.ndarray:
-    """True conditional density (708): equal mixture of N(h_a(x), 1.5^2) and N(h_b(x), 1.5^2),
-    h_a = 125/18 + 5x/9, h_b = 145/18 - 5x/9, raw at the nodes."""
-    X, Y = grid.mesh
-    ha = 125 / 18 + 5 * X / 9
-    hb = 145 / 18 - 5 * X / 9
-    return 0.5 * (_gauss(Y, ha, SIGMA_0) + _gauss(Y, hb, SIGMA_0))
-
-
-def paper_t1(grid: Grid) -> np.ndarray:
-    """Template t_1 (719): two Gaussians of width 2 at mu_a = 7.5 + 25/9 and mu_b = 7.5 - 25/9, x-independent."""
-    _, Y = grid.mesh
-    return 0.5 * (_gauss(Y, MU_A, SIGMA_T) + _gauss(Y, MU_B, SIGMA_T))
-
-
-def paper_t2(grid: Grid) -> np.ndarray:
-    """Template t_2 (720): one Gaussian of width 2 at mu_2 = 7.5, x-independent."""
-    _, Y = grid.mesh
-    return _gauss(Y, MU_2, SIGMA_T)
 
 
 def sample_paper_data(n: int = 50, seed: int = DATA50_SEED) -> np.ndarray:

@@ -1,4 +1,6 @@
-"""Density templates evaluated on a grid: one home for the forms of the template kinds of CONVENTIONS.md §2, §4.
+"""Density templates evaluated on a grid: one home for the forms of the template kinds of CONVENTIONS.md §2, §4,
+with the paper's true density (708) and templates (719), (720), raw at the nodes (:mod:`bftcore.presets` re-exports
+them with the paper's data sets and figure configurations).
 
 Used by the input gate (:mod:`bftcore.config` evaluates every template once to refuse one that is not finite, not
 a density or absurdly large) and by the problem builder (:func:`bftcore.api.build_density`).  Errors are
@@ -10,7 +12,37 @@ from __future__ import annotations
 import numpy as np
 
 from .grid import Grid
-from .presets import paper_t1, paper_t2
+
+SIGMA_0 = 1.5          # width of the true density (708)
+SIGMA_T = 2.0          # width of the templates (719), (720)
+MU_2 = 7.5
+MU_A = MU_2 + 25 / 9
+MU_B = MU_2 - 25 / 9
+
+
+def _gauss(y, mu, sigma):
+    return np.exp(-(y - mu) ** 2 / (2 * sigma ** 2)) / (np.sqrt(2 * np.pi) * sigma)
+
+
+def paper_true_density(grid: Grid) -> np.ndarray:
+    """True conditional density (708): equal mixture of N(h_a(x), 1.5^2) and N(h_b(x), 1.5^2),
+    h_a = 125/18 + 5x/9, h_b = 145/18 - 5x/9, raw at the nodes."""
+    X, Y = grid.mesh
+    ha = 125 / 18 + 5 * X / 9
+    hb = 145 / 18 - 5 * X / 9
+    return 0.5 * (_gauss(Y, ha, SIGMA_0) + _gauss(Y, hb, SIGMA_0))
+
+
+def paper_t1(grid: Grid) -> np.ndarray:
+    """Template t_1 (719): two Gaussians of width 2 at mu_a = 7.5 + 25/9 and mu_b = 7.5 - 25/9, x-independent."""
+    _, Y = grid.mesh
+    return 0.5 * (_gauss(Y, MU_A, SIGMA_T) + _gauss(Y, MU_B, SIGMA_T))
+
+
+def paper_t2(grid: Grid) -> np.ndarray:
+    """Template t_2 (720): one Gaussian of width 2 at mu_2 = 7.5, x-independent."""
+    _, Y = grid.mesh
+    return _gauss(Y, MU_2, SIGMA_T)
 
 
 def template_density(spec: dict, grid: Grid) -> np.ndarray:
