@@ -47,7 +47,7 @@ class Limits:
     #: beta values of one sweep (each is two fits and two stability checks: about 60 ms on the paper grid, 14 s
     #: on 128 x 128) and nodes x beta values.
     max_sweep_points: int | None = 200
-    max_sweep_work: int | None = 30_000
+    max_sweep_work: int | None = 15_000
     #: Bytes of one JSON document (file or upload) and nesting depth of its arrays and objects.
     max_document_bytes: int | None = 32 * 1024 * 1024
     max_depth: int | None = 64
