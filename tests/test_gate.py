@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bftcore import api
-from bftcore.config import ConfigError, load_config, parse_document, validate_config, validate_sweep
+from bftcore.config import ConfigError, load_config, parse_document, to_plain, validate_config, validate_sweep
 from bftcore.limits import LIMITS, UNLIMITED, RunBudgetExceeded, deadline, lifted, using
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -377,3 +377,21 @@ def test_cli_no_limits_lifts_the_budget_but_not_the_checks(tmp_path):
     nan.write_text('{"beta": NaN}')
     out = cli("fit", str(nan), "--no-limits")
     assert out.returncode == 2 and "beta" in out.stderr
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                                  HealthCheck.function_scoped_fixture])
+@given(doc=st.one_of(documents(junk_too=True), focused()), command=st.sampled_from(["fit", "basins", "sweep"]))
+def test_cli_ends_every_document_in_exit_0_or_2_with_one_line(tmp_path, capsys, doc, command):
+    """In process, so that many documents can be tried: the exit status is 0 (printed a result) or 2 (one line)."""
+    from bftcore.__main__ import main
+    path = tmp_path / "doc.json"
+    path.write_text(json.dumps(to_plain(doc)))
+    args = [command, str(path)] + (["--beta", "0.5:2:3"] if command == "sweep" else [])
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert code in (0, 2), err
+    if code == 2:
+        assert out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
+    else:
+        assert out and err == ""
