@@ -65,7 +65,7 @@ def build():
                        sizing_mode="stretch_width")
     SharePanel.sync_url(session)
     install_browser_patches(pn.state.curdoc)
-    pn.state.on_session_destroyed(lambda ctx: session.cancel())
+    pn.state.on_session_destroyed(lambda ctx: session.close())
     pn.state.onload(lambda: session.start_run(warm=False, play=True))
     return layout
 

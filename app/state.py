@@ -33,19 +33,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import ctypes
 import io
-import json
+import math
+import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import param
 
+from bftcore.config import ConfigError, parse_document, validate_config, validate_sweep
 from bftcore.grid import Axis, Grid
+from bftcore.limits import RunBudgetExceeded, deadline
 
 #: Largest number of data points a session accepts (clicks beyond it are refused with a message).
 MAX_POINTS = 2000
 #: Depth of the undo stack.
 UNDO_DEPTH = 100
+#: Seconds of computing (time inside the worker thread, not pacing or queueing) one run may take on the server;
+#: past it the run is stopped with a message and the last iteration stays on screen.  The worst problem the
+#: budget of bftcore.limits accepts needs about 6 s alone on the machine; three at once share one thread.
+RUN_COMPUTE_S = 20.0
+#: A run is *heavy* above this many grid nodes (field P: a quarter of it, for its sparse factorisations).
+#: Heavy iterations of every session go through one worker thread, in turn; light ones have a pool of their
+#: own, so a click on the paper grid never waits behind 16 000-node solves of other sessions.
+HEAVY_NODES = 4096
+_LIGHT_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bft-light")
+_HEAVY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bft-heavy")
 #: Shortest time between two frames pushed to the browser while a run plays (at most ~10 frames/s).
 MIN_FRAME_S = 0.15
 #: Shortest time between two updates of the secondary views (traces, mixing, regression curve, status line)
@@ -144,10 +159,113 @@ def _next_record(gen):
         return _Done
 
 
+def _timed_next(gen):
+    """The next record of ``gen`` and the seconds it took (measured in the worker thread)."""
+    t0 = time.perf_counter()
+    rec = _next_record(gen)
+    return rec, time.perf_counter() - t0
+
+
+def _glibc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+    except OSError:  # not glibc (macOS, musl, Windows): nothing to tune
+        return None
+
+
+_LIBC = _glibc()
+if _LIBC is not None:
+    # glibc raises its mmap threshold after a large block is freed, up to 32 MB, so that later arrays of a few MB
+    # land in the heaps of the worker threads, which are never given back to the system: a closed 128 x 128
+    # session left its gigabyte behind.  A fixed threshold keeps every array above 128 KiB in its own mapping,
+    # returned to the system when freed.
+    _LIBC.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+
+
+def release_memory() -> None:
+    """Give the memory freed by closed sessions back to the system (glibc keeps freed heap pages otherwise)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _trial_start(cfg: dict) -> None:
+    """Build the problem of a validated document and its start field (iteration 0), then drop them: what the
+    solver cannot even start is refused before a session takes it."""
+    gen = _api().iterate(cfg)
+    try:
+        next(gen)
+    finally:
+        gen.close()
+
+
+def _sweep_within_budget(cfg, beta_min, beta_max, n):
+    """A sweep in a worker thread, stopped after :data:`RUN_COMPUTE_S` seconds."""
+    from bftcore import mixtures
+    with deadline(RUN_COMPUTE_S):
+        return mixtures.sweep_document(cfg, beta_min, beta_max, n)
+
+
+def _is_heavy(cfg: dict) -> bool:
+    nodes = cfg["grid"]["x"]["n"] * (cfg["grid"]["y"]["n"] if cfg["model"] == "density" else 1)
+    field_p = cfg["model"] == "density" and cfg["prior"]["field"] == "P"
+    return nodes > (HEAVY_NODES // 4 if field_p else HEAVY_NODES)
+
+
+def _finite_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+class _Points(param.List):
+    """Data points: [x, y] pairs of finite numbers, at most :data:`MAX_POINTS` of them."""
+
+    def _validate(self, val):
+        super()._validate(val)
+        if len(val) > MAX_POINTS:
+            raise ValueError(f"{len(val)} points; the dashboard takes at most {MAX_POINTS}")
+        for k, p in enumerate(val):
+            if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(_finite_number(v) for v in p)):
+                raise ValueError(f"point {k} must be [x, y] with two finite numbers, got {str(p)[:40]}")
+
+
+class _Orders(param.Dict):
+    """Further prior orders {"l2" | "l4" | "l6": coefficient >= 0}."""
+
+    def _validate(self, val):
+        super()._validate(val)
+        for k, v in val.items():
+            if k not in ORDERS or not (_finite_number(v) and v >= 0):
+                raise ValueError(f"further prior orders take {', '.join(ORDERS)} with numbers >= 0, "
+                                 f"got {k!r}: {str(v)[:20]}")
+
+
+class _Weights(param.List):
+    """Prior weights p_j of a file's templates: finite numbers >= 0."""
+
+    def _validate(self, val):
+        super()._validate(val)
+        if not all(_finite_number(v) and v >= 0 for v in val):
+            raise ValueError(f"template weights must be numbers >= 0, got {str(val)[:40]}")
+
+
+_TEMPLATE_INIT = re.compile(r"template ([1-9]|1[0-6])")
+
+
+class _Init(param.Selector):
+    """The initialisation menu, plus "template N" for any of a file's templates (N up to 16)."""
+
+    def _validate(self, val):
+        if not (val in INITS or (isinstance(val, str) and _TEMPLATE_INIT.fullmatch(val))):
+            raise ValueError(f"the initialisation must be one of {', '.join(INITS[:3])}, '{KEEP_CURRENT}' or "
+                             f"'template N', got {str(val)[:40]!r}")
+        super()._validate(val)
+
+
 class _Run:
     """One solve: the generator, the configuration it solves, and how far the browser has seen it."""
 
-    __slots__ = ("gen", "cfg", "key", "warm", "start", "last", "fresh", "pushed", "done", "unshown", "shown_at")
+    __slots__ = ("gen", "cfg", "key", "warm", "start", "last", "fresh", "pushed", "done", "unshown", "shown_at",
+                 "compute_s", "pool")
 
     def __init__(self, gen, cfg, key, warm):
         self.gen, self.cfg, self.key, self.warm = gen, cfg, key, warm
@@ -158,6 +276,8 @@ class _Run:
         self.done = False
         self.unshown = []    # history entries not yet given to the secondary views
         self.shown_at = time.perf_counter()  # when the secondary views were last updated (or the run began)
+        self.compute_s = 0.0  # seconds spent computing this run's records (the server's RUN_COMPUTE_S)
+        self.pool = _HEAVY_POOL if _is_heavy(cfg) else _LIGHT_POOL
 
 
 def _grid_key(cfg: dict):
@@ -227,7 +347,7 @@ class BFTSession(param.Parameterized):
     mass2 = param.Number(0.0, bounds=(0.0, None), softbounds=(0.0, 2.0), label="mass m² (l0)")
     order = param.Selector(default="l2", objects=ORDERS, label="prior order")
     order_coef = param.Number(0.025, bounds=(0.0, None), softbounds=(0.0, 2.0), label="coefficient of the order")
-    extra_orders = param.Dict({}, doc="Coefficients of further prior orders {'l4': c, ...} that a loaded file "
+    extra_orders = _Orders({}, doc="Coefficients of further prior orders {'l4': c, ...} that a loaded file "
                                       "sets besides the order of the slider; kept in the prior, shown read-only.")
     # --- templates and mixture -------------------------------------------------------------------------------
     templates = param.ListSelector(default=[], objects=DENSITY_TEMPLATES + REGRESSION_TEMPLATES,
@@ -253,12 +373,12 @@ class BFTSession(param.Parameterized):
     file_templates = param.List([], item_type=dict, doc="Templates of a loaded file that the menu cannot show "
                                                         "(repeated kinds, arrays, another order); when not empty "
                                                         "they are the templates, read-only.")
-    file_weights = param.List([], doc="Prior weights p_j of file_templates, exactly as in the file.")
+    file_weights = _Weights([], doc="Prior weights p_j of file_templates, exactly as in the file.")
     beta = param.Number(1.0, bounds=(1e-12, 1e12), label="β (mixture temperature)")
     # --- solver and grid -------------------------------------------------------------------------------------
     method = param.Selector(default="newton", objects=METHODS, label="solver")
     solver_mass2 = param.Number(0.01, bounds=(0.0, None), softbounds=(1e-3, 2.0), label="relaxation m²")
-    init = param.Selector(default="kernel", objects=INITS, check_on_set=False, label="initialisation")
+    init = _Init(default="kernel", objects=INITS, check_on_set=False, label="initialisation")
     init_mass2 = param.Number(0.1, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(1e-3, 10.0),
                               label="kernel init m_C²")
     min_iter = param.Integer(4, bounds=(0, 100_000), label="min iterations")
@@ -278,13 +398,13 @@ class BFTSession(param.Parameterized):
     regression_truth = param.ClassSelector(default=None, class_=(dict, list), allow_None=True,
                                            doc="Regression 'truth' of a loaded file (a template object or values "
                                                "on the x nodes), kept as it is.")
-    data = param.List(default=[[3.0, 3.0], [7.0, 12.0]], item_type=list, doc="Data points [x, y].")
+    data = _Points(default=[[3.0, 3.0], [7.0, 12.0]], item_type=list, doc="Data points [x, y].")
     # --- display and animation -------------------------------------------------------------------------------
     display = param.Selector(default="P", objects=DISPLAYS, label="heatmap shows")
     click_mode = param.Selector(default="add", objects=["add", "remove"], label="a click on the canvas")
     frame_ms = param.Integer(60, bounds=(0, 1000), label="animation: ms per iteration")
     live = param.Boolean(True, label="re-solve on every change")
-    preset = param.String("", doc="Name of the last preset loaded ('' when edited by hand).")
+    preset = param.String("", regex=r"^[\w .-]{0,64}$", doc="Name of the last preset loaded ('' when edited by hand).")
     # --- outputs (read by the views) -------------------------------------------------------------------------
     record = param.Parameter(None, doc="Latest solver record on screen (attributes of api.Record).")
     history = param.List([], doc="One dict per iteration of the current run: iteration, energy, errors, mixing.")
@@ -311,6 +431,7 @@ class BFTSession(param.Parameterized):
         self.frame_acked = None      # the last serial the browser reported as applied; None: it never reported
         self._undo = []
         self._quiet = False          # suppress auto re-solve while a batch of parameters is applied
+        self._closed = False         # the browser session ended (close)
         self.param.watch(self._on_grid_size, ["grid_size"])
         self.param.watch(self._on_model_change, ["model"])
         self.param.watch(self._on_problem_change, list(CONFIG_PARAMS))
@@ -371,7 +492,7 @@ class BFTSession(param.Parameterized):
         if field:
             prior = {"field": field, **prior}
         init = self.init
-        if init.startswith("template"):
+        if _TEMPLATE_INIT.fullmatch(init):
             init = f"template:{int(init.split()[1]) - 1}"
         elif init == KEEP_CURRENT:
             init = "kernel"  # the solver gets the current field separately; see export_config for files
@@ -499,21 +620,22 @@ class BFTSession(param.Parameterized):
     def load_config(self, doc, *, preset: str = "") -> bool:
         """Load a configuration document (dict, JSON text or bytes).
 
-        The document is validated by ``bftcore.api.validate_config``; a bad document is refused with a message
-        in :attr:`message` and leaves the state exactly as it was.  Returns True when loaded.
+        The document passes the gate of ``bftcore`` (``parse_document``, ``validate_config`` with the server's
+        budget) and the solver builds its start (iteration 0) on a trial before anything of the session changes:
+        a bad document is refused with a message in :attr:`message` and leaves the state exactly as it was.
+        Returns True when loaded.
         """
         try:
-            if isinstance(doc, (bytes, bytearray)):
-                doc = doc.decode("utf-8")
-            if isinstance(doc, str):
-                doc = json.loads(doc)
-            if not isinstance(doc, dict):
-                raise ValueError("a configuration must be a JSON object")
-            doc = _api().validate_config(copy.deepcopy(doc))
+            if isinstance(doc, (str, bytes, bytearray)):
+                doc = parse_document(doc, "the file" if not preset else f"preset {preset!r}")
+            doc = validate_config(doc)
             values = self._params_from_config(doc)
-        except (ValueError, TypeError, KeyError, UnicodeDecodeError) as e:
+            _trial_start(doc)
+        except (ConfigError, ValueError, TypeError, KeyError, ArithmeticError, MemoryError, RecursionError) as e:
             reason = e.args[0] if isinstance(e, KeyError) and e.args else e
-            self.message = f"Refused the configuration: {reason}. Nothing was changed."
+            if isinstance(e, MemoryError):
+                reason = "it does not fit in the server's memory"
+            self.message = f"Refused the configuration: {str(reason)[:400]}. Nothing was changed."
             return False
         self._push_undo()
         self._quiet = True
@@ -671,6 +793,18 @@ class BFTSession(param.Parameterized):
         model, field = MODELS[self.model]
         return np.array(getattr(rec, "h" if model == "regression" else field), copy=True)
 
+    def close(self):
+        """The browser session ended: stop the run, drop every array this session holds (fields, history, undo
+        stack, sweep) and give the freed memory back to the system.  A worker thread still inside an iteration of
+        this session lets go of its generator when it returns (the runner then releases the memory again)."""
+        self._closed = True
+        self.cancel()
+        self._run = self._shown_run = None
+        self._undo = []
+        with param.parameterized.discard_events(self):
+            self.record, self.history, self.result, self.sweep = None, [], None, None
+        release_memory()
+
     def cancel(self):
         """Stop the current run.  A generator the runner is computing in is closed by the runner."""
         self._drop_run()
@@ -768,7 +902,9 @@ class BFTSession(param.Parameterized):
             self._playing = False
             with param.parameterized.batch_call_watchers(self):
                 self.running = False
-                self.message = f"The solver failed ({type(error).__name__}: {error}); showing the last good solution."
+                self.message = (str(error) if isinstance(error, RunBudgetExceeded) else
+                                f"The solver failed ({type(error).__name__}: {error}); showing the last good "
+                                f"solution.")
             return
         for rec in recs:
             if rec.iteration == 0:
@@ -888,21 +1024,37 @@ class BFTSession(param.Parameterized):
             t0 = time.perf_counter()
             self._holding = run
             try:
-                rec = await asyncio.to_thread(_next_record, run.gen)
+                rec, spent = await asyncio.get_running_loop().run_in_executor(run.pool, _timed_next, run.gen)
+                run.compute_s += spent
             except Exception as e:  # noqa: BLE001
                 rec = e
             finally:
                 self._holding = None
             if run is not self._run:  # replaced while computing: we hold its generator, close it
                 run.gen.close()
+                if self._closed:  # the session ended while this iteration ran: its arrays are free only now
+                    release_memory()
+                    return
                 continue
+            if rec is not _Done and not isinstance(rec, Exception) and run.compute_s > RUN_COMPUTE_S:
+                run.last = rec
+                pending.append(rec)
+                pending_run = run
+                run.gen.close()
+                rec = RunBudgetExceeded(
+                    f"Stopped this run after {run.compute_s:.0f} s of computing (the server's limit per run is "
+                    f"{RUN_COMPUTE_S:g} s); showing its last iteration. Use a coarser grid, fewer iterations or a "
+                    f"simpler prior.")
             if isinstance(rec, Exception):
                 run.done = True
+                if isinstance(rec, RunBudgetExceeded):  # show what the run reached, then say why it stopped
+                    self._push(self._apply_frame, run, pending, False, None, None, True)
                 self._push(self._apply_frame, run, [], False, None, rec)
                 return
             if rec is _Done:
                 run.done = True
-                exact = await asyncio.to_thread(self._exact, run) if run.cfg["model"] == "regression" else None
+                exact = (await asyncio.get_running_loop().run_in_executor(run.pool, self._exact, run)
+                         if run.cfg["model"] == "regression" else None)
                 if run is not self._run:
                     continue
                 self._push(self._apply_frame, run, pending if pending_run is run else [], True, exact)
@@ -931,6 +1083,7 @@ class BFTSession(param.Parameterized):
         from bftcore import mixtures
         try:
             cfg = self.sweep_config()
+            beta_min, beta_max, n = validate_sweep(cfg, beta_min, beta_max, n)
         except ValueError as e:
             self.message = f"Cannot sweep: {e}"
             return
@@ -949,7 +1102,8 @@ class BFTSession(param.Parameterized):
         if self.served:
             async def work():
                 try:
-                    doc = await asyncio.to_thread(mixtures.sweep_document, cfg, beta_min, beta_max, n)
+                    doc = await asyncio.get_running_loop().run_in_executor(
+                        _HEAVY_POOL, _sweep_within_budget, cfg, beta_min, beta_max, n)
                 except Exception as e:  # noqa: BLE001
                     doc = e
                 self._push(done, doc)

@@ -1,13 +1,18 @@
 """Share and export: the state in the URL, the JSON configuration (download / upload) and the data as CSV."""
 from __future__ import annotations
 
+import copy
 import io
 import json
-from urllib.parse import urlencode
+import re
+from urllib.parse import parse_qsl, urlencode
 
 import panel as pn
 import param
 from panel.io.state import set_curdoc
+
+from bftcore.config import parse_document, validate_config
+from bftcore.limits import LIMITS
 
 from ..state import BFTSession, URL_PARAMS, one_message
 
@@ -24,30 +29,122 @@ def url_query(session: BFTSession) -> str:
     return "?" + urlencode(query)
 
 
-def read_url(session: BFTSession, query: dict) -> None:
-    """Set the session from a link's parsed query (``Location.query_params``), as ``Location.sync`` reads one:
-    each URL parameter present is deserialised by its parameter, and the changed ones are set together.  A query
-    the session refuses (a value out of range, a foreign document) leaves the session on its defaults."""
+#: Longest link query read (characters of names and values): 2 000 points take about 40 000.  A longer setup
+#: travels as a configuration file (download, then upload).
+MAX_QUERY_CHARS = 64 * 1024
+
+
+def _short(v, n: int = 40) -> str:
+    text = v if isinstance(v, str) else repr(v)
+    return text if len(text) <= n else text[:n] + "..."
+
+
+def _reason(e: Exception) -> str:
+    text = " ".join(str(e).split())
+    return _short(text, 240) if text else type(e).__name__
+
+
+def _gate(session: BFTSession, values: dict) -> None:
+    """Raise if the session with ``values`` set would not pass the gate of bftcore (a trial session, not shown)."""
+    trial = BFTSession(live=False)
+    trial.param.update(**{n: copy.deepcopy(getattr(session, n)) for n in URL_PARAMS})
+    trial.param.update(**copy.deepcopy(values))
+    validate_config(trial.to_config())
+
+
+_INTEGER = re.compile(r"[+-]?\d{1,15}")
+
+
+def parse_link(search: str) -> dict[str, str]:
+    """The raw text of each parameter of a link's query (``?a=1&b=...``), nothing converted yet.  Panel's
+    ``Location.query_params`` is not used: it converts digit strings with ``int()``, which raises on a value of
+    more than 4 300 digits before any of our code runs, and falls back to ``ast.literal_eval``."""
+    text = search[1:] if search.startswith("?") else search
+    return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=4 * len(URL_PARAMS)))
+
+
+def _from_text(p: param.Parameter, text: str):
+    """A parameter's value from its text in a link (as :func:`url_query` writes it), or ValueError."""
+    if isinstance(p, param.Boolean):
+        if text.lower() not in ("true", "false"):
+            raise ValueError("not true or false")
+        return text.lower() == "true"
+    if isinstance(p, param.Integer):
+        if not _INTEGER.fullmatch(text.strip()):
+            raise ValueError("not a whole number of at most 15 digits")
+        return int(text)
+    if isinstance(p, param.Number):
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError("not a number") from None
+    if isinstance(p, (param.List, param.ListSelector, param.Dict, param.ClassSelector)):
+        return parse_document(text, "the value", LIMITS)
+    return text
+
+
+def read_url(session: BFTSession, search: str) -> None:
+    """Set the session from a link's query (``?...``, as :func:`url_query` writes it): the link is untrusted input.
+
+    Each URL parameter present is read from its text (:func:`_from_text`; JSON through the gate's own parser) and
+    checked by its parameter on its own; then the accepted values together must make a configuration that passes
+    ``bftcore.config.validate_config`` with the server's budget.  If they do not, they are tried one by one in the
+    order of :data:`URL_PARAMS` (grid before data, templates before the initialisation) on a trial session, and
+    each one the gate refuses is dropped.  Every value dropped is named in :attr:`BFTSession.message` with the
+    reason and the value kept, and the session stays usable.  A link's ``data`` over :data:`MAX_POINTS` is refused
+    whole (a silently truncated sample would mislead), and a query longer than :data:`MAX_QUERY_CHARS` is not read
+    at all."""
     from panel.io.cache import is_equal
-    changed = {}
+    if len(search) > MAX_QUERY_CHARS:
+        session.message = (f"This link is too long to load ({len(search):,} characters; the limit is "
+                           f"{MAX_QUERY_CHARS:,}), so the defaults are shown. Share a large setup as a file: "
+                           f"Download configuration (JSON), then Upload a configuration.")
+        return
+    try:
+        query = parse_link(search)
+    except ValueError as e:
+        session.message = f"This link cannot be read ({_reason(e)}), so the defaults are shown."
+        return
+    notes, values = [], {}
+
+    def refuse(name, why):
+        notes.append(f"ignored {name}={_short(query[name])} ({why}); kept {_short(getattr(session, name), 24)}")
+
     for name in URL_PARAMS:
         if name not in query:
             continue
-        value = query[name]
+        p = session.param[name]
         try:
-            value = session.param[name].deserialize(value)
-        except Exception:  # noqa: BLE001 - left as parsed, as Location.sync does
+            value = _from_text(p, query[name])
+        except ValueError as e:
+            refuse(name, f"{p.label or name}: {_reason(e)}")
+            continue
+        try:
+            if is_equal(value, getattr(session, name)):
+                continue
+        except Exception:  # noqa: BLE001 - not comparable: treat as a change
             pass
         try:
-            equal = is_equal(value, getattr(session, name))
-        except Exception:  # noqa: BLE001
-            equal = False
-        if not equal:
-            changed[name] = value
+            p._validate(value)
+        except Exception as e:  # noqa: BLE001 - param's own refusal, with its reason and the control's name
+            refuse(name, re.sub(r"^\w+ parameter '[\w.]+' ", f"{p.label or name} ", _reason(e)))
+            continue
+        values[name] = value
     try:
-        session.param.update(**changed)
-    except Exception:  # noqa: BLE001 - a bad link opens the defaults
-        pass
+        _gate(session, values)
+        accepted = values
+    except Exception:  # noqa: BLE001 - find the values the gate refuses, one by one
+        accepted = {}
+        for name, value in values.items():
+            try:
+                _gate(session, {**accepted, name: value})
+                accepted[name] = value
+            except Exception as e:  # noqa: BLE001
+                refuse(name, _reason(e))
+    if accepted:
+        session.param.update(**accepted)
+    if notes:
+        session.message = "From the link: " + "; ".join(notes) + "."
 
 
 class SharePanel(pn.viewable.Viewer):
@@ -80,7 +177,8 @@ class SharePanel(pn.viewable.Viewer):
     def sync_url(session: BFTSession):
         """Keep the whole state in the URL query (served sessions only).
 
-        A link's query is read into the session once, when the page is built (:func:`read_url`).  Writing back
+        A link's query is read into the session once, when the page is built (:func:`read_url`, which refuses
+        what the gate refuses and says so).  Writing back
         is done here, once per burst of changes, in a next-tick callback of the session's document: the
         complete query of every URL parameter, not only the one that changed, so the address bar is a full
         description of the state.  ``Location.sync`` is not used: it also writes the query on every change, in
@@ -89,7 +187,7 @@ class SharePanel(pn.viewable.Viewer):
         loc, doc = pn.state.location, pn.state.curdoc
         if loc is None or doc is None:
             return
-        read_url(session, loc.query_params)
+        read_url(session, loc.search or "")
         pending = []
 
         def write():
