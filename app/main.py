@@ -8,6 +8,13 @@ _ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
+# Panel's Location turns every all-digit value of a link into an int() when the page is built, before any code of
+# ours sees the link; Python refuses more than 4 300 digits with an exception inside Panel, and the page never
+# finished.  The request line is bounded by the HTTP server's header limit (64 KiB) and int() of 65 000 digits takes
+# about 20 ms here, so the served app allows that many; app.views.share.read_url then refuses such a value by name.
+if 0 < sys.get_int_max_str_digits() < 70_000:
+    sys.set_int_max_str_digits(70_000)
+
 import panel as pn  # noqa: E402
 
 from app.state import BFTSession, MAX_POINTS  # noqa: E402

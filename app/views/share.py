@@ -29,9 +29,11 @@ def url_query(session: BFTSession) -> str:
     return "?" + urlencode(query)
 
 
-#: Longest link query read (characters of names and values): 2 000 points take about 40 000.  A longer setup
-#: travels as a configuration file (download, then upload).
-MAX_QUERY_CHARS = 64 * 1024
+#: Longest link query read, in characters as the address bar has it (percent-encoded): 2 000 points on the
+#: 91 x 141 grid write about 41 000.  A longer setup travels as a configuration file (download, then upload).  It
+#: is below the HTTP server's own limit: Tornado drops a request whose headers pass 64 KiB (the browser shows an
+#: empty response, and no code of the app runs), so a link between the two gets a message saying why.
+MAX_QUERY_CHARS = 56 * 1024
 
 
 def _short(v, n: int = 40) -> str:
