@@ -17,6 +17,10 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 
 
+#: Process id of each running `panel serve` of :func:`panel_server`, by its app URL (to read its memory).
+SERVER_PIDS: dict[str, int] = {}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -43,8 +47,10 @@ def panel_server(port: int | None = None, log_path: str | None = None, extra_arg
                 if proc.poll() is not None or time.time() > deadline:
                     raise RuntimeError(f"panel serve did not start; log:\n{Path(log_path).read_text()}")
                 time.sleep(0.3)
+        SERVER_PIDS[url] = proc.pid
         yield url, log_path
     finally:
+        SERVER_PIDS.pop(url, None)
         proc.terminate()
         try:
             proc.wait(10)
@@ -126,3 +132,78 @@ def image_sum(page):
 
 def column(page, source, col):
     return page.evaluate(JS_COLUMN, [source, col])
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process, MB (VmRSS of /proc)."""
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+#: The most expensive problem a link can ask of the server within the budget of bftcore.limits: field P on the
+#: largest grid (128 x 128 = 16 384 nodes) by massive relaxation, as many iterations as nodes x iterations allows.
+WORST_LINK = ("?nx=128&ny=128&model=density%2C+prior+on+P&method=massive&solver_mass2=1&max_iter=61&min_iter=61"
+              "&tol=0&grid_size=as+loaded+%28custom%29")
+
+
+def hostile_scenario(browser, url: str, clicks: int = 5, heavy_tabs: int = 3, settle_s: float = 8.0) -> dict:
+    """Three tabs of :data:`WORST_LINK` on one server while a fourth session on the default problem clicks the
+    canvas; then the three close.  Returns the server's RSS (MB) before, at its peak and after the sessions are
+    destroyed, the click-to-heatmap latencies (ms) of the fourth session, and how many of its clicks updated.
+    The server must run with short ``--unused-session-lifetime`` / ``--check-unused-sessions`` for "after"."""
+    import threading
+    pid = SERVER_PIDS[url]
+    victim_ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    victim = victim_ctx.new_page()
+    victim.goto(url)
+    wait_for_app(victim)
+    time.sleep(1.0)
+    before = rss_mb(pid)
+    peak = [before]
+    stop = threading.Event()
+
+    def watch():
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_mb(pid))
+            time.sleep(0.1)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    heavy = []
+    for _ in range(heavy_tabs):
+        ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+        pg = ctx.new_page()
+        pg.goto(url + WORST_LINK)
+        pg.wait_for_function(JS_MODEL, arg="bft-image-source", timeout=60000)
+        heavy.append(ctx)
+    victim.evaluate(JS_WATCH_IMAGE_EVENTS)
+    latencies, updated = [], 0
+    for k in range(clicks):
+        x, y = 2.0 + k, 3.0 + 2 * k
+        n = victim.evaluate("() => window.__bftImageChanges.length")
+        sx, sy = canvas_xy(victim, x, y)
+        t0 = victim.evaluate("() => performance.now()")
+        victim.mouse.click(sx, sy)
+        try:
+            t1 = victim.evaluate(f"(n) => Promise.race([({JS_WAIT_IMAGE_CHANGE})(n), new Promise((_, no) => "
+                                 f"setTimeout(() => no('no change in 15 s'), 15000))])", n)
+            latencies.append(t1 - t0)
+            updated += 1
+        except Exception:  # noqa: BLE001 - counted as not updated
+            pass
+        time.sleep(1.0)
+    time.sleep(settle_s)  # let the heavy runs go on (or finish) before they are closed
+    for ctx in heavy:
+        ctx.close()
+    victim_ctx.close()
+    deadline = time.time() + 30
+    after = rss_mb(pid)
+    while time.time() < deadline and after - before > 50:
+        time.sleep(1.0)
+        after = rss_mb(pid)
+    stop.set()
+    watcher.join()
+    return {"before": before, "peak": peak[0], "after": after, "latencies_ms": latencies, "updated": updated,
+            "clicks": clicks}
