@@ -360,14 +360,28 @@ def _check_conditioning(cfg: dict, grid: Grid) -> None:
         invertible(so["init_mass2"], "solver.init_mass2")
 
 
+def _within(value: int, limit: int | None, what: str, fix: str) -> None:
+    """Refuse ``value`` over ``limit`` (None: no limit); ``what`` holds one ``{}`` for the value."""
+    if limit is not None and value > limit:
+        raise ConfigError(f"{what.format(_fmt_int(value))} exceeds the limit of {_fmt_int(limit)}; {fix}")
+
+
+def _list(doc: dict, key: str, what: str) -> list:
+    """A list-valued key of the document ([] when absent or null)."""
+    value = doc.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ConfigError(f"{key} must be a list of {what}, got {_show(value)}")
+    return value
+
+
 def _check_cost(cfg: dict, grid: Grid, limits: Limits) -> None:
     density = cfg["model"] == "density"
     nodes, m = (grid.size if density else grid.x.n), len(cfg["templates"])
     shape = f"a grid {grid.x.n} x {grid.y.n}" if density else f"a grid of {grid.x.n} x nodes"
 
-    def over(value, limit, what, fix):
-        if limit is not None and value > limit:
-            raise ConfigError(f"{what.format(_fmt_int(value))} exceeds the limit of {_fmt_int(limit)}; {fix}")
+    over = _within
     if density:
         over(nodes, limits.max_nodes, shape + " of {} nodes", "use a coarser grid")
         wide = cfg["prior"]["l4"] > 0 or cfg["prior"]["l6"] > 0
@@ -407,18 +421,10 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
     x = _axis(g.get("x"), "grid.x", {"min": 1, "max": 10, "n": 10, "boundary": "periodic"}, limits)
     y = _axis(g.get("y"), "grid.y", {"min": 1, "max": 15, "n": 15, "boundary": "periodic"}, limits)
     grid = Grid(Axis(**x), Axis(**y))
-    if model == "density" and limits.max_nodes is not None and grid.size > limits.max_nodes:
-        raise ConfigError(f"a grid {x['n']} x {y['n']} of {_fmt_int(grid.size)} nodes exceeds the limit of "
-                          f"{_fmt_int(limits.max_nodes)}; use a coarser grid")
-
-    data = doc.get("data", [])
-    if data is None:
-        data = []
-    if not isinstance(data, list):
-        raise ConfigError(f"data must be a list of [x, y] pairs, got {_show(data)}")
-    if limits.max_points is not None and len(data) > limits.max_points:
-        raise ConfigError(f"a data set of {_fmt_int(len(data))} points exceeds the limit of "
-                          f"{_fmt_int(limits.max_points)}; use fewer points")
+    if model == "density":  # before anything is evaluated on the grid
+        _within(grid.size, limits.max_nodes, f"a grid {x['n']} x {y['n']} of {{}} nodes", "use a coarser grid")
+    data = _list(doc, "data", "[x, y] pairs")
+    _within(len(data), limits.max_points, "a data set of {} points", "use fewer points")
     pts = []
     for k, p in enumerate(data):
         if not isinstance(p, list) or len(p) != 2:
@@ -452,14 +458,8 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
         raise ConfigError("prior: all of l0, l2, l4, l6 are 0, so K = 0 and the prior is empty; "
                           "set l2 > 0 (smoothness) or l0 > 0 (mass)")
 
-    tpl = doc.get("templates", [])
-    if tpl is None:
-        tpl = []
-    if not isinstance(tpl, list):
-        raise ConfigError(f"templates must be a list of template objects, got {_show(tpl)}")
-    if limits.max_templates is not None and len(tpl) > limits.max_templates:
-        raise ConfigError(f"a mixture of {len(tpl)} templates exceeds the limit of {limits.max_templates}; "
-                          f"use fewer templates")
+    tpl = _list(doc, "templates", "template objects")
+    _within(len(tpl), limits.max_templates, "a mixture of {} templates", "use fewer templates")
     templates = [_template(t, f"templates[{i}]", model) for i, t in enumerate(tpl)]
     if model == "regression" and not pts and prior["l0"] == 0:
         raise ConfigError("a regression without data needs a prior mass: K_X annihilates constants, so "
