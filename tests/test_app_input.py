@@ -168,3 +168,48 @@ def test_close_drops_the_sessions_arrays():
     gc.collect()
     assert s.record is None and s.history == [] and s._undo == []
     assert ref() is None
+
+
+def _served(scenario):
+    import asyncio
+    from bokeh.document import Document
+
+    class ServedDoc(Document):
+        session_context = object()
+
+        def add_next_tick_callback(self, fn):
+            asyncio.get_event_loop().call_soon(fn)
+
+    return asyncio.run(scenario(BFTSession(doc=ServedDoc())))
+
+
+def test_a_run_over_the_servers_compute_budget_is_stopped_with_its_last_iteration_shown(monkeypatch):
+    import asyncio
+
+    import app.state as state
+    monkeypatch.setattr(state, "RUN_COMPUTE_S", 0.0)  # every iteration takes longer than that
+
+    async def scenario(s):
+        s.start_run(warm=False, play=True)
+        for _ in range(500):
+            if not s.running and s.message:
+                break
+            await asyncio.sleep(0.01)
+        return s
+    s = _served(scenario)
+    assert "Stopped this run after" in s.message and "limit per run" in s.message
+    assert not s.running and not s.converged
+    # the iteration it reached (here the start: iteration 0 already took longer than 0 s) is on screen
+    assert s.record is not None and s.history and s.history[-1]["iteration"] == s.record.iteration
+
+
+def test_heavy_and_light_runs_use_their_own_worker_pools():
+    from app.state import _HEAVY_POOL, _LIGHT_POOL
+
+    async def scenario(s):
+        s.start_run(warm=False, play=False)
+        light = s._run.pool
+        s.param.update(grid_size="as loaded (custom)", nx=128, ny=128)
+        return light, s._run.pool
+    light, heavy = _served(scenario)
+    assert light is _LIGHT_POOL and heavy is _HEAVY_POOL
