@@ -17,7 +17,7 @@ if 0 < sys.get_int_max_str_digits() < 70_000:
 
 import panel as pn  # noqa: E402
 
-from app.state import BFTSession, MAX_POINTS  # noqa: E402
+from app.state import MAX_POINTS, BFTSession  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
 from app.views.common import install_browser_patches  # noqa: E402
 from app.views.controls import Controls  # noqa: E402

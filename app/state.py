@@ -1065,8 +1065,8 @@ class BFTSession(param.Parameterized):
             now = time.perf_counter()
             # the first frame of a run goes out with iteration 1 (the start field alone is what is on screen
             # already after a warm start); later ones at most every MIN_FRAME_S
-            if stepping or (rec.iteration >= 1 and (not run.pushed or (now - last_push >= MIN_FRAME_S
-                                                                        and not self._browser_behind(now - last_push)))):
+            due = not run.pushed or (now - last_push >= MIN_FRAME_S and not self._browser_behind(now - last_push))
+            if stepping or (rec.iteration >= 1 and due):
                 self._push(self._apply_frame, run, pending, False, None, None, stepping)
                 pending, last_push, run.pushed = [], now, True
             if self._playing and rec.iteration >= 1:

@@ -28,7 +28,7 @@ import os
 import numpy as np
 
 from .grid import Axis, Grid
-from .limits import (MAX_CONDITION, MAX_COORDINATE, MAX_MAGNITUDE, MAX_TEMPLATE_VALUE, MIN_BETA, Limits, active)
+from .limits import MAX_CONDITION, MAX_COORDINATE, MAX_MAGNITUDE, MAX_TEMPLATE_VALUE, MIN_BETA, Limits, active
 from .operators import axis_symbol
 from .templates import template_field
 

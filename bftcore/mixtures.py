@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 
 
-
 def _check_beta(beta) -> float:
     b = float(beta)
     if not (np.isfinite(b) and b > 0):

@@ -147,8 +147,9 @@ class RegressionModel:
         """Model of a parsed JSON document with ``"model": "regression"`` (CONVENTIONS.md §4).
 
         Defaults as in :mod:`bftcore.config`: grid.x the paper's x = 1..10 (n = 10), boundary "periodic",
-        lambda = 1, the missing l_k are 0 except l2 = 1 when none is given, equal weights, solver.init "kernel".  ``truth`` may be
-        a template dict or a list of node values of the true regression function (used for the test error).
+        lambda = 1, the missing l_k are 0 except l2 = 1 when none is given, equal weights, solver.init "kernel".
+        ``truth`` may be a template dict or a list of node values of the true regression function (used for the
+        test error).
         """
         if config.get("model", "regression") != "regression":
             raise ValueError(f"this is the regression model; the config says model = {config.get('model')!r}")

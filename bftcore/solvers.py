@@ -121,8 +121,8 @@ def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=6
     ``exact=False`` (Newton): try eta0, then backtrack with safeguarded quadratic interpolation (Armijo, c = 1e-4).
     ``exact=True`` (gradient and massive relaxation, standing in for the paper's FindMinimum): from eta0 (the last
     accepted step) one step of the quadratic model through E(0), the slope at 0 and E(eta0), or backtracking
-    when eta0 does not decrease the energy; two or three energy evaluations per iteration.  ``eta = 0`` (no point) when no
-    decrease can be found, which the caller treats as convergence at machine precision.  ``accept_first=True``
+    when eta0 does not decrease the energy; two or three energy evaluations per iteration.  ``eta = 0`` (no point)
+    when no decrease can be found, which the caller treats as convergence at machine precision.  ``accept_first=True``
     takes eta0 as it is whenever it decreases the energy (eta0 is then a Barzilai-Borwein step, see
     :func:`_barzilai_borwein`).
     """
@@ -382,7 +382,8 @@ def _massive_solve(energy, r, mass2):
 
 # ------------------------------------------------------------------------------------- active set, field P
 def _free_set_direction(point, method: str, mass2: float):
-    """Direction for E_P on the face F = {P > 0} less the epsilon-active nodes (held fixed): solve the KKT system ``[A_FF B; B^T 0] [d; mu] = [-G_F; 0]``
+    """Direction for E_P on the face F = {P > 0} less the epsilon-active nodes (held fixed): solve the KKT system
+    ``[A_FF B; B^T 0] [d; mu] = [-G_F; 0]``
     with ``B`` the per-x normalisation constraint, so d keeps ``sum_j P hy = 1`` and leaves the nodes with P = 0
     alone (Sect. 7.2.5, inverting in subspaces).  Releasing nodes from P = 0 is the job of the projected-gradient
     step in :func:`iterate`."""

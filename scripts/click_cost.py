@@ -19,11 +19,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from loadtest import JS_CLICK_SETUP, JS_TRACES_READY, Barrier, viewport  # noqa: E402
 from playwright.async_api import async_playwright  # noqa: E402
 
-from loadtest import JS_CLICK_SETUP, JS_TRACES_READY, Barrier, viewport  # noqa: E402
-from tests.ui.helpers import (CHROMIUM, CHROMIUM_ARGS, JS_MODEL, JS_WAIT_IMAGE_CHANGE,  # noqa: E402
-                              JS_WATCH_IMAGE_EVENTS, panel_server)
+from tests.ui.helpers import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    JS_MODEL,
+    JS_WAIT_IMAGE_CHANGE,
+    JS_WATCH_IMAGE_EVENTS,
+    panel_server,
+)
 
 TICK = os.sysconf("SC_CLK_TCK")
 

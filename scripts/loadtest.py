@@ -35,8 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from playwright.async_api import async_playwright  # noqa: E402
 
-from tests.ui.helpers import (CHROMIUM, CHROMIUM_ARGS, JS_CANVAS_XY, JS_MODEL, JS_WAIT_IMAGE_CHANGE,  # noqa: E402
-                              JS_WATCH_IMAGE_EVENTS, panel_server)
+from tests.ui.helpers import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    JS_CANVAS_XY,
+    JS_MODEL,
+    JS_WAIT_IMAGE_CHANGE,
+    JS_WATCH_IMAGE_EVENTS,
+    panel_server,
+)
 
 VIEWPORT = {"width": 1280, "height": 720}  # the projector size the layout is made for
 OPEN_AT_ONCE = 5

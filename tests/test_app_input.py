@@ -172,6 +172,7 @@ def test_close_drops_the_sessions_arrays():
 
 def _served(scenario):
     import asyncio
+
     from bokeh.document import Document
 
     class ServedDoc(Document):

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("panel")
 
-from app.state import BFTSession, MAX_POINTS, preset_catalogue  # noqa: E402
+from app.state import MAX_POINTS, BFTSession, preset_catalogue  # noqa: E402
 
 
 @pytest.fixture
@@ -286,8 +286,8 @@ def test_warm_start_export_of_a_problem_without_templates_adds_the_zero_template
 def test_url_parameters_round_trip_the_state_exactly():
     """Serialise every URL parameter as the share panel writes the address bar and load them into a fresh
     session with panel's query parser."""
-    from bftcore.api import validate_config
     from app.views.share import url_query
+    from bftcore.api import validate_config
     s = BFTSession(live=False)
     assert s.load_preset("fig7")
     from panel.util import parse_query
@@ -302,6 +302,7 @@ def test_url_parameters_round_trip_the_state_exactly():
 def test_a_burst_of_clicks_is_solved_once_for_the_latest_state():
     """The served path: one runner per session, stale runs dropped and closed, the traces complete."""
     import asyncio
+
     from bokeh.document import Document
 
     class ServedDoc(Document):

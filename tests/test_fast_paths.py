@@ -13,8 +13,8 @@ import scipy.sparse as sp
 from bftcore import api, metrics, presets
 from bftcore.bench import random_problem
 from bftcore.energies import project_simplex
-from bftcore.operators import PriorOperator, axis_operator, laplacian_1d
 from bftcore.grid import Axis, Grid
+from bftcore.operators import PriorOperator, axis_operator, laplacian_1d
 from bftcore.solvers import SeparablePreconditioner, _curvature_step, _massive_face_direction, _pcg
 
 

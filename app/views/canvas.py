@@ -7,10 +7,11 @@ import param
 from bokeh.events import Tap
 from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper
 
-from ..state import BFTSession, X_RANGE, Y_RANGE, one_message
+from ..state import X_RANGE, Y_RANGE, BFTSession, one_message
+from .common import PALETTE, make_figure, teaching
+from .common import set_changed as _set
 
 GRID_PARAMS = ["x_min", "x_max", "nx", "y_min", "y_max", "ny"]
-from .common import PALETTE, make_figure, set_changed as _set, teaching
 
 EQUATION = (r"$p(y|x) = e^{L(x,y)}$, with $\int e^{L(x,y)}\,dy = 1$ for every $x$;"
             r" the MAP field minimises $E_L = -\sum_i L(x_i,y_i) + \frac{\lambda}{2}(L-t, K(L-t))$")
@@ -78,7 +79,8 @@ class DataCanvas(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.session
-        fig = make_figure("posterior density p(y|x)", "x", "y", name="bft-canvas", x_range=(X_RANGE[0] - 0.5, X_RANGE[1] + 0.5),
+        fig = make_figure("posterior density p(y|x)", "x", "y", name="bft-canvas",
+                          x_range=(X_RANGE[0] - 0.5, X_RANGE[1] + 0.5),
                           y_range=(Y_RANGE[0] - 0.5, Y_RANGE[1] + 0.5), tools="pan,wheel_zoom,reset,save")
         self.mapper = LinearColorMapper(palette=PALETTE, low=0, high=1)
         self.image_source = ColumnDataSource(dict(image=[np.zeros((2, 2))], x=[0.0], y=[0.0], dw=[1.0], dh=[1.0]),

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import panel as pn
-from bokeh.palettes import Cividis256, Viridis256, Category10_10
+from bokeh.palettes import Category10_10, Cividis256, Viridis256
 from bokeh.plotting import figure
 
 PALETTE = Viridis256          # heatmaps: perceptually uniform
@@ -102,4 +102,5 @@ def teaching(equation: str, text: str) -> pn.Column:
         sizing_mode="stretch_width", margin=0)
 
 
-__all__ = ["install_browser_patches", "PALETTE", "SERIES", "Cividis256", "make_figure", "legend_outside", "set_changed", "teaching"]
+__all__ = ["install_browser_patches", "PALETTE", "SERIES", "Cividis256", "make_figure", "legend_outside",
+           "set_changed", "teaching"]

@@ -7,7 +7,7 @@ from functools import partial
 import panel as pn
 import param
 
-from ..state import BFTSession, CUSTOM_GRID, DENSITY_TEMPLATES, REGRESSION_TEMPLATES, TEMPLATE_LABELS, template_label
+from ..state import CUSTOM_GRID, DENSITY_TEMPLATES, REGRESSION_TEMPLATES, TEMPLATE_LABELS, BFTSession, template_label
 
 #: Sliders whose change starts a solve send their value on release only (value_throttled).
 THROTTLED = dict(throttled=True)
@@ -157,8 +157,8 @@ class Controls(pn.viewable.Viewer):
             pn.Accordion(
                 ("Model and prior", pn.Column(w["model"], w["lam"], w["lam_x"], w["lam_y"], w["mass2"],
                                               w["order"], w["order_coef"], self.orders_note, self.drop_orders)),
-                ("Templates and mixture", pn.Column(self.from_file, self.use_menu, w["templates"], w["w_uniform"], w["w_paper_t1"],
-                                                    w["w_paper_t2"], w["w_gaussian"], w["gauss_mu"],
+                ("Templates and mixture", pn.Column(self.from_file, self.use_menu, w["templates"], w["w_uniform"],
+                                                    w["w_paper_t1"], w["w_paper_t2"], w["w_gaussian"], w["gauss_mu"],
                                                     w["gauss_sigma"], w["w_constant"], w["const_value"],
                                                     w["w_linear"], w["lin_slope"], w["lin_intercept"],
                                                     w["log10_beta"], self.beta_text)),

@@ -6,7 +6,7 @@ import panel as pn
 import param
 from bokeh.models import ColumnDataSource
 
-from ..state import BFTSession, Y_RANGE
+from ..state import Y_RANGE, BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
 
 EQUATION_DENSITY = (r"$h(x) = \int y\,p(y|x)\,dy$ (709), band $h \pm \sigma(x)$, "
@@ -145,7 +145,8 @@ class RegressionView(pn.viewable.Viewer):
         x = g.x.nodes
         rec = s.record
         if s.is_regression:
-            h = np.asarray(rec.h, float) if rec is not None and getattr(rec, "h", None) is not None and len(rec.h) == g.x.n else None
+            fits = rec is not None and getattr(rec, "h", None) is not None and len(rec.h) == g.x.n
+            h = np.asarray(rec.h, float) if fits else None
             _replace(self.curve, dict(x=x if h is not None else [], h=h if h is not None else []))
             if len(self.band.data["x"]):
                 _replace(self.band, dict(x=[], lo=[], hi=[]))

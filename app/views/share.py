@@ -14,7 +14,7 @@ from panel.io.state import set_curdoc
 from bftcore.config import parse_document, validate_config
 from bftcore.limits import LIMITS
 
-from ..state import BFTSession, URL_PARAMS, one_message
+from ..state import URL_PARAMS, BFTSession, one_message
 
 
 def url_query(session: BFTSession) -> str:

@@ -1,14 +1,15 @@
 """Energy, training and test error against iteration, streamed while the solver runs."""
 from __future__ import annotations
 
-import panel as pn
-import param
 import math
 
+import panel as pn
+import param
 from bokeh.models import BoxAnnotation, ColumnDataSource, Label, Range1d, Span
 
 from ..state import BFTSession
-from .common import SERIES, legend_outside, make_figure, set_changed as _set, teaching
+from .common import SERIES, legend_outside, make_figure, teaching
+from .common import set_changed as _set
 
 EQUATION = (r"training error $\varepsilon_{tr} = -\frac{1}{n}\sum_i L(x_i,y_i)$ (710), test error "
             r"$\varepsilon_{te} = -\frac{1}{n_x}\sum_{x}\int p_{true}(y|x)\,L(x,y)\,dy$ (711)")

@@ -176,7 +176,9 @@ def test_upload_with_two_prior_orders_is_accepted_and_exported_unchanged(page, t
 
 def test_warm_start_export_reproduces_what_the_browser_shows(page):
     import numpy as np
+
     from bftcore.api import fit
+
     from .helpers import JS_IMAGE
     open_card(page, "Solver and grid")
     page.locator("select:has(option[value='empirical'])").select_option("keep current")
