@@ -112,28 +112,11 @@ def _api():
     return api
 
 
-DEMO_TEXT = {
-    "overfitting": "Fifty data points and a weak prior (λ = 0.1) with two templates. Watch the traces: the energy "
-                   "keeps falling while, after a few iterations, the test error turns and rises (red line). The "
-                   "solution adapts to the accidental structure of this sample, which is overfitting; raise λ to "
-                   "see it disappear.",
-    "metastable_mixture": "Two templates compete for the same data (λ = 1.2, m² = 0.5), started at t₂. The mixing "
-                          "coefficients stay nearly constant for many iterations before switching: the solver "
-                          "sits near a saddle between two basins (plateaus are shaded). Try other starts and the "
-                          "β sweep tab to see the competing solutions.",
-}
-
-
 def preset_catalogue() -> dict:
     """Preset name -> (configuration document, explanation): every entry of bftcore.presets.PRESETS (the dashboard
-    loads any valid document), else the paper figures plus the two demonstrations built on them."""
+    loads any valid document)."""
     from bftcore import presets
-    if hasattr(presets, "PRESETS"):
-        return dict(presets.PRESETS)
-    out = {name: (presets.figure_config(name), presets.FIGURE_NOTES.get(name, "")) for name in presets.FIGURES}
-    out["overfitting"] = (presets.figure_config("fig27"), DEMO_TEXT["overfitting"])
-    out["metastable_mixture"] = (presets.figure_config("fig28"), DEMO_TEXT["metastable_mixture"])
-    return out
+    return dict(presets.PRESETS)
 
 
 def template_label(spec: dict) -> str:

@@ -114,7 +114,6 @@ class DensityEnergy:
         self.grid, self.N, self.prior = grid, np.asarray(N, dtype=float), prior
         if self.N.shape != grid.shape:
             raise ValueError(f"data counts have shape {self.N.shape}, grid has {grid.shape}")
-        self.NX = self.N.sum(axis=1)
         self.data_mask = self.N > 0
         self.data_index = np.flatnonzero(self.data_mask)  # flat indices of the data nodes, and their counts
         self.data_counts = self.N.ravel()[self.data_index]

@@ -187,7 +187,3 @@ class PriorOperator:
             raise ValueError(f"a dense inverse of K is for grids up to 1600 nodes (40 x 40), this one has {n}")
         eye = np.eye(n).reshape((n,) + self.grid.shape)
         return self.solve(eye, scale, mass2).reshape(n, n)
-
-    def spectral_solve(self, rhs: np.ndarray, sym: np.ndarray) -> np.ndarray:
-        """``rhs`` multiplied in the spectral basis by ``1/sym`` (``sym`` of shape ``(nx, ny)``, all > 0)."""
-        return _inverse(_forward(np.asarray(rhs, dtype=float), self.grid) / sym, self.grid)

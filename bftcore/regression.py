@@ -19,13 +19,13 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from .grid import Axis
 from .mixtures import ReducedMixture, _check_beta, mixing_coefficients, mixture_energy
 from .operators import axis_operator
+from .solvers import iterate as solver_iterate
 
 TEMPLATE_KINDS = ("constant", "linear", "array")
 
@@ -500,44 +500,6 @@ class RegressionPoint:
         return float(np.max(np.abs(self.gradient))) if self.gradient.size else 0.0
 
 
-def newton_descent(energy, h0, min_iter: int = 1, max_iter: int = 100, tol: float = 1e-10):
-    """Newton iteration with backtracking line search for a RegressionMixtureEnergy (yields one record per step).
-
-    Falls back to the prior-relaxation direction -A^{-1} g (always a descent direction) where the Hessian is not
-    positive definite.  Used by :func:`fit` when ``bftcore.solvers`` is not available.
-    """
-    h = np.asarray(h0, dtype=float).copy()
-    E = energy.value(h)
-    for it in range(1, max_iter + 1):
-        g = energy.gradient(h)
-        try:
-            c = sla.cho_factor(energy.hessian(h), check_finite=False)
-            step = -sla.cho_solve(c, g, check_finite=False)
-            method = "newton"
-        except np.linalg.LinAlgError:
-            step = -energy.model.solve_A(g)
-            method = "prior"
-        slope = float(g @ step)
-        eta = 1.0
-        while True:
-            h_new = h + eta * step
-            E_new = energy.value(h_new)
-            if E_new <= E + 1e-4 * eta * slope or eta < 1e-10:
-                break
-            eta *= 0.5
-        size = float(np.max(np.abs(h_new - h))) if h.size else 0.0
-        h, E = h_new, E_new
-        res = float(np.linalg.norm(energy.gradient(h)))
-        yield {"iteration": it, "energy": E, "step": size, "residual": res, "field": h.copy(),
-               "mixing": energy.mixing(h), "method": method}
-        if it >= min_iter and (res <= tol * (1.0 + np.linalg.norm(energy.model.ysum)) or size <= 1e-15):
-            return
-
-
-def _record_attr(rec, name, default=None):
-    return rec.get(name, default) if isinstance(rec, dict) else getattr(rec, name, default)
-
-
 def _setup(config: dict, init):
     model = RegressionModel.from_config(config)
     beta = _check_beta(config.get("beta", 1.0))
@@ -554,22 +516,12 @@ def _setup(config: dict, init):
 def _records(model: RegressionModel, energy: RegressionMixtureEnergy, h0, kw):
     """api.Record per iteration of the configured learning algorithm (bftcore.solvers.iterate)."""
     from .api import Record
-    try:
-        from .solvers import iterate as solver_iterate
-        recs = solver_iterate(energy, h0, **kw)
-    except ImportError:
-        recs = newton_descent(energy, h0, min_iter=kw["min_iter"], max_iter=kw["max_iter"], tol=kw["tol"])
-    t0 = time.perf_counter()
-    for i, rec in enumerate(recs):
-        h = np.asarray(_record_attr(rec, "field"), dtype=float)
-        mix = _record_attr(rec, "mixing")
-        yield Record(int(_record_attr(rec, "iteration", i)), float(_record_attr(rec, "energy")),
-                     model.train_error(h), model.test_error(h),
-                     energy.mixing(h) if mix is None else np.asarray(mix, dtype=float),
-                     float(_record_attr(rec, "step", np.nan)), float(_record_attr(rec, "residual", np.nan)),
-                     str(_record_attr(rec, "method", "")), float(_record_attr(rec, "change", np.nan)),
-                     bool(_record_attr(rec, "converged", False)),
-                     float(_record_attr(rec, "elapsed_s", time.perf_counter() - t0)), h=h)
+    for rec in solver_iterate(energy, h0, **kw):
+        h = np.asarray(rec.field, dtype=float)
+        mixing = energy.mixing(h) if rec.mixing is None else np.asarray(rec.mixing, dtype=float)
+        yield Record(int(rec.iteration), float(rec.energy), model.train_error(h), model.test_error(h), mixing,
+                     float(rec.step), float(rec.residual), str(rec.method), float(rec.change), bool(rec.converged),
+                     float(rec.elapsed_s), h=h)
 
 
 def iterate(config: dict, init=None):

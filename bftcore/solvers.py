@@ -18,9 +18,7 @@ closing it stops the run between iterations, and any field can be passed back in
 
 Energies: any object with ``at(phi)`` returning a point with ``value``, ``gradient``, ``hessp(v)``, ``mixing``
 and ``residual``, plus ``normalise(phi)`` and ``field`` ("L", "P", or "h" for regression).  ``massive_solve(r,
-mass2)`` is used when the energy provides it (regression), otherwise the prior operator of the energy.  A
-functional-style energy with ``value(phi)``, ``gradient(phi)``, ``hessp(phi, v)``, ``project(phi)``,
-``mixing(phi)`` and ``massive_solve(r, mass2)`` is accepted too (see :class:`FunctionalEnergy`).
+mass2)`` is used when the energy provides it (regression), otherwise the prior operator of the energy.
 """
 from __future__ import annotations
 
@@ -59,49 +57,6 @@ class IterationRecord:
 
 class SolverError(RuntimeError):
     """The iteration produced a non-finite energy or field."""
-
-
-class _FunctionalPoint:
-    def __init__(self, energy, phi):
-        self._e, self.phi = energy, phi
-
-    @property
-    def value(self):
-        return float(self._e.value(self.phi))
-
-    @property
-    def gradient(self):
-        return np.asarray(self._e.gradient(self.phi))
-
-    def hessp(self, v):
-        return np.asarray(self._e.hessp(self.phi, v))
-
-    @property
-    def mixing(self):
-        m = self._e.mixing(self.phi)
-        return np.ones(1) if m is None else np.asarray(m)
-
-    @property
-    def residual(self):
-        return float(np.max(np.abs(self.gradient)))
-
-
-class FunctionalEnergy:
-    """Adapter from the functional protocol (``value(phi)``, ``gradient(phi)``, ``hessp(phi, v)``,
-    ``project(phi)``, ``mixing(phi)``, ``massive_solve(r, mass2)``) to the point protocol of :func:`iterate`."""
-
-    def __init__(self, energy):
-        self._e = energy
-        self.field = getattr(energy, "field", "h")
-
-    def at(self, phi):
-        return _FunctionalPoint(self._e, phi)
-
-    def normalise(self, phi):
-        return np.asarray(self._e.project(phi), dtype=float)
-
-    def massive_solve(self, r, mass2):
-        return self._e.massive_solve(r, mass2)
 
 
 def _identity_precond(r):
@@ -305,11 +260,9 @@ def newton_cg_direction(point, precond, rtol: float, maxiter: int, curvature: li
     if label == "negative-curvature":
         if curvature is not None and p is not None:
             curvature.append(p)
-        try:
-            hessp = lambda v: point.hessp(v, convexified=True)  # noqa: E731
-        except TypeError:
-            hessp = None
-        if hessp is not None and hasattr(point, "lagrange_multiplier"):
+        if hasattr(point, "lagrange_multiplier"):  # E_L offers a convexified (Gauss-Newton) Hessian
+            def hessp(v):
+                return point.hessp(v, convexified=True)
             d2, label2, k2, _ = _pcg(point.gradient, hessp, precond, rtol, maxiter)
             if label2 != "negative-curvature":
                 return d2, "newton-convexified", k + k2
@@ -596,8 +549,6 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
     t0 = time.perf_counter()
     if cg_maxiter is None:
         cg_maxiter = int(min(1000, max(200, np.size(phi0) // 16)))
-    if not hasattr(energy, "at"):
-        energy = FunctionalEnergy(energy)
     phi = energy.normalise(np.asarray(phi0, dtype=float))
     point = energy.at(phi)
     if not np.isfinite(point.value):
