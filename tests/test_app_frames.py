@@ -8,8 +8,6 @@ from bokeh.document import Document
 from bokeh.models import ColumnDataSource, LinearColorMapper
 from bokeh.protocol import Protocol
 
-pytest.importorskip("panel")
-
 from app.state import release_as_one_message  # noqa: E402
 from app.views.canvas import NICE, colour_range, nice_ceil, nice_floor  # noqa: E402
 from app.views.traces import padded  # noqa: E402

@@ -4,8 +4,6 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("panel")
-
 from app.state import MAX_POINTS, BFTSession, preset_catalogue  # noqa: E402
 
 
@@ -154,7 +152,8 @@ def test_sessions_share_nothing():
     a, b = BFTSession(live=False), BFTSession(live=False)
     a.add_point(5, 5)
     assert b.data == [[3.0, 3.0], [7.0, 12.0]]
-    assert a.data is not b.data
+    a.data[0][0] = 4.0  # in place: a shared default list (or shared points) would show in b
+    assert b.data[0][0] == 3.0 and BFTSession(live=False).data[0][0] == 3.0
 
 
 # --- issue 4: edge clicks, every preset, any valid document, warm-start export, URL state -------------------------

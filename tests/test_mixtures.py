@@ -239,7 +239,6 @@ def test_plateau_near_the_saddle_is_flagged():
 
 
 def test_density_documents_delegate_to_the_api():
-    pytest.importorskip("bftcore.api")
     cfg = {"model": "density", "data": [[3, 3], [7, 12]], "prior": {"field": "L", "lambda": 0.3, "l2": 0.025},
            "templates": [{"kind": "paper_t1"}, {"kind": "paper_t2"}], "weights": [0.5, 0.5],
            "solver": {"method": "newton", "init": "kernel"}}
