@@ -12,7 +12,7 @@ How the solver runs without blocking the server
 -----------------------------------------------
 A run is a ``bftcore.api.iterate`` generator.  When the session is served, one *runner* task per session (an
 ``asyncio`` task on the Bokeh event loop) advances the current run one iteration at a time in a worker thread
-(``asyncio.to_thread``), so the event loop never waits for the solver.  Records are coalesced into *frames*: the
+(see *Worker pools* below), so the event loop never waits for the solver.  Records are coalesced into *frames*: the
 first frame of a run goes out as soon as iteration 1 exists (that is what a click waits for), later frames at most
 every :data:`MIN_FRAME_S` seconds (about 10 per second per session), and the final state always.  A frame is
 applied on the session's document (``add_next_tick_callback``, so the views touch Bokeh models under the document
@@ -25,6 +25,28 @@ thread with a record of a replaced run it drops the record, closes that generato
 So a burst of clicks costs one iteration of stale work at most, and only the latest state is solved.
 
 Without a server (tests, notebooks) the same methods step the generator synchronously.
+
+What one session may cost the server (issue 11)
+-----------------------------------------------
+Every input is untrusted: a share link (``app.views.share.read_url``) and an upload (:meth:`BFTSession.load_config`)
+pass the gate of ``bftcore.config`` with the server's budget ``bftcore.limits.LIMITS``, an upload is also started on
+a trial (iteration 0) before it replaces anything, and the parameters themselves refuse values that would break
+:meth:`BFTSession.to_config` (points, orders, weights, the initialisation).
+
+*Worker pools.*  ``asyncio.to_thread`` would put every session's iterations on the loop's default executor, shared
+by all sessions: three 16 000-node solves filled it and a click on the paper grid queued behind them.  Runs above
+:data:`HEAVY_NODES` grid nodes (a quarter of that for field P, whose sparse factorisations cost most) and beta
+sweeps go through one thread, ``_HEAVY_POOL``, in turn across sessions; smaller runs have a pool of their own,
+``_LIGHT_POOL``.  However many heavy links are open, they take one core between them and a small problem's click
+is computed at once.
+
+*Compute budget.*  The runner adds up the seconds each run spends inside the worker thread; past
+:data:`RUN_COMPUTE_S` the run is stopped with a message and its last iteration stays on screen (a sweep gets the
+same budget as a wall-clock deadline).
+
+*Memory.*  When the browser session ends, :meth:`BFTSession.close` stops the run and drops every array the session
+holds, and :func:`release_memory` gives the freed pages back to the system; a fixed glibc mmap threshold (set at
+import) keeps large arrays out of the worker threads' heaps, which glibc would otherwise keep.
 
 Nothing mutable is shared between sessions: each session builds its own ``BFTSession`` and its own views.
 """
@@ -43,7 +65,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import param
 
-from bftcore.config import ConfigError, parse_document, validate_config, validate_sweep
+from bftcore import api, mixtures, presets
+from bftcore.config import parse_document, validate_config, validate_sweep
 from bftcore.grid import Axis, Grid
 from bftcore.limits import RunBudgetExceeded, deadline
 
@@ -107,15 +130,9 @@ CONFIG_PARAMS = ["model", "x_min", "x_max", "nx", "y_min", "y_max", "ny", "bound
 URL_PARAMS = CONFIG_PARAMS + ["grid_size", "display", "frame_ms", "preset"]
 
 
-def _api():
-    from bftcore import api
-    return api
-
-
 def preset_catalogue() -> dict:
     """Preset name -> (configuration document, explanation): every entry of bftcore.presets.PRESETS (the dashboard
     loads any valid document)."""
-    from bftcore import presets
     return dict(presets.PRESETS)
 
 
@@ -175,7 +192,7 @@ def release_memory() -> None:
 def _trial_start(cfg: dict) -> None:
     """Build the problem of a validated document and its start field (iteration 0), then drop them: what the
     solver cannot even start is refused before a session takes it."""
-    gen = _api().iterate(cfg)
+    gen = api.iterate(cfg)
     try:
         next(gen)
     finally:
@@ -184,7 +201,6 @@ def _trial_start(cfg: dict) -> None:
 
 def _sweep_within_budget(cfg, beta_min, beta_max, n):
     """A sweep in a worker thread, stopped after :data:`RUN_COMPUTE_S` seconds."""
-    from bftcore import mixtures
     with deadline(RUN_COMPUTE_S):
         return mixtures.sweep_document(cfg, beta_min, beta_max, n)
 
@@ -614,11 +630,13 @@ class BFTSession(param.Parameterized):
             doc = validate_config(doc)
             values = self._params_from_config(doc)
             _trial_start(doc)
-        except (ConfigError, ValueError, TypeError, KeyError, ArithmeticError, MemoryError, RecursionError) as e:
+        except Exception as e:  # noqa: BLE001 - whatever the gate or the trial start raise (scipy's RuntimeError of a
+            # singular factor, MemoryError, RecursionError, ...), the document is refused and the session kept
             reason = e.args[0] if isinstance(e, KeyError) and e.args else e
             if isinstance(e, MemoryError):
                 reason = "it does not fit in the server's memory"
-            self.message = f"Refused the configuration: {str(reason)[:400]}. Nothing was changed."
+            text = " ".join(str(reason).split()).rstrip(".") or type(e).__name__
+            self.message = f"Refused the configuration: {text[:400]}. Nothing was changed."
             return False
         self._push_undo()
         self._quiet = True
@@ -803,7 +821,7 @@ class BFTSession(param.Parameterized):
     def start_run(self, warm: bool = True, play: bool = True) -> bool:
         """Start a new run of the solver from the current state (warm: from the field shown)."""
         try:
-            cfg = _api().validate_config(self.to_config())
+            cfg = api.validate_config(self.to_config())
         except ValueError as e:
             self.cancel()
             self.message = f"Cannot solve: {e}"
@@ -811,7 +829,7 @@ class BFTSession(param.Parameterized):
         init = self._warm_field(cfg) if (warm or self.init == KEEP_CURRENT) else None
         self._drop_run()
         try:
-            gen = _api().iterate(cfg, init=init)
+            gen = api.iterate(cfg, init=init)
         except ValueError as e:
             self.cancel()
             self.message = f"Cannot solve: {e}"
@@ -935,7 +953,7 @@ class BFTSession(param.Parameterized):
         if run.cfg["model"] != "regression":
             return None
         try:  # started at the run's last h, the fit only confirms the MAP and adds the exact quantities
-            res = _api().fit(run.cfg, init=None if run.last is None else np.asarray(run.last.h, float))
+            res = api.fit(run.cfg, init=None if run.last is None else np.asarray(run.last.h, float))
         except Exception as e:  # noqa: BLE001 - shown as a message, the MAP solution stays
             return e
         return {"exact": res.get("exact"), "h": res.get("h")}
@@ -1059,11 +1077,10 @@ class BFTSession(param.Parameterized):
 
     # ===================================================================== beta sweep
     def sweep_config(self) -> dict:
-        return _api().validate_config(self.to_config())
+        return api.validate_config(self.to_config())
 
     def run_sweep(self, beta_min: float = 0.1, beta_max: float = 10.0, n: int = 25):
         """Sweep beta up and down (bftcore.mixtures.sweep_document); in a worker thread when served."""
-        from bftcore import mixtures
         try:
             cfg = self.sweep_config()
             beta_min, beta_max, n = validate_sweep(cfg, beta_min, beta_max, n)

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import metrics
+from . import metrics, regression
 from .config import ConfigError, default_config, grid_from_config, validate_config
 from .energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log, project_simplex
 from .grid import Grid
 from .operators import PriorOperator
+from .records import Record
 from .solvers import iterate as _iterate
 from .templates import paper_true_density, template_density, template_field  # noqa: F401 - part of the API
 
@@ -110,26 +111,6 @@ def initial_field(problem: DensityProblem, init=None) -> np.ndarray:
     return normalise_log(np.log(P), grid.hy) if fld == "L" else P
 
 
-@dataclass
-class Record:
-    """One iteration as the dashboard and the result document see it."""
-
-    iteration: int
-    energy: float
-    train_error: float
-    test_error: float | None
-    mixing: np.ndarray
-    step: float
-    residual: float
-    method: str
-    change: float
-    converged: bool
-    elapsed_s: float
-    L: np.ndarray | None = None
-    P: np.ndarray | None = None
-    h: np.ndarray | None = None
-
-
 def _density_records(problem: DensityProblem, init=None):
     cfg, grid, E = problem.config, problem.grid, problem.energy
     so = cfg["solver"]
@@ -147,7 +128,6 @@ def iterate(config: dict, init=None):
     """Yield a :class:`Record` per iteration of the configured solver; close the generator to stop early."""
     cfg = validate_config(config)
     if cfg["model"] == "regression":
-        from . import regression
         yield from regression.iterate(cfg, init)
         return
     yield from _density_records(build_density(cfg, validated=True), init)
@@ -179,7 +159,6 @@ def fit(config: dict, init=None, callback=None, check_stability: bool = False) -
     """
     cfg = validate_config(config)
     if cfg["model"] == "regression":
-        from . import regression
         return regression.fit(cfg, init)
     problem = build_density(cfg, validated=True)
     t0 = time.perf_counter()

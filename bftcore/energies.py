@@ -23,7 +23,7 @@ from functools import cached_property
 import numpy as np
 
 from .grid import Grid
-from .mixtures import mixing_coefficients, mixture_energy
+from .mixing import mixing_coefficients, mixture_energy
 from .operators import PriorOperator
 
 

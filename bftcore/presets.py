@@ -12,6 +12,8 @@ from importlib import resources
 import numpy as np
 
 from .grid import Grid
+from .mixing import fig7_config
+from .regression import regression_presets
 from .templates import MU_2, MU_A, MU_B, SIGMA_0, SIGMA_T, paper_t1, paper_t2, paper_true_density  # noqa: F401 - the paper's numbers, here too
 
 TWO_POINTS = [[3.0, 3.0], [7.0, 12.0]]   # data of Figs 13-17
@@ -165,8 +167,6 @@ def metastable_mixture_config() -> dict:
 
 
 def _catalogue() -> dict:
-    from .mixtures import fig7_config
-    from .regression import regression_presets
     out = {name: (figure_config(name), FIGURE_NOTES[name]) for name in FIGURES}
     out["fig7"] = (fig7_config(), DEMO_TEXT["fig7"])
     out["overfitting"] = (figure_config("fig27"), DEMO_TEXT["overfitting"])
@@ -175,8 +175,6 @@ def _catalogue() -> dict:
     return out
 
 
-def __getattr__(name):
-    """``PRESETS``: name -> (configuration, two or three sentences for a class), built on first use."""
-    if name == "PRESETS":
-        return _catalogue()
-    raise AttributeError(name)
+#: name -> (configuration, two or three sentences for a class): every preset the CLI and the dashboard offer.
+#: Treat it as read-only; a caller that changes a configuration copies it first.
+PRESETS = _catalogue()

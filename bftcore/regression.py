@@ -23,8 +23,9 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from .grid import Axis
-from .mixtures import ReducedMixture, _check_beta, mixing_coefficients, mixture_energy
+from .mixing import ReducedMixture, _check_beta, detect_plateaus, fig7_config, mixing_coefficients, mixture_energy
 from .operators import axis_operator
+from .records import Record
 from .solvers import iterate as solver_iterate
 
 TEMPLATE_KINDS = ("constant", "linear", "array")
@@ -515,7 +516,6 @@ def _setup(config: dict, init):
 
 def _records(model: RegressionModel, energy: RegressionMixtureEnergy, h0, kw):
     """api.Record per iteration of the configured learning algorithm (bftcore.solvers.iterate)."""
-    from .api import Record
     for rec in solver_iterate(energy, h0, **kw):
         h = np.asarray(rec.field, dtype=float)
         mixing = energy.mixing(h) if rec.mixing is None else np.asarray(rec.mixing, dtype=float)
@@ -547,7 +547,6 @@ def fit(config: dict, init=None) -> dict:
     definite at h), ``plateaus`` (:func:`bftcore.mixtures.detect_plateaus` of the history).
     ``init`` (an array of node values) overrides ``solver.init``.
     """
-    from .mixtures import detect_plateaus
     t0 = time.perf_counter()
     model, beta, energy, h0, kw = _setup(config, init)
     history, last = [], None
@@ -590,7 +589,6 @@ def regression_presets() -> dict[str, dict]:
 
     ``"fig7"``: the 0-dimensional model of Fig 3 [001] / Fig 7 as a regression on a one-node grid.
     """
-    from .mixtures import fig7_config
     two = {"model": "regression",
            "grid": {"x": {"min": 0.0, "max": 10.0, "n": 101, "boundary": "neumann"}},
            "data": [[1.0, 1.2], [3.0, 2.0], [5.0, 2.5], [7.0, 2.4], [9.0, 0.9]],

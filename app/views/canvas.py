@@ -7,6 +7,8 @@ import param
 from bokeh.events import Tap
 from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper
 
+from bftcore.templates import paper_true_density
+
 from ..state import X_RANGE, Y_RANGE, BFTSession, one_message
 from .common import PALETTE, make_figure, teaching
 from .common import set_changed as _set
@@ -154,7 +156,6 @@ class DataCanvas(pn.viewable.Viewer):
         """The array on screen, shape (nx, ny), and its colour-bar title."""
         s, g = self.session, self.session.grid
         if s.display == "true density":
-            from bftcore.presets import paper_true_density
             return paper_true_density(g), "P_true"
         if s.display == "empirical density":
             return empirical_density(g, s.data), "P_emp"

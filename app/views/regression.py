@@ -6,6 +6,9 @@ import panel as pn
 import param
 from bokeh.models import ColumnDataSource
 
+from bftcore.metrics import regression_function
+from bftcore.templates import paper_true_density
+
 from ..state import Y_RANGE, BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
 
@@ -100,7 +103,6 @@ class RegressionView(pn.viewable.Viewer):
 
     def _update_static(self, *_):
         """What changes with the problem, not with the iterations: data, truth, templates, axes, captions."""
-        from bftcore.metrics import regression_function
         self._points_stale = False
         s, g = self.session, self.session.grid
         x = g.x.nodes
@@ -110,7 +112,6 @@ class RegressionView(pn.viewable.Viewer):
         if s.is_regression and s.regression_truth is not None:
             truth = template_values(s.regression_truth, x)
         elif not s.is_regression and s.truth == "paper":
-            from bftcore.presets import paper_true_density
             truth = regression_function(paper_true_density(g), g)[0]
         _replace(self.truth, dict(x=x if truth is not None else [], h=truth if truth is not None else []))
         for item in self.figure.legend.items:
@@ -137,7 +138,6 @@ class RegressionView(pn.viewable.Viewer):
 
     def _update_frame(self, *_):
         """The solver's current h (and the exact mean when the run is over): the only per-frame work."""
-        from bftcore.metrics import regression_function
         s, g = self.session, self.session.grid
         if self._points_stale:
             self._update_static()  # ends with this method

@@ -42,8 +42,15 @@ def _short(v, n: int = 40) -> str:
 
 
 def _reason(e: Exception) -> str:
-    text = " ".join(str(e).split())
+    """An exception's message on one line and without its final full stop (it goes inside parentheses)."""
+    text = " ".join(str(e).split()).rstrip(".")
     return _short(text, 240) if text else type(e).__name__
+
+
+def _kept(session: BFTSession, name: str) -> str:
+    """How a message names the value a refused parameter keeps (the data by their number of points)."""
+    value = getattr(session, name)
+    return f"{len(value)} points" if name == "data" else _short(value, 24)
 
 
 def _gate(session: BFTSession, values: dict) -> None:
@@ -53,6 +60,11 @@ def _gate(session: BFTSession, values: dict) -> None:
     trial.param.update(**copy.deepcopy(values))
     validate_config(trial.to_config())
 
+
+#: URL parameters the gate judges together when a link is refused in part: a link's grid is kept or refused as a
+#: whole.  One by one, ``nx=1024&ny=1024`` became a 1024 x 15 grid (nx alone fits the node budget), and
+#: ``x_min=20&x_max=30`` lost x_min (20 is past the x_max kept) for a domain the link never asked for.
+LINK_GROUPS = (("grid_size", "x_min", "x_max", "nx", "y_min", "y_max", "ny"),)
 
 _INTEGER = re.compile(r"[+-]?\d{1,15}")
 
@@ -91,9 +103,10 @@ def read_url(session: BFTSession, search: str) -> None:
     Each URL parameter present is read from its text (:func:`_from_text`; JSON through the gate's own parser) and
     checked by its parameter on its own; then the accepted values together must make a configuration that passes
     ``bftcore.config.validate_config`` with the server's budget.  If they do not, they are tried one by one in the
-    order of :data:`URL_PARAMS` (grid before data, templates before the initialisation) on a trial session, and
-    each one the gate refuses is dropped.  Every value dropped is named in :attr:`BFTSession.message` with the
-    reason and the value kept, and the session stays usable.  A link's ``data`` over :data:`MAX_POINTS` is refused
+    order of :data:`URL_PARAMS` (grid before data, templates before the initialisation) on a trial session, the
+    parameters of a :data:`LINK_GROUPS` entry as one, and each one the gate refuses is dropped.  Every value
+    dropped is named in :attr:`BFTSession.message` with the reason and the value kept, and the session stays
+    usable.  A link's ``data`` over :data:`MAX_POINTS` is refused
     whole (a silently truncated sample would mislead), and a query longer than :data:`MAX_QUERY_CHARS` is not read
     at all."""
     from panel.io.cache import is_equal
@@ -109,8 +122,10 @@ def read_url(session: BFTSession, search: str) -> None:
         return
     notes, values = [], {}
 
-    def refuse(name, why):
-        notes.append(f"ignored {name}={_short(query[name])} ({why}); kept {_short(getattr(session, name), 24)}")
+    def refuse(names, why):
+        ignored = ", ".join(f"{n}={_short(query[n])}" for n in names)
+        kept = ", ".join(_kept(session, n) if len(names) == 1 else f"{n}={_kept(session, n)}" for n in names)
+        notes.append(f"ignored {ignored} ({why}); kept {kept}")
 
     for name in URL_PARAMS:
         if name not in query:
@@ -119,7 +134,7 @@ def read_url(session: BFTSession, search: str) -> None:
         try:
             value = _from_text(p, query[name])
         except ValueError as e:
-            refuse(name, f"{p.label or name}: {_reason(e)}")
+            refuse([name], f"{p.label or name}: {_reason(e)}")
             continue
         try:
             if is_equal(value, getattr(session, name)):
@@ -129,20 +144,26 @@ def read_url(session: BFTSession, search: str) -> None:
         try:
             p._validate(value)
         except Exception as e:  # noqa: BLE001 - param's own refusal, with its reason and the control's name
-            refuse(name, re.sub(r"^\w+ parameter '[\w.]+' ", f"{p.label or name} ", _reason(e)))
+            refuse([name], re.sub(r"^\w+ parameter '[\w.]+' ", f"{p.label or name} ", _reason(e)))
             continue
         values[name] = value
     try:
         _gate(session, values)
         accepted = values
     except Exception:  # noqa: BLE001 - find the values the gate refuses, one by one
-        accepted = {}
-        for name, value in values.items():
+        accepted, units = {}, []
+        for name in values:
+            group = next((g for g in LINK_GROUPS if name in g), (name,))
+            unit = [n for n in group if n in values]
+            if unit not in units:
+                units.append(unit)
+        for unit in units:
+            trial = {n: values[n] for n in unit}
             try:
-                _gate(session, {**accepted, name: value})
-                accepted[name] = value
+                _gate(session, {**accepted, **trial})
+                accepted.update(trial)
             except Exception as e:  # noqa: BLE001
-                refuse(name, _reason(e))
+                refuse(unit, _reason(e))
     if accepted:
         session.param.update(**accepted)
     if notes:

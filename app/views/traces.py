@@ -7,6 +7,8 @@ import panel as pn
 import param
 from bokeh.models import BoxAnnotation, ColumnDataSource, Label, Range1d, Span
 
+from bftcore import metrics, mixing
+
 from ..state import BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
 from .common import set_changed as _set
@@ -41,7 +43,6 @@ def padded(values, pad=0.08, half_width=None):
 
 def overfitting_onset(history):
     """Iteration where the test error starts rising while the energy falls (bftcore.metrics), or None."""
-    from bftcore import metrics
     if not history or any(h["test_error"] is None for h in history):
         return None
     k = metrics.detect_overfitting([h["energy"] for h in history], [h["test_error"] for h in history])
@@ -49,10 +50,9 @@ def overfitting_onset(history):
 
 
 def plateaus(history):
-    """Plateaus of the energy trace as (first, last) iterations (bftcore.mixtures.detect_plateaus)."""
-    from bftcore import mixtures
+    """Plateaus of the energy trace as (first, last) iterations (bftcore.mixing.detect_plateaus)."""
     out = []
-    for p in mixtures.detect_plateaus(history) or []:
+    for p in mixing.detect_plateaus(history) or []:
         out.append((float(p["start"]), float(p["end"])))
     return out
 

@@ -19,8 +19,8 @@ LINKS = [
     ({"lam": "-1"}, "lam"),
     ({"beta": "0"}, "beta"),
     ({"nx": "2000"}, "nx"),
-    ({"nx": "1024", "ny": "1024"}, "ny"),
-    ({"nx": "1024", "ny": "1024", "model": "density, prior on P", "method": "massive", "solver_mass2": "1"}, "ny"),
+    ({"nx": "1024", "ny": "1024"}, "nx"),
+    ({"nx": "1024", "ny": "1024", "model": "density, prior on P", "method": "massive", "solver_mass2": "1"}, "nx"),
     ({"data": json.dumps([[5, 5]] * 2500)}, "data"),
     ({"data": "[" + ",".join(["[5, 5]"] * 3900) + "]"}, "too long"),  # 58 500 characters: over our limit,
                                                                          # under the HTTP server's
