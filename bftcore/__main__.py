@@ -13,9 +13,12 @@ import sys
 
 import numpy as np
 
+from . import api, mixtures
+from .bench import main as bench_main
 from .config import ConfigError, load_config, validate_sweep
 from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, deadline, using
 from .operators import SingularOperatorError
+from .presets import figure_config
 
 FIGURES = [f"fig{k}" for k in (14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28)]
 
@@ -89,17 +92,14 @@ def _limits(args) -> Limits:
 
 
 def _run(args) -> tuple[dict, str]:
-    from . import api, mixtures
     lim = _limits(args)
     if args.command == "bench":
         if not 1 <= args.repeats <= 100:
             raise ConfigError(f"--repeats must be between 1 and 100, got {args.repeats}")
-        from .bench import main as bench_main
         return bench_main(repeats=args.repeats, quick=args.quick), "bench"
     if args.command == "reproduce":
         if args.name == "fig7":
             return mixtures.fig7_document(), "sweep"
-        from .presets import figure_config
         return api.fit(figure_config(args.name)), "fit"
     with using(lim):
         cfg = load_config(args.config)
@@ -108,7 +108,6 @@ def _run(args) -> tuple[dict, str]:
 
 
 def _run_config(args, cfg) -> tuple[dict, str]:
-    from . import api, mixtures
     if args.command == "fit":
         return api.fit(cfg), "fit"
     if args.command == "sweep":

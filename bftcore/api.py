@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse.linalg as spl
 
 from . import metrics, regression
 from .config import ConfigError, default_config, grid_from_config, validate_config
@@ -179,7 +180,6 @@ def is_local_minimum(problem: DensityProblem, phi: np.ndarray, rtol: float = 1e-
     """Stability of a density solution: the smallest eigenvalue of the normalisation-consistent Hessian (160)
     (Lanczos on Hessian actions, the nx per-x zero modes projected out) is not negative.  For field P the free
     face is checked the same way with the Hessian (181) restricted to P > 0 and the per-x sums held fixed."""
-    import scipy.sparse.linalg as spl
     pt = problem.energy.at(phi)
     shape, n = problem.grid.shape, problem.grid.size
     if problem.config["prior"]["field"] == "L":

@@ -15,6 +15,7 @@ import numpy as np
 import scipy.optimize as so
 
 from . import api
+from .bench_mixtures import bench_rows
 from .limits import UNLIMITED, using
 from .presets import figure_config
 
@@ -134,10 +135,6 @@ def _main(repeats: int, quick: bool, baseline_repeats: int) -> int:
         ratio = f"{lt / med:.1f}" if ok else f">={lt / med:.1f}"
         print(f"{name:<18}{med * 1e3:>10.1f}{f'[{lo * 1e3:.1f}-{hi * 1e3:.1f}]':>18}{target * 1e3:>8.0f}"
               f"{doc['iterations']:>6}{lt * 1e3:>11.1f}{ratio:>8}  {gap:>15.2e}{reached}")
-    try:
-        from .bench_mixtures import bench_rows
-    except ImportError:
-        return 0
     print()
     print(f"{'mixture case':<58}{'median ms':>10}{'target':>8}")
     for row in bench_rows(repeats):

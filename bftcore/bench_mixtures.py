@@ -5,9 +5,11 @@ import time
 
 import numpy as np
 
+from .mixtures import sweep_document
+from .regression import RegressionModel, regression_presets
+
 
 def _two_trends(n_nodes: int, n_data: int = 5, seed: int = 0) -> dict:
-    from .regression import regression_presets
     cfg = regression_presets()["two_trends"]
     cfg = {**cfg, "grid": {"x": {**cfg["grid"]["x"], "n": n_nodes}}}
     if n_data != len(cfg["data"]):
@@ -36,8 +38,6 @@ def bench_rows(repeats: int = 5) -> list[tuple[str, float, float]]:
     * the exact b_j (28), predictive mean (27) and posterior variance for 200 nodes and 50 data, from the config
       (the sparse factorisation, t̄_j, V_j and diag(A^{-1}) included: nothing cached between runs).
     """
-    from .mixtures import sweep_document
-    from .regression import RegressionModel
 
     sweep_cfg = _two_trends(200)
     exact_cfg = _two_trends(200, n_data=50)
