@@ -7,6 +7,7 @@ import param
 from bokeh.events import Tap
 from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper
 
+from bftcore.api import empirical_density
 from bftcore.templates import paper_true_density
 
 from ..state import X_RANGE, Y_RANGE, BFTSession, one_message
@@ -22,16 +23,6 @@ White dots are the training data. **Click** to add a point (it snaps to the near
 mode to *remove* to delete the nearest point. The solver restarts from the current field after every change,
 so you see it move rather than jump. *ln P* shows the field L itself; *true density* is the paper's
 mixture of two Gaussians (708); *empirical density* is the normalised histogram of the data."""
-
-
-def empirical_density(grid, data) -> np.ndarray:
-    """Normalised histogram per x (eq. 237): columns without data are uniform."""
-    N = grid.counts(np.asarray(data, float).reshape(-1, 2)) if len(data) else np.zeros(grid.shape)
-    rows = N.sum(axis=1, keepdims=True)
-    uniform = np.full(grid.shape, 1.0 / (grid.y.n * grid.hy))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        emp = np.where(rows > 0, N / (rows * grid.hy), uniform)
-    return emp
 
 
 NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
@@ -158,7 +149,8 @@ class DataCanvas(pn.viewable.Viewer):
         if s.display == "true density":
             return paper_true_density(g), "P_true"
         if s.display == "empirical density":
-            return empirical_density(g, s.data), "P_emp"
+            N = g.counts(np.asarray(s.data, float).reshape(-1, 2))
+            return empirical_density(N, g), "P_emp"
         rec = s.record
         if rec is None or s.is_regression or getattr(rec, "P", None) is None or np.shape(rec.P) != g.shape:
             return None, ""

@@ -7,6 +7,7 @@ import param
 from bokeh.models import ColumnDataSource
 
 from bftcore.metrics import regression_function
+from bftcore.regression import template_values
 from bftcore.templates import paper_true_density
 
 from ..state import Y_RANGE, BFTSession
@@ -25,20 +26,14 @@ the exact predictive mean (a mixture over components with weights b_j) with its 
 lines are the templates t_j the prior components are centred on."""
 
 
-def template_values(spec, x):
-    """A regression template (or truth) of CONVENTIONS §4 on the x nodes; None for shapes that do not fit."""
-    x = np.asarray(x, float)
-    if isinstance(spec, list):
-        v = np.asarray(spec, float)
-    elif spec["kind"] == "constant":
-        v = np.full_like(x, float(spec["value"]))
-    elif spec["kind"] == "linear":
-        v = float(spec["slope"]) * x + float(spec["intercept"])
-    elif spec["kind"] == "array":
-        v = np.asarray(spec["values"], float)
-    else:
+def _curve(spec, x):
+    """A regression template (or a truth given as a list of node values) on the x nodes, by the solver's own
+    :func:`bftcore.regression.template_values`; None for a shape that does not fit this grid."""
+    try:
+        return np.asarray(spec, float) if isinstance(spec, list) and len(spec) == len(x) else \
+            template_values(spec, x)
+    except ValueError:
         return None
-    return v if v.shape == x.shape else None
 
 
 def _same(a, b) -> bool:
@@ -110,7 +105,7 @@ class RegressionView(pn.viewable.Viewer):
         _replace(self.points, dict(x=pts[:, 0], y=pts[:, 1]))
         truth = None
         if s.is_regression and s.regression_truth is not None:
-            truth = template_values(s.regression_truth, x)
+            truth = _curve(s.regression_truth, x)
         elif not s.is_regression and s.truth == "paper":
             truth = regression_function(paper_true_density(g), g)[0]
         _replace(self.truth, dict(x=x if truth is not None else [], h=truth if truth is not None else []))
@@ -121,7 +116,7 @@ class RegressionView(pn.viewable.Viewer):
                 item.visible = truth is not None
         if s.is_regression:
             self.figure.title.text = "regression: MAP h(x), exact predictive mean and templates"
-            ys = [template_values(t, x) for t in s.template_specs()[0]]
+            ys = [_curve(t, x) for t in s.template_specs()[0]]
             ys = [v for v in ys if v is not None]
             self.templates.data = dict(xs=[x] * len(ys), ys=ys, color=[SERIES[(3 + k) % 10] for k in range(len(ys))])
             self.caption.object = EQUATION_REGRESSION
