@@ -36,9 +36,10 @@ a trial (iteration 0) before it replaces anything, and the parameters themselves
 *Worker pools.*  ``asyncio.to_thread`` would put every session's iterations on the loop's default executor, shared
 by all sessions: three 16 000-node solves filled it and a click on the paper grid queued behind them.  Runs above
 :data:`HEAVY_NODES` grid nodes (a quarter of that for field P, whose sparse factorisations cost most) and beta
-sweeps go through one thread, ``_HEAVY_POOL``, in turn across sessions; smaller runs have a pool of their own,
-``_LIGHT_POOL``.  However many heavy links are open, they take one core between them and a small problem's click
-is computed at once.
+sweeps go through one thread, ``_HEAVY_POOL``, in turn across sessions; smaller runs have threads of their own,
+``_LIGHT_POOLS``.  However many heavy links are open, they take one core between them and a small problem's click
+is computed at once.  Every executor has one thread and a run keeps its executor from its first iteration to the
+close of its generator: scipy's SuperLU frees a factorisation only on the thread that made it.
 
 *Compute budget.*  The runner adds up the seconds each run spends inside the worker thread; past
 :data:`RUN_COMPUTE_S` the run is stopped with a message and its last iteration stays on screen (a sweep gets the
@@ -57,7 +58,7 @@ import contextlib
 import copy
 import ctypes
 import io
-import math
+import itertools
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -65,24 +66,38 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import param
 
-from bftcore import api, mixtures, presets
+from bftcore import api, config, mixtures, presets
 from bftcore.config import parse_document, validate_config, validate_sweep
 from bftcore.grid import Axis, Grid
-from bftcore.limits import RunBudgetExceeded, deadline
+from bftcore.limits import MAX_COORDINATE, MAX_MAGNITUDE, MIN_BETA, RunBudgetExceeded, deadline
 
 #: Largest number of data points a session accepts (clicks beyond it are refused with a message).
 MAX_POINTS = 2000
+#: Bounds of the parameters that are coordinates (domain, data, template parameters): the gate's own range.  Every
+#: other number has the gate's bound MAX_MAGNITUDE, so a session never holds a number the gate refuses for its size
+#: (a link's gauss_mu=1e300 is refused by name even while no Gaussian template is in use).
+COORDINATE = (-MAX_COORDINATE, MAX_COORDINATE)
+#: Bounds of a parameter >= 0 (a prior strength, a weight p_j, a mass); > 0 with ``inclusive_bounds=POSITIVE``.
+MAGNITUDE, POSITIVE = (0.0, MAX_MAGNITUDE), (False, True)
 #: Depth of the undo stack.
 UNDO_DEPTH = 100
 #: Seconds of computing (time inside the worker thread, not pacing or queueing) one run may take on the server;
-#: past it the run is stopped with a message and the last iteration stays on screen.  The worst problem the
-#: budget of bftcore.limits accepts needs about 6 s alone on the machine; three at once share one thread.
+#: past it the run is stopped with a message and the last iteration stays on screen.  The problems the budget of
+#: bftcore.limits accepts take 1-5 s alone on the project's machine, except field P by Newton at 128 x 128 with a
+#: weak prior (l2 = 0.025: 9-13 s an iteration, in SuperLU's factorisation), which this stops after 2 or 3.  A single
+#: iteration is never interrupted: the budget is checked between iterations.
 RUN_COMPUTE_S = 20.0
 #: A run is *heavy* above this many grid nodes (field P: a quarter of it, for its sparse factorisations).
-#: Heavy iterations of every session go through one worker thread, in turn; light ones have a pool of their
+#: Heavy iterations of every session go through one worker thread, in turn; light ones have threads of their
 #: own, so a click on the paper grid never waits behind 16 000-node solves of other sessions.
 HEAVY_NODES = 4096
-_LIGHT_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="bft-light")
+#: Worker threads of the light runs.  Each is an executor of one thread, and a run keeps its thread for its whole
+#: life, the close of its generator included: scipy's SuperLU gives a factorisation's memory back only on the
+#: thread that made it (scipy issue 15921), and a 128 x 128 massive-relaxation run closed from the event loop left
+#: 150 MB behind for good.
+LIGHT_THREADS = 4
+_LIGHT_POOLS = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"bft-light-{k}") for k in range(LIGHT_THREADS)]
+_LIGHT_TURN = itertools.cycle(_LIGHT_POOLS)
 _HEAVY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bft-heavy")
 #: Shortest time between two frames pushed to the browser while a run plays (at most ~10 frames/s).
 MIN_FRAME_S = 0.15
@@ -116,7 +131,7 @@ TEMPLATE_LABELS = {"uniform": "uniform", "paper_t1": "paper t₁", "paper_t2": "
 KEEP_CURRENT = "keep current"
 INITS = ["uniform", "kernel", "empirical", "template 1", "template 2", "template 3", "template 4", KEEP_CURRENT]
 ORDERS = ["l2", "l4", "l6"]
-METHODS = ["newton", "massive", "gradient"]
+METHODS = list(config.METHODS)
 DISPLAYS = ["P", "ln P", "true density", "empirical density"]
 
 #: Parameters that define the problem; changing one restarts the solver (warm).
@@ -166,6 +181,13 @@ def _timed_next(gen):
     return rec, time.perf_counter() - t0
 
 
+def _close_generator(gen, release: bool) -> None:
+    """Close a run's generator on its worker thread (:meth:`_Run.close`), then give memory back if ``release``."""
+    gen.close()
+    if release:
+        release_memory()
+
+
 def _glibc():
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -211,20 +233,27 @@ def _is_heavy(cfg: dict) -> bool:
     return nodes > (HEAVY_NODES // 4 if field_p else HEAVY_NODES)
 
 
-def _finite_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+def _number_within(v, lo: float, hi: float) -> bool:
+    """``v`` is a number (not a bool) in [lo, hi]; False for NaN, infinities and integers beyond the float range."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return lo <= float(v) <= hi
+    except OverflowError:
+        return False
 
 
 class _Points(param.List):
-    """Data points: [x, y] pairs of finite numbers, at most :data:`MAX_POINTS` of them."""
+    """Data points: [x, y] pairs of numbers within the gate's coordinates, at most :data:`MAX_POINTS` of them."""
 
     def _validate(self, val):
         super()._validate(val)
         if len(val) > MAX_POINTS:
             raise ValueError(f"{len(val)} points; the dashboard takes at most {MAX_POINTS}")
         for k, p in enumerate(val):
-            if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(_finite_number(v) for v in p)):
-                raise ValueError(f"point {k} must be [x, y] with two finite numbers, got {str(p)[:40]}")
+            if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(_number_within(v, *COORDINATE) for v in p)):
+                raise ValueError(f"point {k} must be [x, y] with two finite numbers of at most {MAX_COORDINATE:g} "
+                                 f"in magnitude, got {str(p)[:40]}")
 
 
 class _Orders(param.Dict):
@@ -233,18 +262,18 @@ class _Orders(param.Dict):
     def _validate(self, val):
         super()._validate(val)
         for k, v in val.items():
-            if k not in ORDERS or not (_finite_number(v) and v >= 0):
-                raise ValueError(f"further prior orders take {', '.join(ORDERS)} with numbers >= 0, "
-                                 f"got {k!r}: {str(v)[:20]}")
+            if k not in ORDERS or not _number_within(v, *MAGNITUDE):
+                raise ValueError(f"further prior orders take {', '.join(ORDERS)} with numbers from 0 to "
+                                 f"{MAX_MAGNITUDE:g}, got {k!r}: {str(v)[:20]}")
 
 
 class _Weights(param.List):
-    """Prior weights p_j of a file's templates: finite numbers >= 0."""
+    """Prior weights p_j of a file's templates: numbers >= 0."""
 
     def _validate(self, val):
         super()._validate(val)
-        if not all(_finite_number(v) and v >= 0 for v in val):
-            raise ValueError(f"template weights must be numbers >= 0, got {str(val)[:40]}")
+        if not all(_number_within(v, *MAGNITUDE) for v in val):
+            raise ValueError(f"template weights must be numbers from 0 to {MAX_MAGNITUDE:g}, got {str(val)[:40]}")
 
 
 _TEMPLATE_INIT = re.compile(r"template ([1-9]|1[0-6])")
@@ -276,7 +305,15 @@ class _Run:
         self.unshown = []    # history entries not yet given to the secondary views
         self.shown_at = time.perf_counter()  # when the secondary views were last updated (or the run began)
         self.compute_s = 0.0  # seconds spent computing this run's records (the server's RUN_COMPUTE_S)
-        self.pool = _HEAVY_POOL if _is_heavy(cfg) else _LIGHT_POOL
+        self.pool = _HEAVY_POOL if _is_heavy(cfg) else next(_LIGHT_TURN)  # the one thread of this run
+
+    def close(self, on_worker: bool, release: bool = False) -> None:
+        """Close the generator; ``on_worker`` (served): on this run's own thread, after the iteration it may be
+        computing.  ``release`` then gives the freed memory back to the system (the session has ended)."""
+        if on_worker:
+            self.pool.submit(_close_generator, self.gen, release)
+        else:
+            self.gen.close()
 
 
 def _grid_key(cfg: dict):
@@ -339,57 +376,58 @@ class BFTSession(param.Parameterized):
 
     # --- model and prior -------------------------------------------------------------------------------------
     model = param.Selector(default="density, prior on L", objects=list(MODELS), doc="Model and prior field.")
-    lam = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 5.0),
+    lam = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 5.0),
                        label="λ (prior strength)")
-    lam_x = param.Number(1.0, bounds=(0.0, None), softbounds=(0.0, 5.0), label="λ_x")
-    lam_y = param.Number(1.0, bounds=(0.0, None), softbounds=(0.0, 5.0), label="λ_y")
-    mass2 = param.Number(0.0, bounds=(0.0, None), softbounds=(0.0, 2.0), label="mass m² (l0)")
+    lam_x = param.Number(1.0, bounds=MAGNITUDE, softbounds=(0.0, 5.0), label="λ_x")
+    lam_y = param.Number(1.0, bounds=MAGNITUDE, softbounds=(0.0, 5.0), label="λ_y")
+    mass2 = param.Number(0.0, bounds=MAGNITUDE, softbounds=(0.0, 2.0), label="mass m² (l0)")
     order = param.Selector(default="l2", objects=ORDERS, label="prior order")
-    order_coef = param.Number(0.025, bounds=(0.0, None), softbounds=(0.0, 2.0), label="coefficient of the order")
+    order_coef = param.Number(0.025, bounds=MAGNITUDE, softbounds=(0.0, 2.0),
+                              label="coefficient of the order")
     extra_orders = _Orders({}, doc="Coefficients of further prior orders {'l4': c, ...} that a loaded file "
                                       "sets besides the order of the slider; kept in the prior, shown read-only.")
     # --- templates and mixture -------------------------------------------------------------------------------
     templates = param.ListSelector(default=[], objects=DENSITY_TEMPLATES + REGRESSION_TEMPLATES,
                                    label="templates t_j")
-    w_uniform = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+    w_uniform = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
                              label="p (uniform)")
-    w_paper_t1 = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+    w_paper_t1 = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
                               label="p (paper t₁)")
-    w_paper_t2 = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+    w_paper_t2 = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
                               label="p (paper t₂)")
-    w_gaussian = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+    w_gaussian = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
                               label="p (Gaussian)")
-    gauss_mu = param.Number(8.0, softbounds=Y_RANGE, label="Gaussian centre μ")
-    gauss_sigma = param.Number(2.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.3, 10.0),
-                               label="Gaussian width σ")
-    w_constant = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+    gauss_mu = param.Number(8.0, bounds=COORDINATE, softbounds=Y_RANGE, label="Gaussian centre μ")
+    gauss_sigma = param.Number(2.0, bounds=(0.0, MAX_COORDINATE), inclusive_bounds=POSITIVE,
+                               softbounds=(0.3, 10.0), label="Gaussian width σ")
+    w_constant = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
                               label="p (constant)")
-    const_value = param.Number(7.5, softbounds=Y_RANGE, label="constant value")
-    w_linear = param.Number(1.0, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(0.01, 10.0),
+    const_value = param.Number(7.5, bounds=COORDINATE, softbounds=Y_RANGE, label="constant value")
+    w_linear = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
                             label="p (linear)")
-    lin_slope = param.Number(0.5, softbounds=(-3.0, 3.0), label="slope")
-    lin_intercept = param.Number(5.0, softbounds=(-20.0, 30.0), label="intercept")
+    lin_slope = param.Number(0.5, bounds=COORDINATE, softbounds=(-3.0, 3.0), label="slope")
+    lin_intercept = param.Number(5.0, bounds=COORDINATE, softbounds=(-20.0, 30.0), label="intercept")
     file_templates = param.List([], item_type=dict, doc="Templates of a loaded file that the menu cannot show "
                                                         "(repeated kinds, arrays, another order); when not empty "
                                                         "they are the templates, read-only.")
     file_weights = _Weights([], doc="Prior weights p_j of file_templates, exactly as in the file.")
-    beta = param.Number(1.0, bounds=(1e-12, 1e12), label="β (mixture temperature)")
+    beta = param.Number(1.0, bounds=(MIN_BETA, MAX_MAGNITUDE), label="β (mixture temperature)")
     # --- solver and grid -------------------------------------------------------------------------------------
     method = param.Selector(default="newton", objects=METHODS, label="solver")
-    solver_mass2 = param.Number(0.01, bounds=(0.0, None), softbounds=(1e-3, 2.0), label="relaxation m²")
+    solver_mass2 = param.Number(0.01, bounds=MAGNITUDE, softbounds=(1e-3, 2.0), label="relaxation m²")
     init = _Init(default="kernel", objects=INITS, check_on_set=False, label="initialisation")
-    init_mass2 = param.Number(0.1, bounds=(0.0, None), inclusive_bounds=(False, True), softbounds=(1e-3, 10.0),
+    init_mass2 = param.Number(0.1, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(1e-3, 10.0),
                               label="kernel init m_C²")
     min_iter = param.Integer(4, bounds=(0, 100_000), label="min iterations")
     max_iter = param.Integer(50, bounds=(0, 100_000), softbounds=(1, 1000), label="max iterations")
-    tol = param.Number(1e-8, bounds=(0.0, None), label="tolerance (max field change)")
+    tol = param.Number(1e-8, bounds=MAGNITUDE, label="tolerance (max field change)")
     grid_size = param.Selector(default="10×15 (paper)", objects=list(GRID_SIZES) + [CUSTOM_GRID],
                                label="grid nx×ny")
-    x_min = param.Number(X_RANGE[0])
-    x_max = param.Number(X_RANGE[1])
+    x_min = param.Number(X_RANGE[0], bounds=COORDINATE)
+    x_max = param.Number(X_RANGE[1], bounds=COORDINATE)
     nx = param.Integer(10, bounds=(1, 1024))
-    y_min = param.Number(Y_RANGE[0])
-    y_max = param.Number(Y_RANGE[1])
+    y_min = param.Number(Y_RANGE[0], bounds=COORDINATE)
+    y_max = param.Number(Y_RANGE[1], bounds=COORDINATE)
     ny = param.Integer(15, bounds=(1, 1024))
     boundary_x = param.Selector(default="periodic", objects=["periodic", "neumann"], label="x boundary")
     boundary_y = param.Selector(default="periodic", objects=["periodic", "neumann"], label="y boundary")
@@ -425,7 +463,6 @@ class BFTSession(param.Parameterized):
         self._playing = False        # the runner keeps going while True
         self._steps = 0              # single steps requested while paused
         self._runner = None          # the session's runner task (served only)
-        self._holding = None         # the run whose generator a worker thread is inside of right now
         self.frame_serial = 0        # frames with records applied (the canvas sends it to the browser with the image)
         self.frame_acked = None      # the last serial the browser reported as applied; None: it never reported
         self._undo = []
@@ -796,8 +833,8 @@ class BFTSession(param.Parameterized):
 
     def close(self):
         """The browser session ended: stop the run, drop every array this session holds (fields, history, undo
-        stack, sweep) and give the freed memory back to the system.  A worker thread still inside an iteration of
-        this session lets go of its generator when it returns (the runner then releases the memory again)."""
+        stack, sweep) and give the freed memory back to the system.  The run's generator is closed on its worker
+        thread, after an iteration that thread may still be computing, and the memory released again there."""
         self._closed = True
         self.cancel()
         self._run = self._shown_run = None
@@ -807,7 +844,7 @@ class BFTSession(param.Parameterized):
         release_memory()
 
     def cancel(self):
-        """Stop the current run.  A generator the runner is computing in is closed by the runner."""
+        """Stop the current run (its generator is closed on its worker thread when served)."""
         self._drop_run()
         if self.running:
             self.running = False
@@ -815,8 +852,8 @@ class BFTSession(param.Parameterized):
     def _drop_run(self):
         run, self._run = self._run, None
         self._playing, self._steps = False, 0
-        if run is not None and run is not self._holding:
-            run.gen.close()
+        if run is not None:
+            run.close(on_worker=self.served, release=self._closed)
 
     def start_run(self, warm: bool = True, play: bool = True) -> bool:
         """Start a new run of the solver from the current state (warm: from the field shown)."""
@@ -1010,7 +1047,6 @@ class BFTSession(param.Parameterized):
     async def _runner_loop(self):
         """Advance the newest run one iteration at a time in a worker thread and push coalesced frames."""
         pending, pending_run, last_push = [], None, 0.0
-        self._holding = None
         while True:
             run = self._run
             if pending and pending_run is not run:  # the run was replaced: its unshown records are stale
@@ -1023,25 +1059,18 @@ class BFTSession(param.Parameterized):
             if stepping:
                 self._steps -= 1
             t0 = time.perf_counter()
-            self._holding = run
             try:
                 rec, spent = await asyncio.get_running_loop().run_in_executor(run.pool, _timed_next, run.gen)
                 run.compute_s += spent
             except Exception as e:  # noqa: BLE001
                 rec = e
-            finally:
-                self._holding = None
-            if run is not self._run:  # replaced while computing: we hold its generator, close it
-                run.gen.close()
-                if self._closed:  # the session ended while this iteration ran: its arrays are free only now
-                    release_memory()
-                    return
+            if run is not self._run:  # replaced while computing (and closed after it by _drop_run): drop the record
                 continue
             if rec is not _Done and not isinstance(rec, Exception) and run.compute_s > RUN_COMPUTE_S:
                 run.last = rec
                 pending.append(rec)
                 pending_run = run
-                run.gen.close()
+                run.close(on_worker=True)
                 rec = RunBudgetExceeded(
                     f"Stopped this run after {run.compute_s:.0f} s of computing (the server's limit per run is "
                     f"{RUN_COMPUTE_S:g} s); showing its last iteration. Use a coarser grid, fewer iterations or a "

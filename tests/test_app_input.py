@@ -43,12 +43,14 @@ HOSTILE = [
     (dict(lam="-1"), "lam", "kept 1.0"),
     (dict(beta="0"), "beta", "kept 1.0"),
     (dict(nx="2000"), "nx", "at most 1024"),
-    (dict(nx="1024", ny="1024"), "nx", "16 384"),
-    (dict(nx="1024", ny="1024", model="density, prior on P", method="massive", solver_mass2="1"), "nx", "16 384"),
+    (dict(nx="1024", ny="1024"), "nx", "ny=1024 (a grid 1024 x 1024 of 1 048 576 nodes exceeds the limit of 16 384"),
+    (dict(nx="1024", ny="1024", model="density, prior on P", method="massive", solver_mass2="1"), "nx",
+     "kept nx=10, ny=15"),
     (dict(data=json.dumps([[5, 5]] * 2500)), "data", f"at most {MAX_POINTS}"),
-    (dict(lam="1e300"), "lam", "magnitude"),
+    (dict(lam="1e300"), "lam", "at most 1000000000000.0, not 1e+300"),
+    (dict(gauss_mu="1e300"), "gauss_mu", "Gaussian centre"),  # not in use, but never held by the session
     (dict(lam="nan"), "lam", "lam"),
-    (dict(x_max="inf"), "x_max", "finite"),
+    (dict(x_max="inf"), "x_max", "not inf"),
     (dict(templates='["nonsense"]'), "templates", "templates"),
     (dict(file_templates='[{"kind": "array", "values": [[1e308]]}]'), "file_templates", "10 x 15"),
     (dict(data="[" * 5000 + "]" * 5000), "data", "nested"),
@@ -70,6 +72,18 @@ def test_good_values_of_a_link_are_kept_beside_bad_ones():
     s = opened(link(lam="0.5", beta="0", data="[[3,3],[4,4]]"))
     assert s.lam == 0.5 and s.data == [[3, 3], [4, 4]] and s.beta == 1.0
     assert "ignored beta=0" in s.message and "lam" not in s.message.split("ignored beta")[0]
+
+
+def test_a_links_grid_is_kept_or_refused_as_a_whole():
+    """Value by value, nx=1024 alone fits the node budget beside the kept ny=15, and x_min=20 alone is past the
+    kept x_max: the grid of a link is judged as one."""
+    s = opened(link(nx="1024", ny="1024", lam="1e300"))
+    assert (s.nx, s.ny) == (10, 15) and "ignored nx=1024, ny=1024 (" in s.message
+    s = opened(link(x_min="20", x_max="30", data="[[25, 5]]", lam="1e300"))
+    assert (s.x_min, s.x_max, s.data) == (20, 30, [[25, 5]]) and "ignored lam=" in s.message
+    assert "x_min" not in s.message
+    s.solve()
+    assert s.record is not None and s.add_point(25.0, 8.0)
 
 
 def test_a_link_too_long_is_not_read_and_says_so():
@@ -103,6 +117,28 @@ def test_any_link_leaves_a_session_the_gate_accepts(query):
     s.to_config()
 
 
+any_value = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-10 ** 400, max_value=10 ** 400), st.floats(),
+              st.text(max_size=20), st.sampled_from(["template 3", "template 17", "keep current", "l4", "kind"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(["l2", "l4", "l9", "kind",
+                                                                                          "mu"]), inner, max_size=3)),
+    max_leaves=8)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(URL_PARAMS), any_value), max_size=8))
+def test_no_value_a_parameter_accepts_breaks_to_config(changes):
+    """Whatever is set on a session, directly and in any order, is either refused by the parameter (ValueError or
+    TypeError, the session unchanged) or held in a form to_config turns into a document without raising."""
+    s = BFTSession(live=False)
+    for name, value in changes:
+        try:
+            setattr(s, name, value)
+        except (ValueError, TypeError):
+            pass
+        s.to_config()
+
+
 # ---------------------------------------------------------------------------------------------- uploads
 GRID = {"x": {"min": 1, "max": 10, "n": 10}, "y": {"min": 1, "max": 15, "n": 15}}
 BAD_UPLOADS = [
@@ -111,6 +147,10 @@ BAD_UPLOADS = [
     ('{"prior": {"lambda": ' + "9" * 5000 + "}}", "prior.lambda"),
     ('{"beta": NaN}', "beta"),
     (b"\x89PNG\r\n\x1a\n\x00\x00garbage", "UTF-8"),
+    (b"", "not valid JSON"),
+    (b"PK\x03\x04\x14\x00\x00\x00\x08\x00", "not valid JSON"),
+    (b"drwxr-xr-x 2 root root 4096 .\n", "not valid JSON"),
+    (b"[1, 2, 3]", "JSON object"),
     (json.dumps({"templates": [{"kind": "array", "values": [[1e308] * 15] * 10}]}), "magnitude"),
     (json.dumps({"prior": {"field": "P"}, "solver": {"method": "massive", "mass2": 1},
                  "templates": [{"kind": "array", "values": [[-1.0] * 15] * 10}]}), "negative"),
@@ -135,18 +175,21 @@ def test_a_bad_upload_is_refused_and_nothing_changes(raw, word):
     still_usable(s)
 
 
-def test_a_document_the_solver_cannot_start_is_refused_before_the_state_changes(monkeypatch):
-    """The trial start: a document that passes the gate but fails while the solver builds its start."""
+@pytest.mark.parametrize("error", [ValueError, RuntimeError, MemoryError, RecursionError])
+def test_a_document_the_solver_cannot_start_is_refused_before_the_state_changes(monkeypatch, error):
+    """The trial start: a document that passes the gate but fails while the solver builds its start, with any
+    exception (scipy's factorisations raise RuntimeError on a singular matrix)."""
     from bftcore import api
     s = BFTSession(live=False)
     before = s.to_config()
 
     def broken(cfg, init=None):
-        raise ValueError("cannot build this problem")
+        raise error("cannot build this problem")
         yield  # pragma: no cover
     monkeypatch.setattr(api, "iterate", broken)
     assert not s.load_config(json.dumps({"data": [[3, 3]]}))
-    assert "cannot build this problem" in s.message and s.to_config() == before
+    assert s.message.startswith("Refused the configuration: ") and s.message.endswith("Nothing was changed.")
+    assert s.to_config() == before
 
 
 # ---------------------------------------------------------------------------------------------- sweeps, close
@@ -205,7 +248,7 @@ def test_a_run_over_the_servers_compute_budget_is_stopped_with_its_last_iteratio
 
 
 def test_heavy_and_light_runs_use_their_own_worker_pools():
-    from app.state import _HEAVY_POOL, _LIGHT_POOL
+    from app.state import _HEAVY_POOL, _LIGHT_POOLS
 
     async def scenario(s):
         s.start_run(warm=False, play=False)
@@ -213,4 +256,44 @@ def test_heavy_and_light_runs_use_their_own_worker_pools():
         s.param.update(grid_size="as loaded (custom)", nx=128, ny=128)
         return light, s._run.pool
     light, heavy = _served(scenario)
-    assert light is _LIGHT_POOL and heavy is _HEAVY_POOL
+    assert light in _LIGHT_POOLS and heavy is _HEAVY_POOL
+
+
+def test_a_served_run_is_advanced_and_closed_on_one_thread(monkeypatch):
+    """scipy's SuperLU frees a factorisation only on the thread that made it (scipy issue 15921): every iteration of a
+    served run and the close of its generator, when the run is replaced or the session ends, happen on the run's
+    own worker thread."""
+    import asyncio
+    import threading
+
+    import app.state as state
+    seen = []
+    timed_next, close_generator = state._timed_next, state._close_generator
+
+    def traced_next(gen):
+        seen.append(("next", gen, threading.current_thread().name))  # the generator itself: ids are reused
+        return timed_next(gen)
+
+    def traced_close(gen, release):
+        seen.append(("close", gen, threading.current_thread().name))
+        close_generator(gen, release)
+    monkeypatch.setattr(state, "_timed_next", traced_next)
+    monkeypatch.setattr(state, "_close_generator", traced_close)
+
+    async def scenario(s):
+        s.start_run(warm=False, play=True)
+        for k in range(4):
+            await asyncio.sleep(0.05)
+            s.lam = 0.5 + k  # a new run replaces the one playing
+        await asyncio.sleep(0.05)
+        s.close()
+        loop = asyncio.get_running_loop()
+        for pool in state._LIGHT_POOLS + [state._HEAVY_POOL]:  # wait for the closes queued on every thread
+            await loop.run_in_executor(pool, lambda: None)
+    _served(scenario)
+    closed = [g for what, g, _ in seen if what == "close"]
+    advanced = [g for g in closed if any(g2 is g for what, g2, _ in seen if what == "next")]
+    assert len(closed) == 5 and len(advanced) >= 3  # a run replaced before its first iteration was never advanced
+    for g in advanced:
+        threads = {t for _, g2, t in seen if g2 is g}
+        assert len(threads) == 1 and threads != {threading.main_thread().name}, threads

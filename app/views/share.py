@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import copy
 import io
+import itertools
 import json
 import re
 from urllib.parse import parse_qsl, urlencode
 
 import panel as pn
 import param
+from panel.io.cache import is_equal
 from panel.io.state import set_curdoc
 
 from bftcore.config import parse_document, validate_config
@@ -65,6 +67,51 @@ def _gate(session: BFTSession, values: dict) -> None:
 #: whole.  One by one, ``nx=1024&ny=1024`` became a 1024 x 15 grid (nx alone fits the node budget), and
 #: ``x_min=20&x_max=30`` lost x_min (20 is past the x_max kept) for a domain the link never asked for.
 LINK_GROUPS = (("grid_size", "x_min", "x_max", "nx", "y_min", "y_max", "ny"),)
+#: Values a link's refusal leaves out are tried again in pairs when there are at most this many: some pass only
+#: together (a new domain and the data inside it, templates and the initialisation naming one of them).  Each try
+#: is a validation of about 5 ms; a link with more refused values than this is not worth the pairs.
+PAIR_RETRY_UP_TO = 6
+
+
+def _accept_part(session: BFTSession, values: dict) -> tuple[dict, list]:
+    """The values of a link the gate accepts together, and the refused ones as (names, reason) pairs.
+
+    The values are tried one at a time (a :data:`LINK_GROUPS` entry as one) in the order of :data:`URL_PARAMS`, each
+    added to those accepted before it; then the refused ones are retried, alone and in pairs, until none passes.
+    The reason given for a refused value is the gate's answer to it alone."""
+    units = []
+    for name in values:
+        group = next((g for g in LINK_GROUPS if name in g), (name,))
+        unit = tuple(n for n in group if n in values)
+        if unit not in units:
+            units.append(unit)
+    accepted, pending, reasons = {}, [], {}
+
+    def take(*combo) -> bool:
+        trial = {n: values[n] for unit in combo for n in unit}
+        try:
+            _gate(session, {**accepted, **trial})
+        except Exception as e:  # noqa: BLE001 - any refusal of the gate (or of a parameter) refuses the values
+            if len(combo) == 1:
+                reasons.setdefault(combo[0], _reason(e))
+            return False
+        accepted.update(trial)
+        for unit in combo:
+            if unit in pending:
+                pending.remove(unit)
+        return True
+
+    for unit in units:
+        if not take(unit):
+            pending.append(unit)
+    progress = 0 < len(pending) <= PAIR_RETRY_UP_TO
+    while progress:
+        progress = False
+        for combo in [(u,) for u in pending] + list(itertools.combinations(pending, 2)):
+            if all(u in pending for u in combo) and take(*combo):
+                progress = True
+    return accepted, [(unit, reasons[unit]) for unit in pending]
+
 
 _INTEGER = re.compile(r"[+-]?\d{1,15}")
 
@@ -103,13 +150,10 @@ def read_url(session: BFTSession, search: str) -> None:
     Each URL parameter present is read from its text (:func:`_from_text`; JSON through the gate's own parser) and
     checked by its parameter on its own; then the accepted values together must make a configuration that passes
     ``bftcore.config.validate_config`` with the server's budget.  If they do not, they are tried one by one in the
-    order of :data:`URL_PARAMS` (grid before data, templates before the initialisation) on a trial session, the
-    parameters of a :data:`LINK_GROUPS` entry as one, and each one the gate refuses is dropped.  Every value
-    dropped is named in :attr:`BFTSession.message` with the reason and the value kept, and the session stays
-    usable.  A link's ``data`` over :data:`MAX_POINTS` is refused
-    whole (a silently truncated sample would mislead), and a query longer than :data:`MAX_QUERY_CHARS` is not read
-    at all."""
-    from panel.io.cache import is_equal
+    order of :data:`URL_PARAMS` on trial sessions, and those the gate refuses are dropped (:func:`_accept_part`).
+    Every value dropped is named in :attr:`BFTSession.message` with the reason and the value kept, and the session
+    stays usable.  A link's ``data`` over :data:`MAX_POINTS` is refused whole (a silently truncated sample would
+    mislead), and a query longer than :data:`MAX_QUERY_CHARS` is not read at all."""
     if len(search) > MAX_QUERY_CHARS:
         session.message = (f"This link is too long to load ({len(search):,} characters; the limit is "
                            f"{MAX_QUERY_CHARS:,}), so the defaults are shown. Share a large setup as a file: "
@@ -150,20 +194,10 @@ def read_url(session: BFTSession, search: str) -> None:
     try:
         _gate(session, values)
         accepted = values
-    except Exception:  # noqa: BLE001 - find the values the gate refuses, one by one
-        accepted, units = {}, []
-        for name in values:
-            group = next((g for g in LINK_GROUPS if name in g), (name,))
-            unit = [n for n in group if n in values]
-            if unit not in units:
-                units.append(unit)
-        for unit in units:
-            trial = {n: values[n] for n in unit}
-            try:
-                _gate(session, {**accepted, **trial})
-                accepted.update(trial)
-            except Exception as e:  # noqa: BLE001
-                refuse(unit, _reason(e))
+    except Exception:  # noqa: BLE001 - find the values the gate refuses
+        accepted, refused = _accept_part(session, values)
+        for names, why in refused:
+            refuse(names, why)
     if accepted:
         session.param.update(**accepted)
     if notes:

@@ -147,10 +147,18 @@ def rss_mb(pid: int) -> float:
 #: largest grid (128 x 128 = 16 384 nodes) by massive relaxation, as many iterations as nodes x iterations allows.
 WORST_LINK = ("?nx=128&ny=128&model=density%2C+prior+on+P&method=massive&solver_mass2=1&max_iter=61&min_iter=61"
               "&tol=0&grid_size=as+loaded+%28custom%29")
+#: Field P at the node limit by Newton: a new sparse factorisation of the KKT matrix every iteration.
+NEWTON_P_LINK = WORST_LINK.replace("method=massive&solver_mass2=1", "method=newton")
+#: The node limit with field L (the field of the issue's three 1024 x 1024 tabs) and the widest prior, l6.
+NODE_LIMIT_LINK = ("?nx=128&ny=128&order=l6&order_coef=0.1&max_iter=61&min_iter=61&tol=0"
+                   "&grid_size=as+loaded+%28custom%29")
+#: The links of the hostile-load scenario, by name.
+HOSTILE_LINKS = {"field P, massive": WORST_LINK, "field P, newton": NEWTON_P_LINK, "field L, l6": NODE_LIMIT_LINK}
 
 
-def hostile_scenario(browser, url: str, clicks: int = 5, heavy_tabs: int = 3, settle_s: float = 8.0) -> dict:
-    """Three tabs of :data:`WORST_LINK` on one server while a fourth session on the default problem clicks the
+def hostile_scenario(browser, url: str, clicks: int = 5, heavy_tabs: int = 3, settle_s: float = 8.0,
+                     link: str = WORST_LINK) -> dict:
+    """Three tabs of ``link`` (by default :data:`WORST_LINK`) on one server while a fourth session on the default problem clicks the
     canvas; then the three close.  Returns the server's RSS (MB) before, at its peak and after the sessions are
     destroyed, the click-to-heatmap latencies (ms) of the fourth session, and how many of its clicks updated.
     The server must run with short ``--unused-session-lifetime`` / ``--check-unused-sessions`` for "after"."""
@@ -175,7 +183,7 @@ def hostile_scenario(browser, url: str, clicks: int = 5, heavy_tabs: int = 3, se
     for _ in range(heavy_tabs):
         ctx = browser.new_context(viewport={"width": 1280, "height": 720})
         pg = ctx.new_page()
-        pg.goto(url + WORST_LINK)
+        pg.goto(url + link)
         pg.wait_for_function(JS_MODEL, arg="bft-image-source", timeout=60000)
         heavy.append(ctx)
     victim.evaluate(JS_WATCH_IMAGE_EVENTS)

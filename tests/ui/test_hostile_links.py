@@ -72,13 +72,52 @@ def test_a_hostile_link_loads_says_what_it_refused_and_the_page_still_works(brow
     assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
 
 
-def test_three_tabs_of_the_worst_accepted_link_leave_other_sessions_working_and_memory_comes_back(browser):
-    """Issue 11's acceptance scenario (the latencies are measured by scripts/hostile_load.py, not asserted)."""
-    from .helpers import hostile_scenario, panel_server
+def test_a_link_over_the_http_servers_limit_is_dropped_before_the_app_and_the_server_goes_on(browser, server):
+    """Tornado closes the connection of a request whose request line and headers pass 64 KiB (its max_header_size)
+    without an answer: no code of the app runs, so it cannot explain anything, and Chromium shows its own page for
+    an empty response.  What the app can do is in place: its own limit (app.views.share.MAX_QUERY_CHARS) is lower,
+    so every link the server lets through gets a page and a message, and the refused request leaves nothing in the
+    server's log and no harm to the next page."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    from app.views.share import MAX_QUERY_CHARS
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    try:
+        query = "?" + urlencode({"data": "[" + ",".join(["[5, 5]"] * 4800) + "]"})
+        assert len(query) > 64 * 1024 > MAX_QUERY_CHARS
+        with pytest.raises(PlaywrightError, match="ERR_EMPTY_RESPONSE"):
+            page.goto(server[0] + query)
+        page = ctx.new_page()  # the first one is still on its way to Chromium's error page
+        page.goto(server[0])
+        wait_for_app(page)
+        before = points_count(page)
+        page.mouse.click(*canvas_xy(page, 5.0, 8.0))
+        wait_until(lambda: points_count(page) == before + 1)
+    finally:
+        ctx.close()
+    log = open(server[1]).read()
+    assert "Traceback" not in log and "ERROR" not in log, log[-3000:]
+
+
+HEAVY_LINKS = ["field P, massive", "field P, newton", "field L, l6"]
+
+
+@pytest.mark.parametrize("name", HEAVY_LINKS)
+def test_three_tabs_of_a_worst_accepted_link_leave_other_sessions_working_and_memory_comes_back(browser, name):
+    """Issue 11's acceptance scenario, twice on one server (the latencies are measured by scripts/hostile_load.py,
+    not asserted).  The second round must end where the first did: what stays after the first (modules imported,
+    worker threads and their heaps) is paid once, a session's arrays never.  A 128 x 128 massive-relaxation run
+    whose generator was closed away from its worker thread left 130 MB per round (scipy's SuperLU), within the 300
+    MB of the first round but not of the second."""
+    from .helpers import HOSTILE_LINKS, hostile_scenario, panel_server
     with panel_server(extra_args=["--check-unused-sessions", "500", "--unused-session-lifetime", "2000"]) as (url, log):
-        r = hostile_scenario(browser, url, clicks=3)
+        first = hostile_scenario(browser, url, clicks=3, link=HOSTILE_LINKS[name])
+        second = hostile_scenario(browser, url, clicks=3, link=HOSTILE_LINKS[name])
         text = open(log).read()
-    assert r["peak"] - r["before"] > 100, r  # the three problems were accepted and really ran
-    assert r["updated"] == r["clicks"], r    # the fourth session's clicks all reached its heatmap
-    assert r["after"] - r["before"] < 300, r
+    for r in (first, second):
+        assert r["peak"] - r["before"] > 10, r  # the three problems were accepted and really ran
+        assert r["updated"] == r["clicks"], r   # the fourth session's clicks all reached its heatmap
+    assert first["after"] - first["before"] < 300, first
+    assert second["after"] - first["after"] < 60, (first, second)
     assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
