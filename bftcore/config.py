@@ -30,7 +30,8 @@ import numpy as np
 from .grid import Axis, Grid
 from .limits import MAX_CONDITION, MAX_COORDINATE, MAX_MAGNITUDE, MAX_TEMPLATE_VALUE, MIN_BETA, Limits, active
 from .operators import axis_symbol
-from .templates import template_field
+from .templates import KINDS, template_field
+from .templates import kinds as template_kinds
 
 
 class ConfigError(ValueError):
@@ -41,9 +42,6 @@ TOP_KEYS = ("model", "grid", "data", "prior", "templates", "weights", "beta", "s
 PRIOR_KEYS = ("field", "lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6")
 SOLVER_KEYS = ("method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol")
 AXIS_KEYS = ("min", "max", "n", "boundary")
-DENSITY_TEMPLATES = {"uniform": (), "paper_t1": (), "paper_t2": (), "gaussian": ("mu", "sigma"),
-                     "array": ("values",)}
-REGRESSION_TEMPLATES = {"constant": ("value",), "linear": ("slope", "intercept"), "array": ("values",)}
 METHODS = ("newton", "massive", "gradient")
 INITS = ("uniform", "kernel", "empirical")
 #: Deepest nesting any document may have whatever the limits (a guard of the recursive checks, not a budget).
@@ -255,14 +253,14 @@ def _axis(d, where, default, limits: Limits):
 
 def _template(t, where, model):
     """Syntax of one template object (values are checked against the grid later)."""
-    kinds = DENSITY_TEMPLATES if model == "density" else REGRESSION_TEMPLATES
+    kinds = template_kinds(model)
     if not isinstance(t, dict) or "kind" not in t:
         raise ConfigError(f"{where} must be an object with a \"kind\" (one of {', '.join(kinds)}), got {_show(t)}")
     kind = t["kind"]
     if not isinstance(kind, str) or kind not in kinds:
         raise ConfigError(f"{where}.kind {_show(kind)} is not known for the {model} model; "
                           f"use one of {', '.join(kinds)}")
-    need = kinds[kind]
+    need = KINDS[(model, kind)].keys
     _keys(t, ("kind",) + need, where)
     out = {"kind": kind}
     for k in need:

@@ -27,49 +27,7 @@ from .mixing import ReducedMixture, _check_beta, detect_plateaus, fig7_config, m
 from .operators import axis_operator
 from .records import Record
 from .solvers import iterate as solver_iterate
-
-TEMPLATE_KINDS = ("constant", "linear", "array")
-
-
-# --------------------------------------------------------------------------------------------------------------
-# templates and data
-# --------------------------------------------------------------------------------------------------------------
-def template_values(spec, nodes) -> np.ndarray:
-    """Values of one regression template t_j(x) at the nodes, from ``{"kind": "constant", "value": c}``,
-    ``{"kind": "linear", "slope": a, "intercept": b}`` (t = a x + b) or ``{"kind": "array", "values": [...]}``."""
-    nodes = np.asarray(nodes, dtype=float)
-    if not isinstance(spec, dict) or "kind" not in spec:
-        raise ValueError(f"a regression template must be a dict with a 'kind' in {TEMPLATE_KINDS}, got {spec!r}")
-    kind = spec["kind"]
-
-    def number(key):
-        if key not in spec:
-            raise ValueError(f"template of kind {kind!r} needs the key {key!r}, got {spec!r}")
-        try:
-            v = float(spec[key])
-        except (TypeError, ValueError):
-            raise ValueError(f"template {kind!r}: {key!r} must be a number, got {spec[key]!r}") from None
-        if not np.isfinite(v):
-            raise ValueError(f"template {kind!r}: {key!r} must be finite, got {spec[key]!r}")
-        return v
-
-    if kind == "constant":
-        return np.full(nodes.size, number("value"))
-    if kind == "linear":
-        return number("slope") * nodes + number("intercept")
-    if kind == "array":
-        try:
-            v = np.asarray(spec.get("values"), dtype=float)
-        except (TypeError, ValueError):
-            raise ValueError(f"template 'array': 'values' must be a list of numbers, got {spec.get('values')!r}") \
-                from None
-        if v.shape != nodes.shape:
-            raise ValueError(f"template 'array' needs one value per x node ({nodes.size}), got shape {v.shape}")
-        if not np.all(np.isfinite(v)):
-            raise ValueError("template 'array' has non-finite values; give finite numbers")
-        return v.copy()
-    raise ValueError(f"unknown regression template kind {kind!r}; use one of {TEMPLATE_KINDS} "
-                     f"(kinds such as 'paper_t1' or 'uniform' belong to the density model)")
+from .templates import template_values  # noqa: F401 - the regression form lives in the template registry
 
 
 def _axis_from_config(grid: dict) -> Axis:
