@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from . import api, mixtures
+from . import api
 from .bench import main as bench_main
 from .config import ConfigError, load_config, validate_sweep
 from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, deadline, using
@@ -99,7 +99,7 @@ def _run(args) -> tuple[dict, str]:
         return bench_main(repeats=args.repeats, quick=args.quick), "bench"
     if args.command == "reproduce":
         if args.name == "fig7":
-            return mixtures.fig7_document(), "sweep"
+            return api.fig7_document(), "sweep"
         return api.fit(figure_config(args.name)), "fit"
     with using(lim):
         cfg = load_config(args.config)
@@ -112,8 +112,8 @@ def _run_config(args, cfg) -> tuple[dict, str]:
         return api.fit(cfg), "fit"
     if args.command == "sweep":
         lo, hi, n = validate_sweep(cfg, *_beta_range(args.beta))
-        return mixtures.sweep_document(cfg, lo, hi, n), "sweep"
-    return mixtures.basins_document(cfg), "basins"
+        return api.sweep_document(cfg, lo, hi, n), "sweep"
+    return api.basins_document(cfg), "basins"
 
 
 def main(argv=None) -> int:

@@ -5,8 +5,8 @@ import time
 
 import numpy as np
 
-from .mixtures import sweep_document
 from .regression import RegressionModel, regression_presets
+from .workflows import sweep_document
 
 
 def _two_trends(n_nodes: int, n_data: int = 5, seed: int = 0) -> dict:

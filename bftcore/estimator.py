@@ -120,20 +120,21 @@ class BFTDensity:
             cfg = api.validate_config(self.to_config(X))
         except ConfigError as e:
             raise ConfigError(_name_parameter(str(e))) from None
-        doc = api.fit(cfg, init=init)
+        result = api.run(cfg, init=init)
         self.config_ = cfg
         self.grid_ = api.grid_from_config(cfg)
-        self.result_ = doc
-        self.density_ = np.array(doc["P"], dtype=float)
-        self.log_density_ = np.array([[(-np.inf if v is None else v) for v in row] for row in doc["L"]])
-        self.energy_ = doc["energy"]
-        self.mixing_ = np.array(doc["mixing"])
-        self.n_iter_ = doc["iterations"]
-        self.converged_ = doc["converged"]
-        self.energy_history_ = np.array([h["energy"] for h in doc["history"]])
-        self.train_error_history_ = np.array([h["train_error"] for h in doc["history"]], dtype=float)
-        self.test_error_history_ = np.array([np.nan if h["test_error"] is None else h["test_error"]
-                                             for h in doc["history"]])
+        self.result_ = result.to_document()
+        self.density_ = result.P.copy()
+        self.log_density_ = result.L.copy()
+        self.energy_ = float(result.last.energy)
+        self.mixing_ = np.asarray(result.last.mixing, dtype=float)
+        self.n_iter_ = int(result.last.iteration)
+        self.converged_ = bool(result.last.converged)
+        self.energy_history_ = np.array([r.energy for r in result.history], dtype=float)
+        self.train_error_history_ = np.array([r.train_error for r in result.history], dtype=float)
+        self.test_error_history_ = np.array([np.nan if r.test_error is None else r.test_error
+                                             for r in result.history], dtype=float)
+        self.test_error_history_[~np.isfinite(self.test_error_history_)] = np.nan  # as in the result document
         return self
 
     def _check_fitted(self):

@@ -5,7 +5,7 @@ priors ([001] Sects. 4.2-4.5, CONVENTIONS.md §3).  This module holds the ONE im
 coefficients a_j and of the mixture energy (the energies of both models call it), the reduced fixed point of
 equal-covariance mixtures with the 0-dimensional example of Fig 7, and the plateau detection of an iteration
 history.  It imports nothing of bftcore: the workflows over many fits (sweeps, basins) are in
-:mod:`bftcore.mixtures`, above the API.
+:mod:`bftcore.workflows`, above the problems.
 """
 from __future__ import annotations
 

@@ -159,7 +159,7 @@ DEMO_TEXT = {
 
 def metastable_mixture_config() -> dict:
     """Fig 28 at beta = 0.3, just below the fold (beta ~ 0.32) where the t_2 branch of the beta sweep ends: the
-    run sits near t_2 and then decays to the t_1 basin (mixtures.detect_plateaus flags iterations ~6-21)."""
+    run sits near t_2 and then decays to the t_1 basin (mixing.detect_plateaus flags iterations ~6-21)."""
     cfg = figure_config("fig28")
     cfg["beta"] = 0.3
     cfg["solver"]["max_iter"] = 300

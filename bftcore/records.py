@@ -45,3 +45,44 @@ class Record:
                 "train_error": finite_or_none(self.train_error), "test_error": finite_or_none(self.test_error),
                 "mixing": [float(a) for a in np.asarray(self.mixing, dtype=float).ravel()],
                 "step": float(self.step), "residual": float(self.residual), "method": str(self.method)}
+
+
+def finite_list(a) -> list | float:
+    """Nested list of an array for a JSON document, non-finite numbers as None (JSON has no infinities)."""
+    a = np.asarray(a, dtype=float)
+    if a.ndim == 0:
+        return np.where(np.isfinite(a), a, np.nan).tolist()
+    finite = np.isfinite(a)
+    if finite.all():
+        return a.tolist()
+    out = a.astype(object)
+    out[~finite] = None
+    return out.tolist()
+
+
+@dataclass
+class FitResult:
+    """The outcome of one fit as arrays: every :class:`Record` (iteration 0 is the start; the last one carries
+    the solution's fields) and the wall-clock time.  The problems subclass it
+    (:class:`bftcore.density.DensityFit`, :class:`bftcore.regression.RegressionFit`) with what their result
+    documents need; :meth:`to_document` turns it into the document of CONVENTIONS.md §4, only where a result
+    leaves the program (CLI, download, the API's ``fit``)."""
+
+    history: list[Record]
+    elapsed_s: float
+
+    @property
+    def last(self) -> Record:
+        return self.history[-1]
+
+    @property
+    def field(self) -> np.ndarray:
+        """The solver's field at the end (L, P or h): the warm start of a next fit."""
+        return self.last.field
+
+    def summary(self) -> dict:
+        """The few numbers a workflow compares solutions by (energy, mixing, test error, convergence, stability)."""
+        raise NotImplementedError
+
+    def to_document(self) -> dict:
+        raise NotImplementedError

@@ -17,15 +17,17 @@ convention.  ``lambda_x``/``lambda_y`` of the JSON prior are not used by this mo
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from .config import validate_config
 from .grid import Axis
 from .mixing import ReducedMixture, _check_beta, detect_plateaus, fig7_config, mixing_coefficients, mixture_energy
 from .operators import axis_operator
-from .records import Record
+from .records import FitResult, Record
 from .solvers import iterate as solver_iterate
 from .templates import template_values  # noqa: F401 - the regression form lives in the template registry
 
@@ -331,7 +333,7 @@ class RegressionModel:
     def solve_reduced(self, beta: float, init=None) -> tuple[np.ndarray, dict]:
         """Local MAP solution through the reduced problem, warm-started from a field h (None: the average (41)).
 
-        This is the ``solve(beta, init) -> (field, result)`` callable of :mod:`bftcore.mixtures` sweeps/basins."""
+        This is the ``solve(beta, init) -> (field, result)`` callable of :mod:`bftcore.workflows` sweeps/basins."""
         y0 = None if init is None else self.coordinates(init)
         sol = self.reduced.minimize(beta, y0)
         res = self.reduced_solution(sol, beta)
@@ -459,78 +461,105 @@ class RegressionPoint:
         return float(np.max(np.abs(self.gradient))) if self.gradient.size else 0.0
 
 
-def _setup(config: dict, init):
-    model = RegressionModel.from_config(config)
-    beta = _check_beta(config.get("beta", 1.0))
-    solver = dict(config.get("solver", {}) or {})
-    h0 = model.initial_field(solver.get("init", "kernel")) if init is None else np.asarray(init, dtype=float)
+def _setup(config: dict, init, validated: bool = False):
+    """Model, beta, energy, start and solver settings of a regression configuration; the solver's defaults are the
+    gate's (:func:`bftcore.config.validate_config`), as for a density."""
+    cfg = config if validated else validate_config(config)
+    model = RegressionModel.from_config(cfg)
+    beta = cfg["beta"]
+    so = cfg["solver"]
+    h0 = model.initial_field(so["init"]) if init is None else np.asarray(init, dtype=float)
     if h0.shape != (model.n,):
         raise ValueError(f"init must have one value per x node ({model.n}), got shape {h0.shape}")
-    kw = dict(method=solver.get("method", "newton"), mass2=float(solver.get("mass2", 0.01)),
-              min_iter=int(solver.get("min_iter", 1)), max_iter=int(solver.get("max_iter", 100)),
-              tol=float(solver.get("tol", 1e-10)))
+    kw = dict(method=so["method"], mass2=so["mass2"], min_iter=so["min_iter"], max_iter=so["max_iter"], tol=so["tol"])
     return model, beta, model.energy(beta), h0, kw
 
 
 def _records(model: RegressionModel, energy: RegressionMixtureEnergy, h0, kw):
-    """api.Record per iteration of the configured learning algorithm (bftcore.solvers.iterate)."""
+    """A :class:`~bftcore.records.Record` (with ``h``) per iteration of the learning algorithm
+    (:func:`bftcore.solvers.iterate`)."""
     for rec in solver_iterate(energy, h0, **kw):
         h = np.asarray(rec.field, dtype=float)
-        mixing = energy.mixing(h) if rec.mixing is None else np.asarray(rec.mixing, dtype=float)
-        yield Record(int(rec.iteration), float(rec.energy), model.train_error(h), model.test_error(h), mixing,
-                     float(rec.step), float(rec.residual), str(rec.method), float(rec.change), bool(rec.converged),
-                     float(rec.elapsed_s), h=h)
+        yield Record(iteration=rec.iteration, energy=rec.energy, train_error=model.train_error(h),
+                     test_error=model.test_error(h), mixing=np.asarray(rec.mixing, dtype=float), step=rec.step,
+                     residual=rec.residual, method=rec.method, change=rec.change, converged=rec.converged,
+                     elapsed_s=rec.elapsed_s, h=h, field=h)
 
 
-def iterate(config: dict, init=None):
-    """Yield one ``bftcore.api.Record`` (with ``h``) per iteration of a regression fit; iteration 0 is the start.
-
-    Used by ``bftcore.api.iterate`` so the dashboard can stream a regression run like a density run."""
-    model, _, energy, h0, kw = _setup(config, init)
+def iterate(config: dict, init=None, validated: bool = False):
+    """Yield one :class:`~bftcore.records.Record` (with ``h``) per iteration of a regression fit; iteration 0 is
+    the start.  Used by ``bftcore.api.iterate`` so the dashboard can stream a regression run like a density run."""
+    model, _, energy, h0, kw = _setup(config, init, validated)
     yield from _records(model, energy, h0, kw)
 
 
-def fit(config: dict, init=None) -> dict:
-    """Fit a regression config (CONVENTIONS.md §4, ``"model": "regression"``) and return the result document.
+def solve(config: dict, init=None, validated: bool = False) -> "RegressionFit":
+    """Fit a regression config (CONVENTIONS.md §4, ``"model": "regression"``) and return the result as arrays.
 
     Solves the stationarity equation (21) [001] for h on the x nodes with the learning algorithm of
-    ``solver.method`` (``bftcore.solvers.iterate``).  Keys:
-    ``energy`` (mixture energy at the MAP h), ``train_error`` (E_T/n: mean of (h(x_d) - y_d)^2/2 over the
-    data), ``test_error`` (mean over x nodes of (h - h_true)^2/2 when ``truth`` is given, else None),
-    ``iterations``, ``converged`` (the solver's stopping rule was met, or the gradient vanishes),
-    ``mixing`` (MAP a_j), ``h``, ``history`` (iteration, energy, train_error, test_error, mixing, step,
-    residual, method per iteration; iteration 0 is the start), ``elapsed_s``, ``exact`` ({b, mean, var}: exact
-    b_j (28), predictive mean (27) and posterior variance of h(x)), and the reduced-route extras
-    ``component_solutions`` (t̄_j), ``template_variances`` (V_j), ``B`` (B_j), ``stable`` (Hessian positive
-    definite at h), ``plateaus`` (:func:`bftcore.mixtures.detect_plateaus` of the history).
-    ``init`` (an array of node values) overrides ``solver.init``.
-    """
+    ``solver.method`` (:func:`bftcore.solvers.iterate`).  ``init`` (an array of node values) overrides
+    ``solver.init``."""
     t0 = time.perf_counter()
-    model, beta, energy, h0, kw = _setup(config, init)
-    history, last = [], None
-    for rec in _records(model, energy, h0, kw):
-        last = rec
-        history.append({"iteration": rec.iteration, "energy": rec.energy, "train_error": rec.train_error,
-                        "test_error": rec.test_error, "mixing": np.asarray(rec.mixing).tolist(),
-                        "step": rec.step, "residual": rec.residual, "method": rec.method})
-    h = last.h
+    model, beta, energy, h0, kw = _setup(config, init, validated)
+    history = list(_records(model, energy, h0, kw))
+    h = history[-1].h
     g = energy.gradient(h)
-    converged = bool(last.converged) or bool(
+    converged = bool(history[-1].converged) or bool(
         np.linalg.norm(g) <= max(kw["tol"], 1e-8) * (1.0 + np.linalg.norm(model.ysum)))
-    exact = model.exact(beta)
     try:
         stable = bool(np.all(np.linalg.eigvalsh(energy.hessian(h)) > 0)) if model.n <= 2000 else None
     except np.linalg.LinAlgError:
         stable = None
-    elapsed = time.perf_counter() - t0
-    return {"model": "regression", "x": model.nodes.tolist(), "beta": beta,
-            "energy": float(energy.value(h)), "train_error": model.train_error(h),
-            "test_error": model.test_error(h), "iterations": int(last.iteration), "converged": converged,
-            "mixing": energy.mixing(h).tolist(), "h": h.tolist(), "history": history, "elapsed_s": elapsed,
-            "exact": {k: np.asarray(v).tolist() for k, v in exact.items()},
-            "component_solutions": model.component_solutions.tolist(),
-            "template_variances": model.template_variances.tolist(), "B": model.B.tolist(), "stable": stable,
-            "plateaus": detect_plateaus(history)}
+    return RegressionFit(history, time.perf_counter() - t0, model, energy, converged, stable)
+
+
+def fit(config: dict, init=None) -> dict:
+    """The result document of :func:`solve` (:meth:`RegressionFit.to_document`)."""
+    return solve(config, init).to_document()
+
+
+@dataclass
+class RegressionFit(FitResult):
+    """A regression fit as arrays: the records (the last with ``h``), the model and energy at its beta, whether it
+    converged (the solver's stopping rule was met, or the gradient vanishes) and whether the Hessian is positive
+    definite at the solution (None above 2000 nodes)."""
+
+    model: RegressionModel | None = None
+    energy: RegressionMixtureEnergy | None = None
+    converged: bool = False
+    stable: bool | None = None
+
+    @property
+    def h(self) -> np.ndarray:
+        return self.last.h
+
+    def summary(self) -> dict:
+        h = self.h
+        return {"energy": float(self.energy.value(h)), "mixing": self.energy.mixing(h).tolist(),
+                "test_error": self.model.test_error(h), "converged": self.converged, "stable": self.stable}
+
+    def to_document(self) -> dict:
+        """The result document.  Keys:
+        ``energy`` (mixture energy at the MAP h), ``train_error`` (E_T/n: mean of (h(x_d) - y_d)^2/2 over the
+        data), ``test_error`` (mean over x nodes of (h - h_true)^2/2 when ``truth`` is given, else None),
+        ``iterations``, ``converged``, ``mixing`` (MAP a_j), ``h``, ``history`` (iteration, energy, train_error,
+        test_error, mixing, step, residual, method per iteration; iteration 0 is the start), ``elapsed_s``,
+        ``exact`` ({b, mean, var}: exact b_j (28), predictive mean (27) and posterior variance of h(x)), and the
+        reduced-route extras ``component_solutions`` (t̄_j), ``template_variances`` (V_j), ``B`` (B_j),
+        ``stable`` (Hessian positive definite at h), ``plateaus`` (:func:`bftcore.mixing.detect_plateaus` of the
+        history)."""
+        model, energy, h = self.model, self.energy, self.h
+        exact = model.exact(energy.beta)
+        history = [r.summary() for r in self.history]
+        return {"model": "regression", "x": model.nodes.tolist(), "beta": energy.beta,
+                "energy": float(energy.value(h)), "train_error": model.train_error(h),
+                "test_error": model.test_error(h), "iterations": int(self.last.iteration),
+                "converged": self.converged, "mixing": energy.mixing(h).tolist(), "h": h.tolist(),
+                "history": history, "elapsed_s": self.elapsed_s,
+                "exact": {k: np.asarray(v).tolist() for k, v in exact.items()},
+                "component_solutions": model.component_solutions.tolist(),
+                "template_variances": model.template_variances.tolist(), "B": model.B.tolist(),
+                "stable": self.stable, "plateaus": detect_plateaus(history)}
 
 
 def regression_presets() -> dict[str, dict]:
@@ -539,7 +568,7 @@ def regression_presets() -> dict[str, dict]:
     ``"two_trends"``: a rising (t_1 = x/2) and a falling (t_2 = 5 - x/2) linear template fight over five points
     on a hump, x in [0, 10] (101 Neumann nodes), lambda = 1, l2 = 1, l0 = 0.01, p = (1/2, 1/2).
     b = 3.79 and V_2 - V_1 = -0.149, so the low-temperature solutions t̄_1 and t̄_2 both pass (38).  A sweep over
-    beta in [0.05, 5] (``bftcore.mixtures.sweep_document``) finds one solution below beta_c = 1.376 (saddle
+    beta in [0.05, 5] (``bftcore.workflows.sweep_document``) finds one solution below beta_c = 1.376 (saddle
     node, located by bisection) and two stable branches on [1.376, 5] (in fact on [1.376, inf): with equal
     weights both component solutions stay stable as beta -> infinity): the up branch ends at a_1 ~ 4e-5 (the
     falling trend), the down branch from t̄_1 keeps a_1 ~ 1 down to beta_c and then jumps.  The exact weights

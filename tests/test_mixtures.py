@@ -5,22 +5,17 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from bftcore.mixtures import (
+from bftcore.mixing import (
     ReducedMixture,
-    basins_document,
-    beta_sweep,
     detect_plateaus,
     fig7_config,
-    fig7_document,
-    find_basins,
     mean_field_rhs,
     mixing_coefficients,
     mixture_energy,
-    regression_solver,
-    sweep_document,
     zero_dimensional_model,
 )
 from bftcore.regression import RegressionModel
+from bftcore.workflows import basins_document, beta_sweep, fig7_document, find_basins, regression_solver, sweep_document
 
 
 # ------------------------------------------------------------------------------------------ mixing coefficients

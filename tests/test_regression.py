@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from bftcore.mixtures import sweep_document
 from bftcore.operators import axis_operator
 from bftcore.regression import RegressionModel, fit, regression_presets, template_values
+from bftcore.workflows import sweep_document
 
 
 def small_config(boundary="neumann", l0=0.2, l4=0.0, data=None, templates=None, weights=(0.4, 0.6), n=9):
