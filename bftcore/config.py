@@ -352,6 +352,14 @@ def _check_conditioning(cfg: dict, grid: Grid) -> None:
             raise ConfigError(f"{name} = {m2:g} is too small for this prior: the operator it regularises has "
                               f"eigenvalues from {lo:.3g} to {hi:.3g}, a ratio over 1e12; use {name} >= "
                               f"{max(1e-12 * max(1.0, scale * kmax) - scale * kmin, 0.0) * 10:.3g}")
+    if regression and kmin > 0:
+        # A = K_T + lambda hx K_X ([001] (16)): its smallest eigenvalue is at least lambda hx min K_X, its largest at
+        # most lambda hx max K_X plus the number of data (K_T counts the data per node)
+        lo, hi = scale * kmin, scale * kmax + len(cfg["data"])
+        if not lo > 1e-12 * max(1.0, hi):
+            raise ConfigError(f"the regression prior cannot be inverted in floating point on this grid: lambda hx K "
+                              f"has eigenvalues from {lo:.3g} to {scale * kmax:.3g}, a ratio over 1e12; raise "
+                              f"prior.lambda or prior.l0, lower the higher orders, or use fewer, wider x nodes")
     if so["method"] == "massive":
         invertible(so["mass2"], "solver.mass2")
     if not regression and so["init"] == "kernel":
