@@ -4,19 +4,37 @@ Shared by the density model (eqs. (713)-(718)) and by Gaussian regression with a
 priors ([001] Sects. 4.2-4.5, CONVENTIONS.md §3).  This module holds the ONE implementation of the mixing
 coefficients a_j and of the mixture energy (the energies of both models call it), the reduced fixed point of
 equal-covariance mixtures with the 0-dimensional example of Fig 7, and the plateau detection of an iteration
-history.  It imports nothing of bftcore: the workflows over many fits (sweeps, basins) are in
-:mod:`bftcore.workflows`, above the problems.
+history.  It imports only the constants of :mod:`bftcore.limits`: the workflows over many fits (sweeps, basins)
+are in :mod:`bftcore.workflows`, above the problems.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .limits import MAX_MAGNITUDE, MIN_BETA
 
-def _check_beta(beta) -> float:
+
+def check_beta(beta) -> float:
+    """The one rule for the mixture inverse temperature: a finite number in ``[MIN_BETA, MAX_MAGNITUDE]``
+    (1e-12 to 1e12; its inverse scales the mixture energy).  The gate applies the same range to a document's
+    ``beta`` (naming the key); the formulas and models call this for direct use."""
     b = float(beta)
-    if not (np.isfinite(b) and b > 0):
-        raise ValueError(f"the mixture inverse temperature beta must be a finite number > 0, got {beta!r}")
+    if not (np.isfinite(b) and MIN_BETA <= b <= MAX_MAGNITUDE):
+        raise ValueError(f"the mixture inverse temperature beta must be a finite number in "
+                         f"[{MIN_BETA:g}, {MAX_MAGNITUDE:g}], got {beta!r}")
     return b
+
+
+
+
+def check_weights(weights, m: int) -> np.ndarray:
+    """The one rule for mixture weights p_j: m finite numbers >= 0, not all zero; returned normalised to sum 1.
+    ``None`` means equal weights."""
+    p = np.full(m, 1.0 / m) if weights is None else np.asarray(weights, dtype=float)
+    if p.shape != (m,) or np.any(~np.isfinite(p)) or np.any(p < 0) or not p.sum() > 0:
+        raise ValueError(f"mixture weights p_j must be {m} finite numbers >= 0 (one per template), not all zero; "
+                         f"got {p.tolist() if p.ndim else weights!r}")
+    return p / p.sum()
 
 
 def _check_weights(prior_energies, weights):
@@ -27,11 +45,9 @@ def _check_weights(prior_energies, weights):
                          f"and weights of shape {p.shape}")
     if E.size == 0:
         raise ValueError("a mixture needs at least one component")
-    if np.any(~np.isfinite(p)) or np.any(p < 0) or not p.sum() > 0:
-        raise ValueError(f"mixture weights p_j must be finite, >= 0 and not all zero, got {p.tolist()}")
     if np.any(np.isnan(E)):
         raise ValueError(f"prior energies contain NaN: {E.tolist()}")
-    return E, p / p.sum()
+    return E, check_weights(p, E.size)
 
 
 def _fast_mixing(E, p, live, beta):
@@ -72,7 +88,7 @@ def mixing_coefficients(prior_energies, weights, beta: float) -> np.ndarray:
     of a component with p_j > 0, so nothing overflows for beta in [1e-6, 1e6] and beyond; components with
     p_j = 0 get a_j = 0.
     """
-    b = _check_beta(beta)
+    b = check_beta(beta)
     E, p = _check_weights(prior_energies, weights)
     live = p > 0
     with np.errstate(under="ignore"):
@@ -85,7 +101,7 @@ def mixture_energy(prior_energies, weights, beta: float) -> float:
     Written as ``E_min - (1/beta) log1p(sum_j p_j expm1(-beta (E_j - E_min)))`` so that it stays accurate both for
     beta -> 0 (where it tends to sum_j p_j E_j) and for beta -> infinity (where it tends to min_j E_j).
     """
-    b = _check_beta(beta)
+    b = check_beta(beta)
     E, p = _check_weights(prior_energies, weights)
     live = p > 0
     with np.errstate(under="ignore"):
@@ -195,7 +211,7 @@ class ReducedMixture:
         backtracking line search on the energy: a descent method, so a warm start slides into the minimum of its
         own basin and never onto a saddle (what a continuation in beta needs).
         """
-        beta = _check_beta(beta)
+        beta = check_beta(beta)
         y = self.point(self.weights) if y0 is None else np.array(y0, dtype=float)
         if self.dim == 0:
             return {**self.solution(np.zeros(0), beta), "iterations": 0, "converged": True}
@@ -256,7 +272,7 @@ class ReducedMixture:
         combinations, plus descent from the same starts; distinct roots are kept (complete in practice, not
         guaranteed).
         """
-        beta = _check_beta(beta)
+        beta = check_beta(beta)
         if self.dim == 0:
             return [self.solution(np.zeros(0), beta)]
         if self.m == 2 and self.dim == 1:

@@ -25,7 +25,15 @@ import scipy.sparse.linalg as spla
 
 from .config import validate_config
 from .grid import Axis
-from .mixing import ReducedMixture, _check_beta, detect_plateaus, fig7_config, mixing_coefficients, mixture_energy
+from .mixing import (
+    ReducedMixture,
+    check_beta,
+    check_weights,
+    detect_plateaus,
+    fig7_config,
+    mixing_coefficients,
+    mixture_energy,
+)
 from .operators import axis_operator
 from .records import FitResult, Record
 from .solvers import iterate as solver_iterate
@@ -50,8 +58,7 @@ def _snap_data(axis: Axis, data) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"regression data must be a list of [x, y] pairs, got an array of shape {pts.shape}")
     if not np.all(np.isfinite(pts)):
         raise ValueError("regression data contain non-finite numbers; give finite [x, y] pairs")
-    tol = 1e-9 * axis.h
-    bad = (pts[:, 0] < axis.min - tol) | (pts[:, 0] > axis.max + tol)
+    bad = axis.outside(pts[:, 0])
     if np.any(bad):
         shown = ", ".join(f"({p[0]:g}, {p[1]:g})" for p in pts[bad][:5])
         more = "" if bad.sum() <= 5 else f" and {int(bad.sum()) - 5} more"
@@ -82,11 +89,7 @@ class RegressionModel:
             raise ValueError("a regression mixture needs at least one template in 'templates'")
         self.templates = np.array([template_values(t, self.nodes) for t in templates])
         m = len(self.templates)
-        p = np.full(m, 1.0 / m) if weights is None else np.asarray(weights, dtype=float)
-        if p.shape != (m,) or np.any(~np.isfinite(p)) or np.any(p < 0) or not p.sum() > 0:
-            raise ValueError(f"'weights' must be {m} finite numbers >= 0 (one per template), not all zero; "
-                             f"got {weights!r}")
-        self.weights = p / p.sum()
+        self.weights = check_weights(weights, m)
         for name, v in dict(lam=lam, l0=l0, l2=l2, l4=l4, l6=l6).items():
             if not (np.isfinite(v) and v >= 0):
                 raise ValueError(f"prior coefficient {'lambda' if name == 'lam' else name} must be a finite "
@@ -275,7 +278,7 @@ class RegressionModel:
         ``[K_T - K_T A^{-1} K_T]_TT`` (the sign of the printed text after (486) is wrong, see notes §8.6).
         Requires a proper prior (prior.l0 > 0) and each datum on its own node; b_j needs neither.
         """
-        beta = _check_beta(beta)
+        beta = check_beta(beta)
         D = np.flatnonzero(self.counts)
         if np.any(self.counts[D] > 1):
             raise ValueError("log_evidences needs every datum on its own x node (repeated x give an extra "
@@ -295,7 +298,7 @@ class RegressionModel:
     def exact(self, beta: float) -> dict:
         """Exact posterior summaries ([001] Sect. 4.3): weights b_j (28), predictive mean sum_j b_j t̄_j (27),
         and the posterior variance of h(x) = diag((beta A)^{-1}) + sum_j b_j (t̄_j - mean)^2 (noise excluded)."""
-        beta = _check_beta(beta)
+        beta = check_beta(beta)
         b = self.exact_weights(beta)
         tb = self.component_solutions
         mean = b @ tb
@@ -380,7 +383,7 @@ class RegressionMixtureEnergy:
 
     def __init__(self, model: RegressionModel, beta: float):
         self.model = model
-        self.beta = _check_beta(beta)
+        self.beta = check_beta(beta)
         self._lu = {}
 
     def at(self, h) -> "RegressionPoint":

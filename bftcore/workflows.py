@@ -14,7 +14,7 @@ import time
 import numpy as np
 
 from . import density
-from .mixing import _check_beta, fig7_config, zero_dimensional_model
+from .mixing import check_beta, fig7_config, zero_dimensional_model
 from .regression import RegressionModel
 
 
@@ -92,9 +92,9 @@ def beta_sweep(solve, betas, init=None, starts=(), count_stable=None, jump_tol=0
     a branch jumps (a change of some a_j by more than ``jump_tol`` between neighbouring betas that survives
     bisection of the interval down to ``tol``).
     """
-    betas = np.unique(np.asarray(betas, dtype=float))
-    if betas.size < 2 or np.any(betas <= 0) or not np.all(np.isfinite(betas)):
-        raise ValueError("a beta sweep needs at least two distinct finite betas > 0")
+    betas = np.unique([check_beta(b) for b in np.ravel(betas)])
+    if betas.size < 2:
+        raise ValueError("a beta sweep needs at least two distinct betas")
     up = continuation(solve, betas, init, "up")
     tops = [(up["_fields"][-1], {"energy": up["energy"][-1], "mixing": up["mixing"][-1],
                                  "stable": up["stable"][-1]})]
@@ -202,7 +202,7 @@ def _model_and_starts(config: dict):
 def sweep_document(config: dict, beta_min: float, beta_max: float, n: int) -> dict:
     """Sweep document (CONVENTIONS.md §4): ``branches`` (up, then down from each distinct stable solution at
     beta_max) and ``bifurcations``, for n betas evenly spaced in [beta_min, beta_max]."""
-    if not (0 < beta_min < beta_max) or int(n) < 2:
+    if not (check_beta(beta_min) < check_beta(beta_max)) or int(n) < 2:
         raise ValueError(f"need 0 < beta_min < beta_max and n >= 2, got {beta_min}, {beta_max}, {n}")
     t0 = time.perf_counter()
     solve, starts, count_stable, up_init = _model_and_starts(config)
@@ -217,7 +217,7 @@ def basins_document(config: dict) -> dict:
     """Basins document (CONVENTIONS.md §4): the distinct local minima at the config's beta reached from each
     template, uniform, kernel (and, for regression, the average and three random template mixtures)."""
     t0 = time.perf_counter()
-    beta = _check_beta(config.get("beta", 1.0))
+    beta = check_beta(config.get("beta", 1.0))
     solve, starts, _, _ = _model_and_starts(config)
     minima = find_basins(solve, starts, beta)
     return {"model": config.get("model", "density"), "beta": beta, "starts": [s for s, _ in starts],
