@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import time
 from dataclasses import dataclass, replace
+
+from threadpoolctl import ThreadpoolController
 
 
 @dataclass(frozen=True)
@@ -125,3 +128,20 @@ def check_deadline() -> None:
     if d is not None and time.monotonic() > d[0]:
         raise RunBudgetExceeded(f"stopped after {d[1]:g} s, the time budget of one run; use a coarser grid, "
                                 f"fewer iterations or a simpler prior (or --no-limits on your own machine)")
+
+
+#: BLAS threads a run uses (``BFTCORE_BLAS_THREADS`` in the environment, default 1).  The solver does many small
+#: dense and sparse operations; multithreaded OpenBLAS only adds contention there, and becomes very slow when the
+#: cores are shared (a classroom server with many sessions).
+BLAS_THREADS = max(1, int(os.environ.get("BFTCORE_BLAS_THREADS", "1") or 1))
+_BLAS: list = []  # the threadpoolctl controller, made at the first run (numpy's and scipy's BLAS are loaded then)
+
+
+def blas_threads(n: int | None = None):
+    """A context in which the BLAS libraries use ``n`` threads (default :data:`BLAS_THREADS`), restored after;
+    :func:`bftcore.solvers.iterate` runs inside one.  Through threadpoolctl, so that importing bftcore changes
+    nothing for the rest of a program (the package used to set ``OPENBLAS_NUM_THREADS`` at import, which only
+    worked when it was imported before numpy, and leaked into every subprocess)."""
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController())
+    return _BLAS[0].limit(limits=n or BLAS_THREADS, user_api="blas")
