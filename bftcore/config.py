@@ -438,10 +438,7 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
         pts.append([_num(p[0], f"data[{k}][0] (x)", mag=MAX_COORDINATE),
                     _num(p[1], f"data[{k}][1] (y)", mag=MAX_COORDINATE)])
     try:
-        if model == "density":
-            grid.snap(pts)
-        else:
-            grid.x.snap([p[0] for p in pts])
+        grid.check_points(pts, x_only=model == "regression")
     except ValueError as e:
         raise ConfigError(str(e)) from None
 

@@ -91,19 +91,30 @@ class Grid:
         """Inner product ``(f, g) = sum f*g hx*hy``."""
         return float(np.vdot(f, g)) * self.cell
 
-    def snap(self, points) -> tuple[np.ndarray, np.ndarray]:
-        """Node indices ``(ix, iy)`` of data points given as an ``(n, 2)`` array of (x, y)."""
+    def check_points(self, points, x_only: bool = False) -> np.ndarray:
+        """``points`` as an ``(n, 2)`` array, or a ValueError naming the points off the grid (:meth:`Axis.outside`;
+        ``x_only`` for regression, whose y values are not on an axis)."""
         pts = np.asarray(points, dtype=float)
         if pts.size == 0:
-            return np.zeros(0, int), np.zeros(0, int)
+            return np.zeros((0, 2))
         if pts.ndim != 2 or pts.shape[1] != 2:
             raise ValueError(f"data must be a list of [x, y] pairs, got an array of shape {pts.shape}")
-        bad = self.x.outside(pts[:, 0]) | self.y.outside(pts[:, 1])
+        bad = self.x.outside(pts[:, 0])
+        if x_only:
+            bad |= ~np.isfinite(pts[:, 1])
+        else:
+            bad |= self.y.outside(pts[:, 1])
         if np.any(bad):
             shown = ", ".join(f"({p[0]:g}, {p[1]:g})" for p in pts[bad][:5])
             more = "" if bad.sum() <= 5 else f" and {int(bad.sum()) - 5} more"
-            raise ValueError(f"data point(s) {shown}{more} outside the grid x in [{self.x.min:g}, {self.x.max:g}],"
-                             f" y in [{self.y.min:g}, {self.y.max:g}]; remove them or widen the grid")
+            where = f"x in [{self.x.min:g}, {self.x.max:g}]" if x_only else (
+                f"the grid x in [{self.x.min:g}, {self.x.max:g}], y in [{self.y.min:g}, {self.y.max:g}]")
+            raise ValueError(f"data point(s) {shown}{more} outside {where}; remove them or widen the grid")
+        return pts
+
+    def snap(self, points) -> tuple[np.ndarray, np.ndarray]:
+        """Node indices ``(ix, iy)`` of data points given as an ``(n, 2)`` array of (x, y)."""
+        pts = self.check_points(points)
         return self.x.snap(pts[:, 0]), self.y.snap(pts[:, 1], "y")
 
     def counts(self, points) -> np.ndarray:

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
-from .config import validate_config
+from .config import grid_from_config, validate_config
 from .grid import Axis
 from .mixing import (
     ReducedMixture,
@@ -37,33 +37,12 @@ from .mixing import (
 from .operators import axis_operator
 from .records import FitResult, Record
 from .solvers import iterate as solver_iterate
-from .templates import template_values  # noqa: F401 - the regression form lives in the template registry
-
-
-def _axis_from_config(grid: dict) -> Axis:
-    if not isinstance(grid, dict) or "x" not in grid:
-        raise ValueError("the regression config needs grid.x = {min, max, n, boundary}")
-    gx = grid["x"]
-    try:
-        return Axis(float(gx["min"]), float(gx["max"]), int(gx["n"]), gx.get("boundary", "periodic"))
-    except KeyError as e:
-        raise ValueError(f"grid.x is missing {e.args[0]!r}; give min, max, n (and boundary)") from None
+from .templates import template_values
 
 
 def _snap_data(axis: Axis, data) -> tuple[np.ndarray, np.ndarray]:
-    pts = np.asarray(data if data is not None else [], dtype=float)
-    if pts.size == 0:
-        return np.zeros(0, int), np.zeros(0)
-    if pts.ndim != 2 or pts.shape[1] != 2:
-        raise ValueError(f"regression data must be a list of [x, y] pairs, got an array of shape {pts.shape}")
-    if not np.all(np.isfinite(pts)):
-        raise ValueError("regression data contain non-finite numbers; give finite [x, y] pairs")
-    bad = axis.outside(pts[:, 0])
-    if np.any(bad):
-        shown = ", ".join(f"({p[0]:g}, {p[1]:g})" for p in pts[bad][:5])
-        more = "" if bad.sum() <= 5 else f" and {int(bad.sum()) - 5} more"
-        raise ValueError(f"data point(s) {shown}{more} outside x in [{axis.min:g}, {axis.max:g}]; "
-                         f"remove them or widen grid.x")
+    """Node indices and y values of ``[x, y]`` pairs (validated by the gate: finite, on the axis)."""
+    pts = np.asarray(data if data is not None else [], dtype=float).reshape(-1, 2)
     return axis.snap(pts[:, 0]), pts[:, 1].copy()
 
 
@@ -76,6 +55,8 @@ class RegressionModel:
     Component solutions t̄_j (29), template variances V_j (40), the matrices B_j (39) and the diagonal of
     A^{-1} (within-component posterior variance times beta) do not depend on beta, because beta multiplies
     likelihood and prior alike; they are computed once (one sparse factorisation of A) and cached.
+
+    Build it with :meth:`from_config`: the gate validates the document once, and the constructor only asserts.
     """
 
     def __init__(self, axis: Axis, data, templates, weights=None, lam: float = 1.0,
@@ -85,15 +66,11 @@ class RegressionModel:
         self.hx = axis.h
         n = axis.n
         self.ix, self.y = _snap_data(axis, data)
-        if not templates:
-            raise ValueError("a regression mixture needs at least one template in 'templates'")
+        assert templates, "a regression mixture needs at least one template (the gate says so by name)"
         self.templates = np.array([template_values(t, self.nodes) for t in templates])
         m = len(self.templates)
         self.weights = check_weights(weights, m)
-        for name, v in dict(lam=lam, l0=l0, l2=l2, l4=l4, l6=l6).items():
-            if not (np.isfinite(v) and v >= 0):
-                raise ValueError(f"prior coefficient {'lambda' if name == 'lam' else name} must be a finite "
-                                 f"number >= 0, got {v!r}")
+        assert all(np.isfinite(v) and v >= 0 for v in (lam, l0, l2, l4, l6)), "the gate checks the prior"
         self.lam = float(lam)
         self.coeffs = dict(l0=float(l0), l2=float(l2), l4=float(l4), l6=float(l6))
         self.K0 = sp.csr_matrix(self.lam * self.hx * axis_operator(axis, **self.coeffs))
@@ -103,35 +80,24 @@ class RegressionModel:
         self.t_T = np.where(seen, self.ysum / np.where(seen, self.counts, 1.0), 0.0)   # (16) [001]
         # E_T(t_T): the spread of repeated measurements, (15), (17) [001]; common to all components
         self.offset = 0.5 * float(np.sum((self.y - self.t_T[self.ix]) ** 2))
-        self.truth = None if truth is None else self._truth_values(truth)
+        self.truth = None if truth is None else template_values(truth, self.nodes)
         self._cache: dict = {}
 
     @classmethod
-    def from_config(cls, config: dict) -> "RegressionModel":
-        """Model of a parsed JSON document with ``"model": "regression"`` (CONVENTIONS.md §4).
-
-        Defaults as in :mod:`bftcore.config`: grid.x the paper's x = 1..10 (n = 10), boundary "periodic",
-        lambda = 1, the missing l_k are 0 except l2 = 1 when none is given, equal weights, solver.init "kernel".
-        ``truth`` may be a template dict or a list of node values of the true regression function (used for the
-        test error).
-        """
-        if config.get("model", "regression") != "regression":
-            raise ValueError(f"this is the regression model; the config says model = {config.get('model')!r}")
-        axis = _axis_from_config(config.get("grid", {"x": {"min": 1, "max": 10, "n": 10}}))
-        prior = config.get("prior", {}) or {}
-        ls = ("l0", "l2", "l4", "l6")
-        given = any(k in prior for k in ls)
-        coeffs = {k: float(prior.get(k, 1.0 if (k == "l2" and not given) else 0.0)) for k in ls}
-        return cls(axis, config.get("data", []), config.get("templates"), config.get("weights"),
-                   lam=float(prior.get("lambda", 1.0)), truth=config.get("truth"), **coeffs)
-
-    def _truth_values(self, truth):
-        if isinstance(truth, str):
-            raise ValueError(f"truth {truth!r} is for the density model; for regression give a template dict "
-                             f"or a list of true h values at the x nodes")
-        if isinstance(truth, dict):
-            return template_values(truth, self.nodes)
-        return template_values({"kind": "array", "values": truth}, self.nodes)
+    def from_config(cls, config: dict, validated: bool = False) -> "RegressionModel":
+        """Model of a JSON document with ``"model": "regression"`` (CONVENTIONS.md §4), through the gate
+        (:func:`bftcore.config.validate_config`: its defaults, its errors; ``validated=True`` for a document it has
+        just returned).  ``truth`` may be a template object or a list of node values of the true regression
+        function (used for the test error)."""
+        cfg = config if validated else validate_config(config)
+        if cfg["model"] != "regression":
+            raise ValueError(f"this is the regression model; the config says model = {cfg['model']!r}")
+        pr = cfg["prior"]
+        truth = cfg["truth"]
+        if truth is not None and not isinstance(truth, dict):
+            truth = {"kind": "array", "values": truth}
+        return cls(grid_from_config(cfg).x, cfg["data"], cfg["templates"], cfg["weights"] or None,
+                   lam=pr["lambda"], l0=pr["l0"], l2=pr["l2"], l4=pr["l4"], l6=pr["l6"], truth=truth)
 
     # --- basic quantities ----------------------------------------------------------------------------------
     @property
@@ -468,7 +434,7 @@ def _setup(config: dict, init, validated: bool = False):
     """Model, beta, energy, start and solver settings of a regression configuration; the solver's defaults are the
     gate's (:func:`bftcore.config.validate_config`), as for a density."""
     cfg = config if validated else validate_config(config)
-    model = RegressionModel.from_config(cfg)
+    model = RegressionModel.from_config(cfg, validated=True)
     beta = cfg["beta"]
     so = cfg["solver"]
     h0 = model.initial_field(so["init"]) if init is None else np.asarray(init, dtype=float)
