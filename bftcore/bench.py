@@ -60,7 +60,7 @@ def lbfgs_time(config: dict, target: float, max_seconds: float = 300.0) -> tuple
         grad = r - V * r.sum(axis=1, keepdims=True)
         return -N @ L + 0.5 * scale * (u @ Ku), grad.ravel()
 
-    best = [np.inf, g0]
+    best: list = [np.inf, g0]
 
     def cb(intermediate_result):
         if intermediate_result.fun < best[0]:

@@ -452,8 +452,8 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
              "lambda_x": _num(pr.get("lambda_x", 1.0), "prior.lambda_x", 0),
              "lambda_y": _num(pr.get("lambda_y", 1.0), "prior.lambda_y", 0)}
     given = [k for k in ("l0", "l2", "l4", "l6") if k in pr]
-    for k in ("l0", "l2", "l4", "l6"):
-        prior[k] = _num(pr.get(k, 1.0 if (k == "l2" and not given) else 0.0), f"prior.{k}", 0)
+    for order in ("l0", "l2", "l4", "l6"):
+        prior[order] = _num(pr.get(order, 1.0 if (order == "l2" and not given) else 0.0), f"prior.{order}", 0)
     if prior["lambda_x"] + prior["lambda_y"] == 0:
         raise ConfigError("prior: lambda_x and lambda_y are both 0, so K = 0 and the prior is empty; "
                           "set lambda_x > 0 or lambda_y > 0")

@@ -33,7 +33,7 @@ class DensityProblem:
     grid: Grid
     N: np.ndarray
     K: PriorOperator
-    energy: object
+    energy: LogDensityEnergy | ProbabilityEnergy
     P_true: np.ndarray | None
 
 
@@ -183,15 +183,17 @@ class DensityFit(FitResult):
     """A density fit as arrays: the records (the last with ``L`` and ``P``), the problem, and (when checked) its
     stability."""
 
-    problem: DensityProblem | None = None
+    problem: DensityProblem
     stable: bool | None = None
 
     @property
     def L(self) -> np.ndarray:
+        assert self.last.L is not None
         return self.last.L
 
     @property
     def P(self) -> np.ndarray:
+        assert self.last.P is not None
         return self.last.P
 
     def summary(self) -> dict:
@@ -204,9 +206,9 @@ class DensityFit(FitResult):
 
     def to_document(self) -> dict:
         """The result document of CONVENTIONS.md §4 (``"stable"`` only when the stability was checked)."""
-        problem, grid, last = self.problem, self.problem.grid, self.last
-        point = problem.energy.at(last.field)
-        h, sd = metrics.regression_function(last.P, grid)
+        problem, grid, last, L, P = self.problem, self.problem.grid, self.last, self.L, self.P
+        point = problem.energy.at(self.field)
+        h, sd = metrics.regression_function(P, grid)
         notes = []
         if last.test_error is not None and not np.isfinite(last.test_error):
             notes.append("test_error is infinite: P = 0 at nodes where the true density is positive")
@@ -216,18 +218,18 @@ class DensityFit(FitResult):
             "energy": float(last.energy),
             "train_error": finite_or_none(last.train_error),
             "test_error": finite_or_none(last.test_error),
-            "kl_to_truth": (finite_or_none(metrics.kl_to_truth(last.L, problem.P_true, grid))
+            "kl_to_truth": (finite_or_none(metrics.kl_to_truth(L, problem.P_true, grid))
                             if problem.P_true is not None else None),
             "iterations": int(last.iteration),
             "converged": bool(last.converged),
             "residual": float(last.residual),
-            "normalisation_error": metrics.normalisation_error(last.P, grid),
-            "max_P": float(np.max(last.P)),
+            "normalisation_error": metrics.normalisation_error(P, grid),
+            "max_P": float(np.max(P)),
             "mixing": [float(a) for a in last.mixing],
             "lagrange_multiplier": [float(v) for v in point.lagrange_multiplier],
             "regression": {"h": h.tolist(), "sd": sd.tolist()},
-            "P": finite_list(last.P),
-            "L": finite_list(last.L),
+            "P": finite_list(P),
+            "L": finite_list(L),
             "history": [r.summary() for r in self.history],
             "elapsed_s": float(self.elapsed_s),
         }

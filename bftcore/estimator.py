@@ -17,6 +17,7 @@ import numpy as np
 
 from . import api, metrics
 from .config import ConfigError
+from .density import DensityFit
 from .grid import Grid
 
 #: ``grid`` strings the estimator accepts: the paper mesh x = 1..10, y = 1..15 (y periodic), x periodic or neumann.
@@ -74,6 +75,9 @@ class BFTDensity:
     result document).
     """
 
+    density_: np.ndarray  # fitted attributes exist only after fit (hasattr tells)
+    log_density_: np.ndarray
+
     def __init__(self, grid: Grid | None = None, field: str = "L", lam: float = 1.0, lambda_x: float = 1.0,
                  lambda_y: float = 1.0, l0: float = 0.0, l2: float = 1.0, l4: float = 0.0, l6: float = 0.0,
                  templates=None, weights=None, beta: float = 1.0, method: str = "newton", mass2: float = 0.01,
@@ -121,6 +125,7 @@ class BFTDensity:
         except ConfigError as e:
             raise ConfigError(_name_parameter(str(e))) from None
         result = api.run(cfg, init=init)
+        assert isinstance(result, DensityFit)
         self.config_ = cfg
         self.grid_ = api.grid_from_config(cfg)
         self.result_ = result.to_document()

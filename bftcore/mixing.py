@@ -380,7 +380,7 @@ def detect_plateaus(history, rel_tol=1e-3, min_length=3, drop=0.05, mix_tol=1e-2
     its = [int(get(r, "iteration", i)) for i, r in enumerate(recs)]
     mix = [get(r, "mixing") for r in recs]
     has_mix = all(m is not None for m in mix)
-    A = np.array(mix, dtype=float) if has_mix else None
+    A = np.array(mix, dtype=float) if has_mix else np.zeros((len(recs), 0))
     total = max(float(E.max() - E[-1]), 1e-300)
     stall = np.zeros(len(recs), bool)
     for k in range(1, len(recs)):

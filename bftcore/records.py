@@ -78,6 +78,7 @@ class FitResult:
     @property
     def field(self) -> np.ndarray:
         """The solver's field at the end (L, P or h): the warm start of a next fit."""
+        assert self.last.field is not None
         return self.last.field
 
     def summary(self) -> dict:

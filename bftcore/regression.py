@@ -350,7 +350,7 @@ class RegressionMixtureEnergy:
     def __init__(self, model: RegressionModel, beta: float):
         self.model = model
         self.beta = check_beta(beta)
-        self._lu = {}
+        self._lu: dict[float, spla.SuperLU] = {}
 
     def at(self, h) -> "RegressionPoint":
         """The energy evaluated at h (the point protocol of :func:`bftcore.solvers.iterate`)."""
@@ -493,13 +493,14 @@ class RegressionFit(FitResult):
     converged (the solver's stopping rule was met, or the gradient vanishes) and whether the Hessian is positive
     definite at the solution (None above 2000 nodes)."""
 
-    model: RegressionModel | None = None
-    energy: RegressionMixtureEnergy | None = None
+    model: RegressionModel
+    energy: RegressionMixtureEnergy
     converged: bool = False
     stable: bool | None = None
 
     @property
     def h(self) -> np.ndarray:
+        assert self.last.h is not None
         return self.last.h
 
     def summary(self) -> dict:

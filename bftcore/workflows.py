@@ -116,8 +116,8 @@ def beta_sweep(solve, betas, init=None, starts=(), count_stable=None, jump_tol=0
     else:
         for br in branches:
             mix = np.asarray(br["mixing"])
-            for k in np.flatnonzero(np.max(np.abs(np.diff(mix, axis=0)), axis=1) > jump_tol):
-                b = _refine_jump(solve, br, int(k), jump_tol, tol)
+            for jump in np.flatnonzero(np.max(np.abs(np.diff(mix, axis=0)), axis=1) > jump_tol):
+                b = _refine_jump(solve, br, int(jump), jump_tol, tol)
                 if b is not None and all(abs(b - c) > 10 * tol for c in bifurcations):
                     bifurcations.append(b)
         method = "jump"
@@ -133,7 +133,7 @@ def beta_sweep(solve, betas, init=None, starts=(), count_stable=None, jump_tol=0
 def find_basins(solve, starts, beta: float) -> list[dict]:
     """Solve from every start and return the distinct local minima, lowest energy first ([001] Sect. 4.2: the
     MAP equations of a mixture have several solutions).  Each minimum: energy, test_error, mixing, starts."""
-    minima = []
+    minima: list[dict] = []
     for name, init in starts:
         _, r = solve(float(beta), init)
         for mnm in minima:
