@@ -132,7 +132,28 @@ def test_normalisation_error():
 def test_detect_overfitting_on_synthetic_traces():
     E = [10, 8, 7, 6.5, 6.2, 6.1]
     assert metrics.detect_overfitting(E, [3, 2.5, 2.4, 2.45, 2.5, 2.6]) == 2
-    assert metrics.detect_overfitting(E, [3, 2.5, 2.4, 2.3, 2.2, 2.1]) is None
+    assert metrics.detect_overfitting(E, [3, 2.5, 2.4, 2.3, 2.2, 2.1]) is None   # falls throughout
+    assert metrics.detect_overfitting(E, [2, 2.5, 2.6, 2.7, 2.8, 2.9]) is None   # lowest at the start
+    assert metrics.detect_overfitting(E, [3, 2.5, 2.4, 2.41, 2.42, 2.43]) is None  # gives back 5 % of the gain
+    assert metrics.detect_overfitting(E, [3, 2.9, 2.8, 2.81, 2.82, 2.83]) is None  # rises by 1 % of 2.8 only
+    assert metrics.detect_overfitting(E, [3, 2.5, 2.4, 2.9, 2.42, 2.7]) is None   # not sustained: falls back
+    assert metrics.detect_overfitting([10, 8, 7, 7.5, 8, 9], [3, 2.5, 2.4, 2.5, 2.6, 2.7]) is None  # energy rises
+
+
+@pytest.mark.parametrize("name", sorted(presets.PRESETS))
+def test_overfitting_marker_fires_only_on_the_overfitting_presets(name):
+    """The marker's rule against every shipped preset: fig27 and "overfitting" overfit; none of the others does
+    (fig21, fig23 and the three-template runs drift by thousandths after their minimum)."""
+    cfg = presets.PRESETS[name][0]
+    if cfg.get("model") == "regression" or cfg.get("truth") != "paper":
+        pytest.skip("no test error against a true density")
+    history = api.run(cfg).history
+    T = [r.test_error for r in history]
+    k = metrics.detect_overfitting([r.energy for r in history], T)
+    if name in ("fig27", "overfitting"):
+        assert k is not None and T[k] == min(T)
+    else:
+        assert k is None
 
 
 # --------------------------------------------------------------------------------------------- Figs 14-17
