@@ -28,6 +28,7 @@ from .density import (  # noqa: F401 - the density problem's parts, part of the 
     initial_field,
     is_local_minimum,
     kernel_density,
+    prior_samples,
 )
 from .mixing import detect_plateaus  # noqa: F401 - part of the API
 from .records import FitResult, Record

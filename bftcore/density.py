@@ -111,6 +111,23 @@ def initial_field(problem: DensityProblem, init=None) -> np.ndarray:
     return normalise_log(np.log(P), grid.hy) if fld == "L" else P
 
 
+def prior_samples(problem: DensityProblem, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` fields drawn from the prior the configuration defines, as densities ``(n, nx, ny)``, and the
+    template index of each: component j with probability p_j, then ``t_j + (lambda cell K)^{-1/2} z``
+    (:meth:`bftcore.operators.PriorOperator.sample`), normalised per x (field L: ``exp`` of the normalised log;
+    field P: projected onto the densities).  What the sliders mean, drawn: a stiffer prior gives smoother fields.
+
+    The components are exact.  For beta != 1 the mixture prior ``(sum_j p_j exp(-beta lambda E_0j))^(1/beta)``
+    is not a mixture of Gaussians; the samples take the components with the weights p_j, its beta = 1 form."""
+    E = problem.energy
+    pr, grid = E.prior, problem.grid
+    comps = rng.choice(pr.m, size=int(n), p=pr.weights)
+    fields = pr.templates[comps] + problem.K.sample(rng, int(n), pr.lam * grid.cell)
+    if problem.config["prior"]["field"] == "L":
+        return np.stack([np.exp(normalise_log(f, grid.hy)) for f in fields]), comps
+    return np.stack([project_simplex(f, grid.hy) for f in fields]), comps
+
+
 def records(problem: DensityProblem, init=None):
     """Yield a :class:`~bftcore.records.Record` (with ``L`` and ``P``) per iteration of the configured solver."""
     cfg, grid, E = problem.config, problem.grid, problem.energy

@@ -179,6 +179,19 @@ class PriorOperator:
                 f"(the constant field) so a mass m^2 > 0 is needed; with lambda = 0 use m^2 > 0 as well")
         return _inverse(_forward(np.asarray(rhs, dtype=float), self.grid) / sym, self.grid)
 
+    def sample(self, rng: np.random.Generator, size: int = 1, scale: float = 1.0) -> np.ndarray:
+        """``size`` random fields ``(size, nx, ny)`` of the Gaussian with precision matrix ``scale * K`` on the node
+        values: ``(scale K)^{-1/2} z`` for white noise z, exact through the FFT/DCT basis in which K is diagonal.
+        Zero modes of K (the constant field when l0 = 0) are left out: the prior says nothing about them, and
+        the normalisation of a density removes them.  The prior ``exp(-(lambda/2)(phi, K phi))`` with the grid's
+        inner product has ``scale = lambda * cell``."""
+        sym = scale * self.symbol
+        tiny = 1e-12 * max(1.0, float(np.max(np.abs(sym))))
+        with np.errstate(divide="ignore"):
+            root = np.where(sym > tiny, 1.0 / np.sqrt(np.maximum(sym, tiny)), 0.0)
+        z = rng.standard_normal((int(size),) + self.grid.shape)
+        return _inverse(_forward(z, self.grid) * root, self.grid)
+
     def inverse_matrix(self, scale: float = 1.0, mass2: float = 0.0) -> np.ndarray:
         """Dense ``(scale*K + mass2*I)^{-1}`` (the Green's function), from the spectral solve of every unit field;
         for small grids only (memory is O(size^2))."""

@@ -190,3 +190,24 @@ def test_quadratic_form_uses_the_grid_inner_product():
 def test_negative_prior_coefficient_rejected():
     with pytest.raises(ValueError):
         PriorOperator(Grid.paper(), 1.0, 1.0, 0.0, -1.0)
+
+
+# ------------------------------------------------------------------------------------------ prior samples
+@pytest.mark.parametrize("bx, by", [("periodic", "periodic"), ("neumann", "periodic"), ("neumann", "neumann")])
+def test_prior_samples_have_the_covariance_of_the_inverse_operator(bx, by):
+    """Independent route: the sample covariance of (scale K)^{-1/2} z against the dense inverse of scale K."""
+    grid = Grid(Axis(0.0, 3.0, 4, bx), Axis(0.0, 4.0, 5, by))
+    K = PriorOperator(grid, 1.0, 0.7, l0=0.5, l2=1.0, l4=0.1)
+    scale = 0.3
+    samples = K.sample(np.random.default_rng(1), 40000, scale).reshape(40000, -1)
+    C = np.linalg.inv(scale * K.matrix.toarray())
+    emp = samples.T @ samples / len(samples)
+    assert np.max(np.abs(emp - C)) < 0.03 * np.max(np.abs(C))
+
+
+def test_prior_samples_leave_out_the_zero_mode():
+    grid = Grid(Axis(0.0, 3.0, 6, "periodic"), Axis(0.0, 4.0, 7, "neumann"))
+    K = PriorOperator(grid, 1.0, 1.0, l0=0.0, l2=1.0)
+    s = K.sample(np.random.default_rng(2), 50)
+    assert np.allclose(s.mean(axis=(1, 2)), 0.0, atol=1e-12)     # the constant field is K's zero mode
+    assert np.all(s.std(axis=(1, 2)) > 0.01)

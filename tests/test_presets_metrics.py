@@ -5,7 +5,7 @@ import copy
 import numpy as np
 import pytest
 
-from bftcore import api, metrics, presets
+from bftcore import api, density, metrics, presets
 from bftcore.energies import normalise_log
 from bftcore.grid import Grid
 
@@ -287,3 +287,26 @@ def test_sampler_follows_the_true_density():
     freq = N / N.sum(axis=1, keepdims=True)
     assert np.max(np.abs(freq - P)) < 0.02
     assert np.allclose(N.sum(axis=1) / len(pts), 0.1, atol=0.01)  # x uniform
+
+
+# ------------------------------------------------------------------------------------------ prior samples
+@pytest.mark.parametrize("field", ["L", "P"])
+def test_prior_samples_are_densities_near_their_template_when_the_prior_is_stiff(field):
+    """The limit lambda -> infinity: a sample is its component's template (normalised); and a weak prior gives
+    rough fields far from it."""
+    cfg = {"prior": {"field": field, "lambda": 1e6, "l2": 1.0},
+           "templates": [{"kind": "paper_t1"}, {"kind": "paper_t2"}], "weights": [0.25, 0.75]}
+    problem = density.build_density(cfg)
+    rng = np.random.default_rng(3)
+    P, comps = density.prior_samples(problem, 400, rng)
+    assert P.shape == (400,) + GRID.shape and np.all(P >= 0)
+    assert np.allclose(P.sum(axis=2) * GRID.hy, 1.0)
+    assert abs(np.mean(comps == 1) - 0.75) < 0.07
+    tmpl = [problem.energy.prior.templates[j] for j in (0, 1)]
+    tmpl = [np.exp(normalise_log(t, GRID.hy)) if field == "L" else t / (t.sum(axis=1, keepdims=True) * GRID.hy)
+            for t in tmpl]
+    for Pk, j in zip(P[:20], comps[:20]):
+        assert np.max(np.abs(Pk - tmpl[j])) < 0.01
+    weak = density.build_density({**cfg, "prior": {"field": field, "lambda": 0.05, "l2": 1.0}})
+    Pw, cw = density.prior_samples(weak, 20, rng)
+    assert min(np.max(np.abs(p - tmpl[j])) for p, j in zip(Pw, cw)) > 0.02
