@@ -112,7 +112,7 @@ def _run_config(args, cfg) -> tuple[dict, str]:
         return api.fit(cfg), "fit"
     if args.command == "sweep":
         lo, hi, n = validate_sweep(cfg, *_beta_range(args.beta))
-        return api.sweep_document(cfg, lo, hi, n), "sweep"
+        return api.sweep_document(cfg, lo, hi, n, spacing=args.spacing), "sweep"
     return api.basins_document(cfg), "basins"
 
 
@@ -132,6 +132,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("sweep", parents=[common], help="beta sweep up and down with continuation")
     p.add_argument("config")
     p.add_argument("--beta", required=True, help="MIN:MAX:N")
+    p.add_argument("--spacing", choices=["linear", "log"], default="linear",
+                   help="betas evenly spaced (linear, the default) or evenly spaced in ln beta (log)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("basins", parents=[common], help="solve from several starts and list the distinct minima")
     p.add_argument("config")

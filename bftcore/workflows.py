@@ -199,18 +199,49 @@ def _model_and_starts(config: dict):
     raise ValueError(f"unknown model {kind!r}; use 'density' or 'regression'")
 
 
-def sweep_document(config: dict, beta_min: float, beta_max: float, n: int) -> dict:
+SPACINGS = ("linear", "log")
+
+
+def beta_grid(beta_min: float, beta_max: float, n: int, spacing: str = "linear") -> np.ndarray:
+    """n betas from beta_min to beta_max, evenly spaced (``"linear"``) or evenly spaced in ln beta (``"log"``: the
+    right sampling on the log axis the dashboard draws, where a fold at small beta otherwise sits between two
+    samples)."""
+    if spacing not in SPACINGS:
+        raise ValueError(f"unknown beta spacing {spacing!r}; use one of {SPACINGS}")
+    if spacing == "log":
+        return np.geomspace(beta_min, beta_max, int(n))
+    return np.linspace(beta_min, beta_max, int(n))
+
+
+def sweep_document(config: dict, beta_min: float, beta_max: float, n: int, spacing: str = "linear",
+                   progress=None) -> dict:
     """Sweep document (CONVENTIONS.md §4): ``branches`` (up, then down from each distinct stable solution at
-    beta_max) and ``bifurcations``, for n betas evenly spaced in [beta_min, beta_max]."""
+    beta_max) and ``bifurcations``, for n betas from beta_min to beta_max spaced as ``spacing`` says
+    (:func:`beta_grid`; the document's ``"spacing"``).  ``progress(solves, beta)``, when given, is called after
+    every solve (a sweep of n betas takes about (1 + branches) n solves plus the bisections)."""
     if not (check_beta(beta_min) < check_beta(beta_max)) or int(n) < 2:
         raise ValueError(f"need 0 < beta_min < beta_max and n >= 2, got {beta_min}, {beta_max}, {n}")
+    betas = beta_grid(beta_min, beta_max, n, spacing)
     t0 = time.perf_counter()
     solve, starts, count_stable, up_init = _model_and_starts(config)
-    doc = beta_sweep(solve, np.linspace(beta_min, beta_max, int(n)), init=up_init, starts=starts,
-                     count_stable=count_stable)
+    if progress is not None:
+        solve = _reporting(solve, progress)
+    doc = beta_sweep(solve, betas, init=up_init, starts=starts, count_stable=count_stable)
     doc.update({"model": config.get("model", "density"), "beta_min": float(beta_min), "beta_max": float(beta_max),
-                "n": int(n), "elapsed_s": time.perf_counter() - t0})
+                "n": int(n), "spacing": spacing, "elapsed_s": time.perf_counter() - t0})
     return doc
+
+
+def _reporting(solve, progress):
+    """``solve`` that calls ``progress(solves so far, beta)`` after each solve."""
+    done = [0]
+
+    def reported(beta, init):
+        out = solve(beta, init)
+        done[0] += 1
+        progress(done[0], float(beta))
+        return out
+    return reported
 
 
 def basins_document(config: dict) -> dict:

@@ -246,3 +246,19 @@ def test_density_documents_delegate_to_the_api():
     assert np.allclose(doc["branches"][0]["mixing"], doc["branches"][1]["mixing"][::-1], atol=1e-6)
     with pytest.raises(ValueError):
         sweep_document({"model": "nonsense"}, 0.1, 1.0, 3)
+
+
+def test_log_spaced_sweep_reports_progress_and_samples_evenly_in_log_beta():
+    seen = []
+    doc = sweep_document(fig7_config(), 0.05, 4.0, 9, spacing="log", progress=lambda k, b: seen.append((k, b)))
+    up = doc["branches"][0]["beta"]
+    assert np.allclose(np.diff(np.log(up)), np.log(4.0 / 0.05) / 8)
+    assert doc["spacing"] == "log"
+    assert [k for k, _ in seen] == list(range(1, len(seen) + 1)) and len(seen) >= 2 * 9
+    assert {round(b, 12) for _, b in seen} >= {round(b, 12) for b in up}
+    assert json.loads(json.dumps(doc)) == doc
+
+
+def test_sweep_spacing_is_checked():
+    with pytest.raises(ValueError, match="spacing"):
+        sweep_document(fig7_config(), 0.05, 4.0, 9, spacing="cubic")
