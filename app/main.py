@@ -1,12 +1,9 @@
-"""Entry point of `panel serve app`: builds one session's layout and marks it servable; nothing else."""
-import pathlib
-import sys
+"""Entry point of `panel serve app`: builds one session's layout and marks it servable; nothing else.
 
-# `panel serve app` executes this file as a script; make the repository root importable so that `app` and
-# `bftcore` resolve as packages without an install.
-_ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+`panel serve` executes this file as a script; ``app`` and ``bftcore`` are imported as the installed packages
+(``pip install -e .`` from the repository), so the app serves from any working directory.
+"""
+import sys
 
 # Panel's Location turns every all-digit value of a link into an int() when the page is built, before any code of
 # ours sees the link; Python refuses more than 4 300 digits with an exception inside Panel, and the page never
@@ -17,7 +14,8 @@ if 0 < sys.get_int_max_str_digits() < 70_000:
 
 import panel as pn  # noqa: E402
 
-from app.state import MAX_POINTS, BFTSession  # noqa: E402
+from app.configuration import MAX_POINTS  # noqa: E402
+from app.session import BFTSession  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
 from app.views.common import install_browser_patches  # noqa: E402
 from app.views.controls import Controls  # noqa: E402

@@ -1,96 +1,169 @@
-"""The dashboard's per-frame plumbing, without a browser: frames as one message, the heatmap colour scale, the
-trace axes.  (What a real browser receives is tested in tests/ui/test_traffic.py.)"""
+"""The dashboard's per-frame plumbing, without a browser: frames as one message through a real Bokeh server
+session, the heatmap colour scale, the trace axes.  (What a real browser receives is tested in
+tests/ui/test_traffic.py.)"""
+import asyncio
+import pathlib
+import re
 import weakref
 
+import bokeh
 import numpy as np
 import pytest
 from bokeh.document import Document
 from bokeh.models import ColumnDataSource, LinearColorMapper
 from bokeh.protocol import Protocol
+from bokeh.server.connection import ServerConnection
+from bokeh.server.contexts import BokehSessionContext
+from bokeh.server.session import ServerSession
 
-from app.state import release_as_one_message  # noqa: E402
-from app.views.canvas import NICE, colour_range, nice_ceil, nice_floor  # noqa: E402
-from app.views.traces import padded  # noqa: E402
+from app import transport
+from app.transport import one_message, release_as_one_message
+from app.views.canvas import NICE, colour_range, nice_ceil, nice_floor
+from app.views.traces import padded
 
 
 class _Socket:
+    """Stands in for Bokeh's WSHandler under a real ServerConnection: ``send_message`` returns the awaitable Bokeh
+    awaits after releasing the document lock; a message counts as sent when it is awaited."""
+
     def __init__(self):
         self.sent = []
 
     def send_message(self, msg):
-        self.sent.append(msg)
-        return ("write", msg)
+        async def write():
+            self.sent.append(msg)
+        return write()
 
 
-class _Connection:
-    def __init__(self):
-        self._socket, self.protocol = _Socket(), Protocol()
-
-
-class _Session:
-    """What release_as_one_message uses of Bokeh's ServerSession; its own writer sends one message per event."""
-
-    def __init__(self, doc, n_connections=2):
-        self._pending_writes, self._current_patch_connection, self.per_event = [], None, []
-        self._subscribed_connections = {_Connection() for _ in range(n_connections)}
-        doc.callbacks.on_change_dispatch_to(self)
-
-    def _document_patched(self, event):
-        self.per_event.append(event)
-
-
-class _Context:
-    def __init__(self, session):
-        self.session = session
-
-
-def served_document():
+def served_document(n_connections=2):
+    """A real Bokeh ServerSession with a real Document, session context and connections, as Bokeh's
+    ApplicationContext.create_session_if_needed builds them; only the websocket is stood in for."""
     doc = Document()
     src = ColumnDataSource(dict(image=[np.zeros((2, 2))]), tags=[0])
     mapper = LinearColorMapper(low=0, high=1)
     doc.add_root(src)
     doc.add_root(mapper)
-    session = _Session(doc)
-    ctx = _Context(session)
+    ctx = BokehSessionContext("test-session", None, doc)
     doc._session_context = weakref.ref(ctx)
-    return doc, src, mapper, session, ctx
+    session = ServerSession("test-session", doc)
+    ctx._set_session(session)
+    sockets = [_Socket() for _ in range(n_connections)]
+    conns = [ServerConnection(Protocol(), sock, None, session) for sock in sockets]
+    return doc, src, mapper, session, ctx, conns
 
 
-def test_held_frame_goes_out_as_one_message_per_connection_with_every_change():
-    doc, src, mapper, session, _ctx = served_document()
-    seen = []
-    mapper.on_change("high", lambda attr, old, new: seen.append(new))
-    doc.hold("combine")
+def locked(session, fn):
+    """Run fn under the session's document lock exactly as Bokeh runs a callback: pending writes collected, then
+    awaited (sent) once the lock is released."""
+    asyncio.run(session.with_document_locked(fn))
+
+
+def events_of(msg):
+    assert msg.msgtype == "PATCH-DOC"
+    return sorted((e["kind"], e.get("attr")) for e in msg.content["events"])
+
+
+FRAME = [("ColumnDataChanged", "data"), ("ModelChanged", "high"), ("ModelChanged", "low"), ("ModelChanged", "tags")]
+
+
+def change_a_frame(src, mapper):
     src.tags = [1]
     mapper.update(low=0.1, high=0.6)
     src.data = dict(image=[np.ones((2, 2))])
-    release_as_one_message(doc)
-    assert session.per_event == []                     # Bokeh's per-event writer was not used
+
+
+def test_the_transport_uses_only_what_a_real_server_session_has():
+    """A Bokeh that renames or drops a private attribute the transport relies on fails here."""
+    doc, _src, _mapper, session, ctx, conns = served_document()
+    for name in transport.SESSION_ATTRIBUTES:
+        assert hasattr(session, name), name
+    assert callable(ServerSession._document_patched)
+    assert session._pending_writes is None and session._current_patch_connection is None
+    assert session._subscribed_connections == set(conns)
+    for conn in conns:
+        assert hasattr(conn._socket, "send_message") and isinstance(conn.protocol, Protocol)
+    assert doc.session_context is ctx and ctx.session is session
+
+
+def test_the_tested_bokeh_range_is_the_pin_of_pyproject():
+    text = (pathlib.Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    low, high = re.search(r'"bokeh>=([\d.]+),<([\d.]+)"', text).groups()
+    assert transport.TESTED_BOKEH == (low, high)
+    assert transport.BOKEH_TESTED == transport.bokeh_is_tested(bokeh.__version__)
+    assert transport.bokeh_is_tested(low) and not transport.bokeh_is_tested(high)
+    assert not transport.bokeh_is_tested("3.9.1") and not transport.bokeh_is_tested("not a version")
+
+
+@pytest.mark.skipif(not transport.BOKEH_TESTED, reason="an untested Bokeh: the transport is Bokeh's own")
+def test_a_held_frame_goes_out_as_one_patch_message_per_connection_with_every_change():
+    doc, src, mapper, session, _ctx, conns = served_document()
+    seen = []
+    mapper.on_change("high", lambda attr, old, new: seen.append(new))
+
+    def frame():
+        with one_message(doc):
+            change_a_frame(src, mapper)
+        assert len(session._pending_writes) == len(conns)  # one write queued per connection, sent after the lock
+    locked(session, frame)
     assert seen == [0.6]                                # Python property callbacks still ran, once
-    assert len(session._pending_writes) == 2            # one write per connection
-    for conn in session._subscribed_connections:
-        (msg,) = conn._socket.sent
-        kinds = sorted((e["kind"], e.get("attr")) for e in msg.content["events"])
-        assert kinds == [("ColumnDataChanged", "data"), ("ModelChanged", "high"), ("ModelChanged", "low"),
-                         ("ModelChanged", "tags")]
-    assert doc.callbacks.hold_value is None
-    mapper.low = 0.2                                    # outside a hold, the session writes as Bokeh does
-    assert len(session.per_event) == 1
+    for conn in conns:
+        (msg,) = conn._socket.sent                      # exactly one message, carrying every event
+        assert events_of(msg) == FRAME
+    assert doc.callbacks.hold_value is None and "_document_patched" not in vars(session)
+
+    def plain():                                        # outside a hold: one message per change, as Bokeh does
+        mapper.low = 0.2
+        mapper.high = 0.7
+    locked(session, plain)
+    for conn in conns:
+        assert [events_of(m) for m in conn._socket.sent[1:]] == [[("ModelChanged", "low")], [("ModelChanged", "high")]]
 
 
+def test_bokehs_own_unhold_sends_one_message_per_change():
+    """The reason for the transport, on the real session: Bokeh's unhold writes each held event on its own."""
+    doc, src, mapper, session, _ctx, conns = served_document()
+
+    def frame():
+        doc.hold("combine")
+        change_a_frame(src, mapper)
+        doc.unhold()
+    locked(session, frame)
+    for conn in conns:
+        assert sorted(e for m in conn._socket.sent for e in events_of(m)) == FRAME and len(conn._socket.sent) == 4
+
+
+@pytest.mark.skipif(not transport.BOKEH_TESTED, reason="an untested Bokeh: the transport is Bokeh's own")
 def test_a_change_sent_by_a_browser_is_not_echoed_to_that_browser():
-    doc, src, mapper, session, _ctx = served_document()
-    origin = next(iter(session._subscribed_connections))
-    session._current_patch_connection = origin
-    doc.hold("combine")
-    mapper.update(low=0.3)
-    src.update(tags=[5])
-    src.document.callbacks._held_events[-1].setter = session  # as if the browser had sent it
-    release_as_one_message(doc)
-    for conn in session._subscribed_connections:
+    doc, src, mapper, session, _ctx, conns = served_document()
+    origin = conns[0]
+
+    def frame():
+        session._current_patch_connection = origin     # as Bokeh's _handle_patch sets it while applying a patch
+        try:
+            with one_message(doc):
+                mapper.update(low=0.3)
+                src.set_from_json("tags", [5], setter=session)  # as a browser's PATCH-DOC applies it
+        finally:
+            session._current_patch_connection = None
+    locked(session, frame)
+    for conn in conns:
         (msg,) = conn._socket.sent
-        attrs = sorted(e["attr"] for e in msg.content["events"])
-        assert attrs == (["low"] if conn is origin else ["low", "tags"])
+        assert events_of(msg) == ([("ModelChanged", "low")] if conn is origin else
+                                  [("ModelChanged", "low"), ("ModelChanged", "tags")])
+
+
+def test_an_untested_bokeh_gets_bokehs_public_unhold(monkeypatch):
+    """Outside the tested range the transport touches no private attribute: Bokeh's unhold, one message each."""
+    monkeypatch.setattr(transport, "BOKEH_TESTED", False)
+    doc, src, mapper, session, _ctx, conns = served_document()
+
+    def frame():
+        with one_message(doc):
+            change_a_frame(src, mapper)
+    locked(session, frame)
+    for conn in conns:  # Bokeh's per-event writer sent them: four messages, every change once
+        assert len(conn._socket.sent) == 4 and sorted(e for m in conn._socket.sent for e in events_of(m)) == FRAME
+    assert doc.callbacks.hold_value is None
 
 
 def test_without_a_server_session_it_is_bokehs_unhold():
@@ -145,7 +218,7 @@ def test_trace_axes_show_every_value_with_a_margin():
 
 
 def test_views_headless_colour_bar_follows_the_density_and_trace_axes_hold_the_history():
-    from app.state import BFTSession
+    from app.session import BFTSession
     from app.views.canvas import DataCanvas
     from app.views.traces import TracesView
     s = BFTSession()
@@ -154,8 +227,8 @@ def test_views_headless_colour_bar_follows_the_density_and_trace_axes_hold_the_h
     P = s.record.P
     assert canvas.colorbar.visible and canvas.mapper.low == 0.0
     assert P.max() <= canvas.mapper.high <= (4 / 3) * P.max()
-    its = [h["iteration"] for h in s.history]
-    energies = [h["energy"] for h in s.history]
+    its = [h.iteration for h in s.history]
+    energies = [h.energy for h in s.history]
     assert traces.x_range.start < min(its) and traces.x_range.end > max(its)
     assert traces.y_ranges[0].start < min(energies) and traces.y_ranges[0].end > max(energies)
     s.load_preset("two_trends")

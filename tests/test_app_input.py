@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from app.state import MAX_POINTS, URL_PARAMS, BFTSession  # noqa: E402
+from app.configuration import MAX_POINTS, URL_PARAMS
+from app.session import BFTSession  # noqa: E402
 from app.views.share import MAX_QUERY_CHARS, read_url, url_query  # noqa: E402
 from bftcore.config import validate_config  # noqa: E402
 
@@ -230,8 +231,8 @@ def _served(scenario):
 def test_a_run_over_the_servers_compute_budget_is_stopped_with_its_last_iteration_shown(monkeypatch):
     import asyncio
 
-    import app.state as state
-    monkeypatch.setattr(state, "RUN_COMPUTE_S", 0.0)  # every iteration takes longer than that
+    import app.runner as runner
+    monkeypatch.setattr(runner, "RUN_COMPUTE_S", 0.0)  # every iteration takes longer than that
 
     async def scenario(s):
         s.start_run(warm=False, play=True)
@@ -244,17 +245,17 @@ def test_a_run_over_the_servers_compute_budget_is_stopped_with_its_last_iteratio
     assert "Stopped this run after" in s.message and "limit per run" in s.message
     assert not s.running and not s.converged
     # the iteration it reached (here the start: iteration 0 already took longer than 0 s) is on screen
-    assert s.record is not None and s.history and s.history[-1]["iteration"] == s.record.iteration
+    assert s.record is not None and s.history and s.history[-1].iteration == s.record.iteration
 
 
 def test_heavy_and_light_runs_use_their_own_worker_pools():
-    from app.state import _HEAVY_POOL, _LIGHT_POOLS
+    from app.runner import _HEAVY_POOL, _LIGHT_POOLS
 
     async def scenario(s):
         s.start_run(warm=False, play=False)
-        light = s._run.pool
+        light = s.pump.run.pool
         s.param.update(grid_size="as loaded (custom)", nx=128, ny=128)
-        return light, s._run.pool
+        return light, s.pump.run.pool
     light, heavy = _served(scenario)
     assert light in _LIGHT_POOLS and heavy is _HEAVY_POOL
 
@@ -266,9 +267,9 @@ def test_a_served_run_is_advanced_and_closed_on_one_thread(monkeypatch):
     import asyncio
     import threading
 
-    import app.state as state
+    import app.runner as runner
     seen = []
-    timed_next, close_generator = state._timed_next, state._close_generator
+    timed_next, close_generator = runner._timed_next, runner._close_generator
 
     def traced_next(gen):
         seen.append(("next", gen, threading.current_thread().name))  # the generator itself: ids are reused
@@ -277,8 +278,8 @@ def test_a_served_run_is_advanced_and_closed_on_one_thread(monkeypatch):
     def traced_close(gen, release):
         seen.append(("close", gen, threading.current_thread().name))
         close_generator(gen, release)
-    monkeypatch.setattr(state, "_timed_next", traced_next)
-    monkeypatch.setattr(state, "_close_generator", traced_close)
+    monkeypatch.setattr(runner, "_timed_next", traced_next)
+    monkeypatch.setattr(runner, "_close_generator", traced_close)
 
     async def scenario(s):
         s.start_run(warm=False, play=True)
@@ -288,7 +289,7 @@ def test_a_served_run_is_advanced_and_closed_on_one_thread(monkeypatch):
         await asyncio.sleep(0.05)
         s.close()
         loop = asyncio.get_running_loop()
-        for pool in state._LIGHT_POOLS + [state._HEAVY_POOL]:  # wait for the closes queued on every thread
+        for pool in runner._LIGHT_POOLS + [runner._HEAVY_POOL]:  # wait for the closes queued on every thread
             await loop.run_in_executor(pool, lambda: None)
     _served(scenario)
     closed = [g for what, g, _ in seen if what == "close"]
@@ -297,3 +298,14 @@ def test_a_served_run_is_advanced_and_closed_on_one_thread(monkeypatch):
     for g in advanced:
         threads = {t for _, g2, t in seen if g2 is g}
         assert len(threads) == 1 and threads != {threading.main_thread().name}, threads
+
+
+def test_an_old_link_with_mass2_sets_l0():
+    """Share links are a public contract: mass2= was the prior's l0 before the parameter was renamed."""
+    s = opened(link(mass2="0.3"))
+    assert s.l0 == 0.3 and not s.message and s.to_config()["prior"]["l0"] == 0.3 and s.solver_mass2 == 0.01
+    assert "l0=0.3" in url_query(s) and "mass2=0.3" not in url_query(s)
+    both = opened(link(mass2="0.3", l0="0.7"))
+    assert both.l0 == 0.7
+    bad = opened(link(mass2="-1"))
+    assert bad.l0 == 0.0 and "l0=-1" in bad.message

@@ -1,10 +1,11 @@
-"""Headless tests of the dashboard's session model (app/state.py): no browser, no server."""
+"""Headless tests of the dashboard's session model (app/session.py and the modules under it): no browser, no server."""
 import json
 
 import numpy as np
 import pytest
 
-from app.state import MAX_POINTS, BFTSession, preset_catalogue  # noqa: E402
+from app.configuration import MAX_POINTS
+from app.session import BFTSession, preset_catalogue  # noqa: E402
 
 
 @pytest.fixture
@@ -18,7 +19,7 @@ def test_default_state_solves_and_normalises(session):
     P, g = session.record.P, session.grid
     assert session.converged
     assert np.allclose(P.sum(axis=1) * g.hy, 1.0, atol=1e-8)
-    energies = [h["energy"] for h in session.history]
+    energies = [h.energy for h in session.history]
     assert energies[-1] < energies[0]
 
 
@@ -34,7 +35,7 @@ def test_click_adds_a_snapped_point_and_changes_the_density(session):
     before = session.record.P.copy()
     assert session.add_point(5.2, 8.9)
     assert session.data[-1] == [5.0, 9.0]
-    assert session.history[0]["iteration"] == 0 and session.converged
+    assert session.history[0].iteration == 0 and session.converged
     after = session.record.P
     assert np.abs(after - before).max() > 1e-3
     assert after[4, 8] > before[4, 8]  # more mass where the new datum sits
@@ -68,14 +69,14 @@ def test_point_limit(session):
 
 
 def test_slider_change_restarts_traces_warm(session):
-    run, energy = session.run_id, session.history[-1]["energy"]
-    train = session.history[-1]["train_error"]
+    run, energy = session.run_id, session.history[-1].energy
+    train = session.history[-1].train_error
     session.lam = 3.0
     assert session.run_id == run + 1
     assert session.to_config()["prior"]["lambda"] == 3.0
-    assert session.history[-1]["energy"] != pytest.approx(energy)
+    assert session.history[-1].energy != pytest.approx(energy)
     # warm start: the first record of the new run is the previous solution, not the kernel start
-    assert session.history[0]["train_error"] == pytest.approx(train, abs=1e-10)
+    assert session.history[0].train_error == pytest.approx(train, abs=1e-10)
 
 
 def test_warm_start_begins_at_the_previous_field(session):
@@ -83,7 +84,7 @@ def test_warm_start_begins_at_the_previous_field(session):
     session.live = False
     session.lam = 2.0
     session.start_run(warm=True, play=False)  # shows iteration 0 only
-    assert session.history[-1]["iteration"] == 0
+    assert session.history[-1].iteration == 0
     assert np.allclose(session.record.P, P_old, atol=1e-10)
     session.reset(play=False)  # a reset goes back to the configured (kernel) start
     assert not np.allclose(session.record.P, P_old, atol=1e-6)
@@ -92,10 +93,10 @@ def test_warm_start_begins_at_the_previous_field(session):
 def test_step_pause_and_run(session):
     session.live = False
     session.reset(play=False)
-    assert [h["iteration"] for h in session.history] == [0]
+    assert [h.iteration for h in session.history] == [0]
     session.step()
     session.step()
-    assert [h["iteration"] for h in session.history] == [0, 1, 2]
+    assert [h.iteration for h in session.history] == [0, 1, 2]
     session.play()
     assert session.converged and len(session.history) > 3
 
@@ -241,7 +242,7 @@ def test_document_with_repeated_and_array_templates_and_unnormalised_weights_rou
     s = BFTSession()
     assert s.load_config(doc), s.message
     assert validate_config(s.to_config()) == validate_config(doc)
-    assert s.init == "template 2" and s.beta == 3.0 and len(s.history[-1]["mixing"]) == 3
+    assert s.init == "template 2" and s.beta == 3.0 and len(s.history[-1].mixing) == 3
     assert "read-only" in s.message
     s.use_menu_templates()  # back to the menu: the file's templates are dropped, the rest stays
     assert s.to_config()["templates"] == [] and s.to_config()["prior"]["l6"] == 0.01
@@ -260,7 +261,7 @@ def test_warm_start_export_reproduces_the_run_with_the_cli_solver():
     assert cfg["templates"][:2] == s.to_config()["templates"]
     res = fit(doc)
     assert np.allclose(res["L"], s.record.L, atol=1e-6)
-    assert res["energy"] == pytest.approx(s.history[-1]["energy"], rel=1e-9)
+    assert res["energy"] == pytest.approx(s.history[-1].energy, rel=1e-9)
     # the configured start would not reproduce it: the warm start is what the export carries
     cold = fit(s.to_config())
     assert not np.allclose(cold["L"], s.record.L, atol=1e-6) or cold["iterations"] != res["iterations"]
@@ -318,14 +319,47 @@ def test_a_burst_of_clicks_is_solved_once_for_the_latest_state():
         runs = []
         for pt in [(2.0, 14.0), (9.0, 2.0), (5.0, 7.0)]:
             s.add_point(*pt)
-            runs.append(s._run)
+            runs.append(s.pump.run)
         while s.running:
             await asyncio.sleep(0.01)
         return s, runs
 
     s, runs = asyncio.run(scenario())
-    assert s.converged and s._shown_run is runs[-1]
+    assert s.converged and s.pump.shown_run is runs[-1]
     assert all(r.gen.gi_frame is None for r in runs)  # every generator closed (stale ones by the runner)
-    assert [h["iteration"] for h in s.history] == list(range(len(s.history)))  # no record lost to coalescing
-    assert s.history[0]["train_error"] != s.history[-1]["train_error"]
+    assert [h.iteration for h in s.history] == list(range(len(s.history)))  # no record lost to coalescing
+    assert s.history[0].train_error != s.history[-1].train_error
     assert s.record.P[4, 6] > s.record.P[4, 12]  # the last click (5, 7) is in the solution
+
+
+# --- issue 12: one record shape, the template registry, l0 ------------------------------------------------------
+def test_the_history_holds_the_solvers_records_without_their_arrays():
+    from bftcore.records import Record
+    s = BFTSession(live=False)
+    s.solve()
+    assert s.history and all(isinstance(r, Record) for r in s.history)
+    assert all(r.L is None and r.P is None and r.h is None and r.field is None for r in s.history)
+    assert s.record.L is not None and s.history[-1].iteration == s.record.iteration
+    assert s.history[-1].summary()["energy"] == pytest.approx(s.record.energy)
+    assert s.status.startswith(f"iteration {s.history[-1].iteration}  ·  energy {s.history[-1].energy:.4f}")
+
+
+def test_the_template_menu_and_labels_are_bftcores_registry():
+    from app.views.controls import template_options
+    from bftcore.templates import describe, kinds
+    s = BFTSession(live=False)
+    assert list(s.param.templates.objects) == list(kinds("density", menu=True) + kinds("regression", menu=True))
+    assert list(template_options("density").values()) == ["uniform", "paper_t1", "paper_t2", "gaussian"]
+    assert list(template_options("regression")) == ["constant", "linear trend"]
+    s.templates = ["gaussian", "uniform"]
+    assert s.template_kinds() == ["uniform", "gaussian"]
+    assert s.template_labels() == ["uniform", "Gaussian μ=8 σ=2"] == [describe(t) for t in s.template_specs()[0]]
+
+
+def test_l0_is_the_priors_l0_and_solver_mass2_the_relaxation_mass():
+    s = BFTSession(live=False, l0=0.25, solver_mass2=0.5, method="massive")
+    cfg = s.to_config()
+    assert cfg["prior"]["l0"] == 0.25 and cfg["solver"]["mass2"] == 0.5
+    other = BFTSession(live=False)
+    assert other.load_config(cfg) and other.l0 == 0.25 and other.solver_mass2 == 0.5
+    assert s.param.l0.label == "mass m² (l0)" and "mass2" not in s.param

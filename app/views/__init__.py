@@ -1,1 +1,1 @@
-"""One module per plot or panel; each class is a pn.viewable.Viewer over the session model (app/state.py)."""
+"""One module per plot or panel; each class is a pn.viewable.Viewer over the session model (app/session.py)."""

@@ -10,7 +10,9 @@ from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper
 from bftcore.api import empirical_density
 from bftcore.templates import paper_true_density
 
-from ..state import X_RANGE, Y_RANGE, BFTSession, one_message
+from ..configuration import X_RANGE, Y_RANGE
+from ..session import BFTSession
+from ..transport import one_message
 from .common import PALETTE, make_figure, teaching
 from .common import set_changed as _set
 
@@ -101,7 +103,7 @@ class DataCanvas(pn.viewable.Viewer):
         self.ack_source = ColumnDataSource(dict(), name="bft-frame-ack")
         self.image_source.js_on_change("tags", CustomJS(args=dict(ack=self.ack_source),
                                                         code="ack.tags = cb_obj.tags"))
-        self.ack_source.on_change("tags", lambda attr, old, new: new and s.ack_frame(int(new[0])))
+        self.ack_source.on_change("tags", lambda attr, old, new: new and s.pump.ack_frame(int(new[0])))
         self.figure = fig
         self.pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
         self._shown = {}  # what the browser already has, so that a frame sends only what changed
@@ -170,7 +172,7 @@ class DataCanvas(pn.viewable.Viewer):
             self.curve_source.data = dict(x=g.x.nodes, h=np.asarray(rec.h, float))
         _set(self.figure.title, text="data and MAP regression h(x) — click to add points" if regression
                   else f"{label or 'P'} on the {g.x.n}×{g.y.n} grid — click to add points")
-        _set(self.image_source, tags=[s.frame_serial])  # the browser echoes it: see ack_source
+        _set(self.image_source, tags=[s.pump.frame_serial])  # the browser echoes it: see ack_source
         if arr is None:
             _set(self.image, visible=False)
             _set(self.colorbar, visible=False)  # regression mode: no density, so no colour scale either

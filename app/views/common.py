@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import panel as pn
+from bokeh.models import CustomJS
 from bokeh.palettes import Category10_10, Cividis256, Viridis256
 from bokeh.plotting import figure
+
+from ..transport import BOKEH_TESTED
 
 PALETTE = Viridis256          # heatmaps: perceptually uniform
 SERIES = Category10_10        # line series: distinct hues
@@ -22,7 +25,9 @@ TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 #:   to, the data sources included: every streamed trace point.  When the items, their labels and their
 #:   visibility are unchanged, only their hidden-renderer styling is refreshed.
 #:
-#: Both are feature-detected: with a BokehJS that lacks the methods, the page runs unpatched.
+#: Both are feature-detected: with a BokehJS that lacks the methods, the page runs unpatched.  They are repaint
+#: work of the page, not transport, but they use private BokehJS methods: with a Bokeh outside the tested range
+#: (:data:`app.transport.BOKEH_TESTED`) they are not installed.
 BROWSER_PATCHES_JS = """
 const need = (mod) => { try { return Bokeh.require(mod); } catch (e) { return null; } };
 const dom = need("core/dom");
@@ -53,9 +58,9 @@ if (view && typeof view._render_items === "function" && "_should_rerender_items"
 
 
 def install_browser_patches(doc) -> None:
-    """Attach :data:`BROWSER_PATCHES_JS` to the document's ``document_ready`` event (served pages only)."""
-    from bokeh.models import CustomJS
-    if doc is not None:
+    """Attach :data:`BROWSER_PATCHES_JS` to the document's ``document_ready`` event (served pages of the tested
+    Bokeh only)."""
+    if doc is not None and BOKEH_TESTED:
         doc.js_on_event("document_ready", CustomJS(code=BROWSER_PATCHES_JS))
 
 

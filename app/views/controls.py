@@ -7,10 +7,18 @@ from functools import partial
 import panel as pn
 import param
 
-from ..state import CUSTOM_GRID, DENSITY_TEMPLATES, REGRESSION_TEMPLATES, TEMPLATE_LABELS, BFTSession, template_label
+from bftcore.templates import KINDS, describe, kinds
+
+from ..configuration import CUSTOM_GRID
+from ..session import MENU_KINDS, BFTSession
 
 #: Sliders whose change starts a solve send their value on release only (value_throttled).
 THROTTLED = dict(throttled=True)
+
+
+def template_options(model: str) -> dict:
+    """The template menu of a model ("density" or "regression"): label -> kind, from bftcore's registry."""
+    return {KINDS[(model, k)].label: k for k in kinds(model, menu=True)}
 
 
 class Controls(pn.viewable.Viewer):
@@ -44,11 +52,11 @@ class Controls(pn.viewable.Viewer):
             "display": pn.widgets.RadioButtonGroup.from_param(sp.display, width=W, button_type="primary",
                                                               button_style="outline"),
             "lam": slider(sp.lam), "lam_x": slider(sp.lam_x), "lam_y": slider(sp.lam_y),
-            "mass2": slider(sp.mass2),
+            "l0": slider(sp.l0),
             "order": pn.widgets.RadioButtonGroup.from_param(sp.order, width=W),
             "order_coef": slider(sp.order_coef, step=0.001, format="0.000"),
             "templates": pn.widgets.CheckButtonGroup.from_param(
-                sp.templates, options={TEMPLATE_LABELS[k]: k for k in DENSITY_TEMPLATES}, width=W,
+                sp.templates, options=template_options("density"), width=W,
                 button_type="primary", button_style="outline"),
             "w_uniform": slider(sp.w_uniform), "w_paper_t1": slider(sp.w_paper_t1),
             "w_paper_t2": slider(sp.w_paper_t2), "w_gaussian": slider(sp.w_gaussian),
@@ -111,10 +119,10 @@ class Controls(pn.viewable.Viewer):
     def _sync_visibility(self, *_):
         s, w = self.session, self.widgets
         regression = s.is_regression
-        kinds = REGRESSION_TEMPLATES if regression else DENSITY_TEMPLATES
-        w["templates"].options = {TEMPLATE_LABELS[k]: k for k in kinds}
+        model = "regression" if regression else "density"
+        w["templates"].options = template_options(model)
         active = s.template_kinds()  # empty while a file's templates are in use
-        for k in DENSITY_TEMPLATES + REGRESSION_TEMPLATES:
+        for k in MENU_KINDS:
             w[f"w_{k}"].visible = k in active
         w["gauss_mu"].visible = w["gauss_sigma"].visible = "gaussian" in active
         w["const_value"].visible = "constant" in active
@@ -130,7 +138,7 @@ class Controls(pn.viewable.Viewer):
         self.beta_text.object = f"β = {s.beta:.4g}"
         if s.file_templates:
             self.from_file.object = "**Templates from the file** (read-only, written back unchanged): " + "; ".join(
-                f"t{j + 1} = {template_label(t)}, p = {p:g}" for j, (t, p) in
+                f"t{j + 1} = {describe(t, model)}, p = {p:g}" for j, (t, p) in
                 enumerate(zip(s.file_templates, s.file_weights)))
         self.from_file.visible = self.use_menu.visible = bool(s.file_templates)
         if s.extra_orders:
@@ -155,7 +163,7 @@ class Controls(pn.viewable.Viewer):
             pn.Row(self.clear, self.undo), w["live"],  # own line: beside the buttons its label was cut at 1280 px
             h("Canvas"), w["click_mode"], w["display"],
             pn.Accordion(
-                ("Model and prior", pn.Column(w["model"], w["lam"], w["lam_x"], w["lam_y"], w["mass2"],
+                ("Model and prior", pn.Column(w["model"], w["lam"], w["lam_x"], w["lam_y"], w["l0"],
                                               w["order"], w["order_coef"], self.orders_note, self.drop_orders)),
                 ("Templates and mixture", pn.Column(self.from_file, self.use_menu, w["templates"], w["w_uniform"],
                                                     w["w_paper_t1"], w["w_paper_t2"], w["w_gaussian"], w["gauss_mu"],

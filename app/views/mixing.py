@@ -6,7 +6,7 @@ import panel as pn
 import param
 from bokeh.models import ColumnDataSource, FactorRange
 
-from ..state import BFTSession
+from ..session import BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
 
 EQUATION = (r"$a_j = \frac{p_j\, e^{-\beta\lambda E_{0j}}}{\sum_k p_k\, e^{-\beta\lambda E_{0k}}}$, "
@@ -21,6 +21,11 @@ switch are the signature of a metastable mixture."""
 
 #: Mixing coefficients traced over the iterations (the bars show all of them).
 N_TRACED = 4
+
+
+def mixing_of(rec) -> list[float]:
+    """The mixing coefficients a_j of a record (bftcore.records.Record) as a list of floats."""
+    return [] if rec.mixing is None else [float(a) for a in np.atleast_1d(rec.mixing)]
 
 
 class MixingView(pn.viewable.Viewer):
@@ -53,7 +58,7 @@ class MixingView(pn.viewable.Viewer):
         labels = s.template_labels()
         k = len(labels)
         names = [f"a{j + 1} {lab}" for j, lab in enumerate(labels)]
-        last = s.history[-1]["mixing"] if s.history else []
+        last = mixing_of(s.history[-1]) if s.history else []
         values = list(last[:k]) + [0.0] * max(0, k - len(last))
         colors = [SERIES[j % 10] for j in range(k)]
         exact = (s.result or {}).get("exact") if s.is_regression and s.result else None
@@ -84,9 +89,10 @@ class MixingView(pn.viewable.Viewer):
 
     @staticmethod
     def _columns(entries, k):
-        cols = {"iteration": [h["iteration"] for h in entries]}
+        cols = {"iteration": [int(rec.iteration) for rec in entries]}
+        mixes = [mixing_of(rec) for rec in entries]
         for j in range(N_TRACED):
-            cols[f"a{j}"] = [h["mixing"][j] if len(h["mixing"]) > j and j < k else np.nan for h in entries]
+            cols[f"a{j}"] = [m[j] if len(m) > j and j < k else np.nan for m in mixes]
         return cols
 
     def __panel__(self):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import panel as pn
 import param
 
-from ..state import BFTSession, preset_catalogue
+from ..session import BFTSession, preset_catalogue
 
 
 class PresetsView(pn.viewable.Viewer):

@@ -7,10 +7,10 @@ import param
 from bokeh.models import ColumnDataSource
 
 from bftcore.metrics import regression_function
-from bftcore.regression import template_values
-from bftcore.templates import paper_true_density
+from bftcore.templates import paper_true_density, template_values
 
-from ..state import Y_RANGE, BFTSession
+from ..configuration import Y_RANGE
+from ..session import BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
 
 EQUATION_DENSITY = (r"$h(x) = \int y\,p(y|x)\,dy$ (709), band $h \pm \sigma(x)$, "

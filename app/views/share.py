@@ -16,7 +16,9 @@ from panel.io.state import set_curdoc
 from bftcore.config import parse_document, validate_config
 from bftcore.limits import LIMITS
 
-from ..state import URL_PARAMS, BFTSession, one_message
+from ..configuration import URL_PARAMS
+from ..session import BFTSession
+from ..transport import one_message
 
 
 def url_query(session: BFTSession) -> str:
@@ -124,6 +126,22 @@ def parse_link(search: str) -> dict[str, str]:
     return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=4 * len(URL_PARAMS)))
 
 
+#: Old names of URL parameters that links still use, old -> current.  Links are a public contract: a link made
+#: before a parameter was renamed keeps loading.  ``mass2`` was the prior's l0 until it became ``l0`` (the name
+#: ``mass2`` is the relaxation mass, ``solver.mass2``, in the configuration document).
+LINK_ALIASES = {"mass2": "l0"}
+
+
+def _read_aliases(query: dict[str, str]) -> dict[str, str]:
+    """The query with every old name of :data:`LINK_ALIASES` read as its current name (the current name wins when a
+    link has both)."""
+    out = {k: v for k, v in query.items() if k not in LINK_ALIASES}
+    for old, new in LINK_ALIASES.items():
+        if old in query and new not in out:
+            out[new] = query[old]
+    return out
+
+
 def _from_text(p: param.Parameter, text: str):
     """A parameter's value from its text in a link (as :func:`url_query` writes it), or ValueError."""
     if isinstance(p, param.Boolean):
@@ -153,14 +171,18 @@ def read_url(session: BFTSession, search: str) -> None:
     order of :data:`URL_PARAMS` on trial sessions, and those the gate refuses are dropped (:func:`_accept_part`).
     Every value dropped is named in :attr:`BFTSession.message` with the reason and the value kept, and the session
     stays usable.  A link's ``data`` over :data:`MAX_POINTS` is refused whole (a silently truncated sample would
-    mislead), and a query longer than :data:`MAX_QUERY_CHARS` is not read at all."""
+    mislead), and a query longer than :data:`MAX_QUERY_CHARS` is not read at all.
+
+    Aliases (:data:`LINK_ALIASES`): ``mass2=`` is read as ``l0=``, the prior's l0 ("mass m² (l0)"), which links
+    called ``mass2`` before the parameter was renamed; a link with both takes ``l0``.  Links written now say ``l0``
+    (and ``solver_mass2`` for the relaxation mass, as before)."""
     if len(search) > MAX_QUERY_CHARS:
         session.message = (f"This link is too long to load ({len(search):,} characters; the limit is "
                            f"{MAX_QUERY_CHARS:,}), so the defaults are shown. Share a large setup as a file: "
                            f"Download configuration (JSON), then Upload a configuration.")
         return
     try:
-        query = parse_link(search)
+        query = _read_aliases(parse_link(search))
     except ValueError as e:
         session.message = f"This link cannot be read ({_reason(e)}), so the defaults are shown."
         return

@@ -6,7 +6,7 @@ import panel as pn
 import param
 from bokeh.models import ColumnDataSource, Span
 
-from ..state import BFTSession
+from ..session import BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
 
 EQUATION = (r"$a_1(\beta)$ at the stationary points of $E = -\sum_i L(x_i,y_i) - \frac{1}{\beta}"

@@ -9,7 +9,7 @@ from bokeh.models import BoxAnnotation, ColumnDataSource, Label, Range1d, Span
 
 from bftcore import metrics, mixing
 
-from ..state import BFTSession
+from ..session import BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
 from .common import set_changed as _set
 
@@ -43,10 +43,10 @@ def padded(values, pad=0.08, half_width=None):
 
 def overfitting_onset(history):
     """Iteration where the test error starts rising while the energy falls (bftcore.metrics), or None."""
-    if not history or any(h["test_error"] is None for h in history):
+    if not history or any(rec.test_error is None for rec in history):
         return None
-    k = metrics.detect_overfitting([h["energy"] for h in history], [h["test_error"] for h in history])
-    return None if k is None else int(history[k]["iteration"])
+    k = metrics.detect_overfitting([float(rec.energy) for rec in history], [float(rec.test_error) for rec in history])
+    return None if k is None else int(history[k].iteration)
 
 
 def plateaus(history):
@@ -103,9 +103,9 @@ class TracesView(pn.viewable.Viewer):
 
     def _columns(self, entries):
         nan = float("nan")
-        return dict(iteration=[e["iteration"] for e in entries], energy=[e["energy"] for e in entries],
-                    train_error=[e["train_error"] for e in entries],
-                    test_error=[nan if e["test_error"] is None else e["test_error"] for e in entries])
+        return dict(iteration=[int(rec.iteration) for rec in entries], energy=[float(rec.energy) for rec in entries],
+                    train_error=[float(rec.train_error) for rec in entries],
+                    test_error=[nan if rec.test_error is None else float(rec.test_error) for rec in entries])
 
     def _update(self, *_):
         s = self.session
@@ -120,10 +120,10 @@ class TracesView(pn.viewable.Viewer):
         self._mark(hist)
 
     def _set_ranges(self, hist):
-        its = [e["iteration"] for e in hist]
+        its = [int(rec.iteration) for rec in hist]
         _set(self.x_range, **dict(zip(("start", "end"), padded(its, 0.03, 1.0))))
-        _set(self.y_ranges[0], **dict(zip(("start", "end"), padded([e["energy"] for e in hist]))))
-        errors = [e[k] for e in hist for k in ("train_error", "test_error")]
+        _set(self.y_ranges[0], **dict(zip(("start", "end"), padded([float(rec.energy) for rec in hist]))))
+        errors = [getattr(rec, k) for rec in hist for k in ("train_error", "test_error")]
         _set(self.y_ranges[1], **dict(zip(("start", "end"), padded(errors))))
 
     def _mark(self, hist):

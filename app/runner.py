@@ -1,0 +1,491 @@
+"""The run / frame pump of a session: solver runs in worker threads, their records coalesced into frames.
+
+How the solver runs without blocking the server
+-----------------------------------------------
+A run (:class:`_Run`) is a ``bftcore.api.iterate`` generator.  When the session is served, one *runner* task per
+session (an ``asyncio`` task on the Bokeh event loop, :meth:`FramePump.runner_loop`) advances the current run one
+iteration at a time in a worker thread (see *Worker pools* below), so the event loop never waits for the solver.
+Records are coalesced into *frames*: the first frame of a run goes out as soon as iteration 1 exists (that is what a
+click waits for), later frames at most every :data:`MIN_FRAME_S` seconds (about 10 per second per session), and the
+final state always.  A frame is applied on the session's document (``add_next_tick_callback``, so the views touch
+Bokeh models under the document lock) inside :func:`app.transport.one_message`, so one frame is one websocket
+message.  Iterations are paced by the session's ``frame_ms`` so a run plays out visibly, and a browser that has not
+acknowledged the previous frame gets no new one for up to :data:`ACK_TIMEOUT_S` (records are coalesced instead).
+
+Any change that alters the problem (a click, a slider, a preset, an upload) replaces the current run by a new one
+warm-started from the field on screen.  Only the runner advances a generator; when it comes back from the worker
+thread with a record of a replaced run it drops the record, closes that generator and goes on with the newest run.
+So a burst of clicks costs one iteration of stale work at most, and only the latest state is solved.
+
+Without a server (tests, notebooks) the same methods step the generator synchronously.
+
+What one session may cost the server (issue 11)
+-----------------------------------------------
+*Worker pools.*  ``asyncio.to_thread`` would put every session's iterations on the loop's default executor, shared
+by all sessions: three 16 000-node solves filled it and a click on the paper grid queued behind them.  Runs above
+:data:`HEAVY_NODES` grid nodes (a quarter of that for field P, whose sparse factorisations cost most) and beta
+sweeps go through one thread, ``_HEAVY_POOL``, in turn across sessions; smaller runs have threads of their own,
+``_LIGHT_POOLS``.  However many heavy links are open, they take one core between them and a small problem's click
+is computed at once.  Every executor has one thread and a run keeps its executor from its first iteration to the
+close of its generator: scipy's SuperLU frees a factorisation only on the thread that made it.
+
+*Compute budget.*  The runner adds up the seconds each run spends inside the worker thread; past
+:data:`RUN_COMPUTE_S` the run is stopped with a message and its last iteration stays on screen (a sweep gets the
+same budget as a wall-clock deadline).
+
+*Memory.*  When the browser session ends, :meth:`FramePump.close` stops the run, and :func:`release_memory` gives
+the freed pages back to the system; a fixed glibc mmap threshold (set at import) keeps large arrays out of the
+worker threads' heaps, which glibc would otherwise keep.  The history a session keeps is its records without their
+arrays.
+
+The pump writes the session's outputs (``record``, ``history``, ``run_id``, ``status``, ``running``, ``converged``,
+``result``, ``sweep``, ``sweeping``, ``message``) and reads its ``frame_ms``; it does not know how the session
+builds a configuration (the session hands it one to :meth:`FramePump.start`).
+"""
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import dataclasses
+import itertools
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import param
+from panel.io.state import set_curdoc
+
+from bftcore import api, mixtures
+from bftcore.limits import RunBudgetExceeded, deadline
+
+from .transport import one_message
+
+#: Seconds of computing (time inside the worker thread, not pacing or queueing) one run may take on the server;
+#: past it the run is stopped with a message and the last iteration stays on screen.  The problems the budget of
+#: bftcore.limits accepts take 1-5 s alone on the project's machine, except field P by Newton at 128 x 128 with a
+#: weak prior (l2 = 0.025: 9-13 s an iteration, in SuperLU's factorisation), which this stops after 2 or 3.  A single
+#: iteration is never interrupted: the budget is checked between iterations.
+RUN_COMPUTE_S = 20.0
+#: A run is *heavy* above this many grid nodes (field P: a quarter of it, for its sparse factorisations).
+#: Heavy iterations of every session go through one worker thread, in turn; light ones have threads of their
+#: own, so a click on the paper grid never waits behind 16 000-node solves of other sessions.
+HEAVY_NODES = 4096
+#: Worker threads of the light runs.  Each is an executor of one thread, and a run keeps its thread for its whole
+#: life, the close of its generator included: scipy's SuperLU gives a factorisation's memory back only on the
+#: thread that made it (scipy issue 15921), and a 128 x 128 massive-relaxation run closed from the event loop left
+#: 150 MB behind for good.
+LIGHT_THREADS = 4
+_LIGHT_POOLS = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"bft-light-{k}") for k in range(LIGHT_THREADS)]
+_LIGHT_TURN = itertools.cycle(_LIGHT_POOLS)
+_HEAVY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bft-heavy")
+#: Shortest time between two frames pushed to the browser while a run plays (at most ~10 frames/s).
+MIN_FRAME_S = 0.15
+#: Shortest time between two updates of the secondary views (traces, mixing, regression curve, status line)
+#: within a run, counted from the start of the run; the last frame of a run (and of a step or a pause) always
+#: updates them.  The heatmap moves with every frame.  Each plot a frame touches costs the browser a re-render
+#: (5-50 ms in headless Chromium on the project's machine; a trace restarted with one or two iterations also
+#: changes its axis labels and so the layout), so a click's first frames touch the heatmap alone, and a run
+#: shorter than this updates the secondary views once, at its end.
+SECONDARY_FRAME_S = 1.0
+#: A browser that has not yet applied the previous frame gets no new one (records are coalesced instead), for at
+#: most this long.  Frames then follow what each browser can draw: on a loaded machine a page receives fewer,
+#: fuller frames instead of a queue of stale ones; the first frame of a run and the final one are never held.
+ACK_TIMEOUT_S = 1.0
+
+
+class _Done:
+    """Marker for an exhausted generator."""
+
+
+def _next_record(gen):
+    try:
+        return next(gen)
+    except StopIteration:
+        return _Done
+
+
+def _timed_next(gen):
+    """The next record of ``gen`` and the seconds it took (measured in the worker thread)."""
+    t0 = time.perf_counter()
+    rec = _next_record(gen)
+    return rec, time.perf_counter() - t0
+
+
+def _close_generator(gen, release: bool) -> None:
+    """Close a run's generator on its worker thread (:meth:`_Run.close`), then give memory back if ``release``."""
+    gen.close()
+    if release:
+        release_memory()
+
+
+def _glibc():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
+    except OSError:  # not glibc (macOS, musl, Windows): nothing to tune
+        return None
+
+
+_LIBC = _glibc()
+if _LIBC is not None:
+    # glibc raises its mmap threshold after a large block is freed, up to 32 MB, so that later arrays of a few MB
+    # land in the heaps of the worker threads, which are never given back to the system: a closed 128 x 128
+    # session left its gigabyte behind.  A fixed threshold keeps every array above 128 KiB in its own mapping,
+    # returned to the system when freed.
+    _LIBC.mallopt(-3, 128 * 1024)  # M_MMAP_THRESHOLD
+
+
+def release_memory() -> None:
+    """Give the memory freed by closed sessions back to the system (glibc keeps freed heap pages otherwise)."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def trial_start(cfg: dict) -> None:
+    """Build the problem of a validated document and its start field (iteration 0), then drop them: what the
+    solver cannot even start is refused before a session takes it."""
+    gen = api.iterate(cfg)
+    try:
+        next(gen)
+    finally:
+        gen.close()
+
+
+def _sweep_within_budget(cfg, beta_min, beta_max, n):
+    """A sweep in a worker thread, stopped after :data:`RUN_COMPUTE_S` seconds."""
+    with deadline(RUN_COMPUTE_S):
+        return mixtures.sweep_document(cfg, beta_min, beta_max, n)
+
+
+def _is_heavy(cfg: dict) -> bool:
+    nodes = cfg["grid"]["x"]["n"] * (cfg["grid"]["y"]["n"] if cfg["model"] == "density" else 1)
+    field_p = cfg["model"] == "density" and cfg["prior"]["field"] == "P"
+    return nodes > (HEAVY_NODES // 4 if field_p else HEAVY_NODES)
+
+
+def grid_key(cfg: dict):
+    """What a field's shape and meaning depend on: a warm start is only taken from a run with the same key."""
+    g = cfg["grid"]
+    return (cfg["model"], cfg["prior"].get("field"), tuple(sorted(g["x"].items())), tuple(sorted(g["y"].items())))
+
+
+def without_arrays(rec):
+    """A record as the history keeps it: its numbers, without the fields (L, P, h and the solver's own)."""
+    return dataclasses.replace(rec, L=None, P=None, h=None, field=None)
+
+
+def _exact(run):
+    """Exact predictive mean and variance of a finished regression run (closed form, fast)."""
+    if run.cfg["model"] != "regression":
+        return None
+    try:  # started at the run's last h, the fit only confirms the MAP and adds the exact quantities
+        res = api.fit(run.cfg, init=None if run.last is None else np.asarray(run.last.h, float))
+    except Exception as e:  # noqa: BLE001 - shown as a message, the MAP solution stays
+        return e
+    return {"exact": res.get("exact"), "h": res.get("h")}
+
+
+class _Run:
+    """One solve: the generator, the configuration it solves, and how far the browser has seen it."""
+
+    __slots__ = ("gen", "cfg", "key", "warm", "start", "last", "fresh", "pushed", "done", "unshown", "shown_at",
+                 "compute_s", "pool")
+
+    def __init__(self, gen, cfg, key, warm):
+        self.gen, self.cfg, self.key, self.warm = gen, cfg, key, warm
+        self.start = None    # the record of iteration 0 (the start field), kept for the export of a warm start
+        self.last = None     # the latest record computed
+        self.fresh = True    # no frame of this run applied yet: the first one replaces the traces
+        self.pushed = False  # the runner has sent a frame of this run
+        self.done = False
+        self.unshown = []    # history records (without arrays) not yet given to the secondary views
+        self.shown_at = time.perf_counter()  # when the secondary views were last updated (or the run began)
+        self.compute_s = 0.0  # seconds spent computing this run's records (the server's RUN_COMPUTE_S)
+        self.pool = _HEAVY_POOL if _is_heavy(cfg) else next(_LIGHT_TURN)  # the one thread of this run
+
+    def close(self, on_worker: bool, release: bool = False) -> None:
+        """Close the generator; ``on_worker`` (served): on this run's own thread, after the iteration it may be
+        computing.  ``release`` then gives the freed memory back to the system (the session has ended)."""
+        if on_worker:
+            self.pool.submit(_close_generator, self.gen, release)
+        else:
+            self.gen.close()
+
+
+class FramePump:
+    """Plays the runs of one session and shows their records on it, frame by frame (see the module's text)."""
+
+    def __init__(self, session, doc=None):
+        self.session = session   # the BFTSession whose outputs the frames set
+        self.doc = doc           # Bokeh document when served; None runs everything synchronously
+        self.run = None          # the current run (_Run) or None
+        self.shown_key = None    # grid_key of the run whose field is in session.record
+        self.shown_run = None    # the run whose record is on screen (its start field is the export's init)
+        self.playing = False     # the runner keeps going while True
+        self.steps = 0           # single steps requested while paused
+        self.task = None         # the session's runner task (served only)
+        self.frame_serial = 0    # frames with records applied (the canvas sends it to the browser with the image)
+        self.frame_acked = None  # the last serial the browser reported as applied; None: it never reported
+        self.closed = False      # the browser session ended (close)
+
+    @property
+    def served(self) -> bool:
+        return self.doc is not None and getattr(self.doc, "session_context", None) is not None
+
+    # --- run control ------------------------------------------------------------------------------------------
+    def start(self, cfg: dict, init=None) -> bool:
+        """Replace the current run by a run of the validated ``cfg`` from the field ``init`` (None: the
+        configured initialisation); False (and a message) if the solver cannot start it."""
+        self.drop()
+        try:
+            gen = api.iterate(cfg, init=init)
+        except ValueError as e:
+            self.cancel()
+            self.session.message = f"Cannot solve: {e}"
+            return False
+        self.run = _Run(gen, cfg, grid_key(cfg), warm=init is not None)
+        return True
+
+    def warm_start(self):
+        """The iteration-0 record of the run on screen when it was warm-started (else None)."""
+        run = self.shown_run
+        return run.start if run is not None and run.warm else None
+
+    def cancel(self):
+        """Stop the current run (its generator is closed on its worker thread when served)."""
+        self.drop()
+        if self.session.running:
+            self.session.running = False
+
+    def drop(self):
+        run, self.run = self.run, None
+        self.playing, self.steps = False, 0
+        if run is not None:
+            run.close(on_worker=self.served, release=self.closed)
+
+    def close(self):
+        """The browser session ended: stop the run and forget the runs (their generators are closed on their
+        worker threads, after an iteration they may still be computing, and the memory released there)."""
+        self.closed = True
+        self.cancel()
+        self.run = self.shown_run = None
+
+    def play(self):
+        """Run (or resume) the current run, animated."""
+        self.playing = True
+        if not self.session.running:
+            self.session.running = True
+        if self.served:
+            self.ensure_runner()
+        else:
+            while self.playing and self.advance_sync():
+                pass
+
+    def pause(self):
+        """Stop after the current iteration; the run is kept and play resumes it."""
+        self.playing = False
+        self.steps = 0
+        self.session.running = False
+
+    def step(self):
+        """Advance the current run by one iteration."""
+        self.playing = False
+        if self.session.running:
+            self.session.running = False
+        if self.served:
+            self.steps += 1
+            self.ensure_runner()
+        else:
+            self.advance_sync()
+
+    # --- records -> what the views watch ----------------------------------------------------------------------
+    def apply_frame(self, run, recs, finished=False, exact=None, error=None, flush=False):
+        """Show the records of one frame (and the end of the run); records of a replaced run are dropped.
+        ``flush`` updates the secondary views too (a single step, or the runner stopping on a pause)."""
+        if run is not self.run:
+            return
+        s = self.session
+        if error is not None:
+            self.run = None
+            self.playing = False
+            with param.parameterized.batch_call_watchers(s):
+                s.running = False
+                s.message = (str(error) if isinstance(error, RunBudgetExceeded) else
+                             f"The solver failed ({type(error).__name__}: {error}); showing the last good "
+                             f"solution.")
+            return
+        for rec in recs:
+            if rec.iteration == 0:
+                run.start = rec
+        run.unshown += [without_arrays(r) for r in recs]
+        now = time.perf_counter()
+        secondary = run.unshown and (finished or flush or not self.served
+                                     or now - run.shown_at >= SECONDARY_FRAME_S)
+        with param.parameterized.batch_call_watchers(s):
+            if recs:
+                self.shown_key, self.shown_run = run.key, run
+                self.frame_serial += 1
+                s.record = recs[-1]
+            if secondary:
+                entries, run.unshown, run.shown_at = run.unshown, [], now
+                if run.fresh:
+                    run.fresh = False
+                    s.history = entries
+                    s.run_id += 1
+                    if s.result is not None:
+                        s.result = None
+                else:
+                    s.history = s.history + entries
+                e = entries[-1]
+                s.status = (f"iteration {e.iteration}  ·  energy {e.energy:.4f}  ·  "
+                            f"training error {e.train_error:.4f}"
+                            + ("" if e.test_error is None else f"  ·  test error {e.test_error:.4f}"))
+            if finished:
+                self.run = None
+                self.playing = False
+                s.running = False
+                s.converged = True
+                last = run.last
+                if last is not None:
+                    s.status = (s.status.split("  ·  finished")[0] + "  ·  finished"
+                                + ("" if getattr(last, "converged", True) else " (max iterations)"))
+                if isinstance(exact, Exception):
+                    s.message = f"Exact regression quantities unavailable: {exact}"
+                elif exact is not None:
+                    s.result = exact
+
+    # --- synchronous path (tests, notebooks) ------------------------------------------------------------------
+    def advance_sync(self) -> bool:
+        run = self.run
+        if run is None:
+            return False
+        try:
+            rec = _next_record(run.gen)
+        except Exception as e:  # noqa: BLE001 - any solver failure keeps the last good solution
+            self.apply_frame(run, [], error=e)
+            return False
+        if rec is not _Done:
+            run.last = rec
+        if rec is _Done:
+            self.apply_frame(run, [], finished=True, exact=_exact(run))
+            return False
+        self.apply_frame(run, [rec])
+        return True
+
+    def solve(self, max_records: int = 10_000):
+        """Run the current run to the end synchronously (tests and scripts)."""
+        n = 0
+        while self.run is not None and n < max_records and self.advance_sync():
+            n += 1
+
+    # --- served path ------------------------------------------------------------------------------------------
+    def push(self, fn, *args):
+        """Run fn(*args) on the session's document with its lock held, all model changes in one message."""
+        def apply():
+            with set_curdoc(self.doc), one_message(self.doc):
+                fn(*args)
+        try:
+            self.doc.add_next_tick_callback(apply)
+        except Exception:  # noqa: BLE001 - the session is gone
+            self.cancel()
+
+    def ack_frame(self, serial: int):
+        """The browser reports that it applied frame ``serial`` (see :data:`ACK_TIMEOUT_S`)."""
+        self.frame_acked = serial
+
+    def _browser_behind(self, since_push: float) -> bool:
+        return self.frame_acked is not None and self.frame_acked < self.frame_serial and since_push < ACK_TIMEOUT_S
+
+    def ensure_runner(self):
+        if self.task is None or self.task.done():
+            self.task = asyncio.ensure_future(self.runner_loop())
+
+    async def runner_loop(self):
+        """Advance the newest run one iteration at a time in a worker thread and push coalesced frames."""
+        pending, pending_run, last_push = [], None, 0.0
+        while True:
+            run = self.run
+            if pending and pending_run is not run:  # the run was replaced: its unshown records are stale
+                pending, pending_run = [], None
+            if run is None or run.done or (not self.playing and self.steps <= 0):
+                if run is not None and not run.done:  # paused: show everything computed so far
+                    self.push(self.apply_frame, run, pending, False, None, None, True)
+                return
+            stepping = not self.playing
+            if stepping:
+                self.steps -= 1
+            t0 = time.perf_counter()
+            try:
+                rec, spent = await asyncio.get_running_loop().run_in_executor(run.pool, _timed_next, run.gen)
+                run.compute_s += spent
+            except Exception as e:  # noqa: BLE001
+                rec = e
+            if run is not self.run:  # replaced while computing (and closed after it by drop): drop the record
+                continue
+            if rec is not _Done and not isinstance(rec, Exception) and run.compute_s > RUN_COMPUTE_S:
+                run.last = rec
+                pending.append(rec)
+                pending_run = run
+                run.close(on_worker=True)
+                rec = RunBudgetExceeded(
+                    f"Stopped this run after {run.compute_s:.0f} s of computing (the server's limit per run is "
+                    f"{RUN_COMPUTE_S:g} s); showing its last iteration. Use a coarser grid, fewer iterations or a "
+                    f"simpler prior.")
+            if isinstance(rec, Exception):
+                run.done = True
+                if isinstance(rec, RunBudgetExceeded):  # show what the run reached, then say why it stopped
+                    self.push(self.apply_frame, run, pending, False, None, None, True)
+                self.push(self.apply_frame, run, [], False, None, rec)
+                return
+            if rec is _Done:
+                run.done = True
+                exact = (await asyncio.get_running_loop().run_in_executor(run.pool, _exact, run)
+                         if run.cfg["model"] == "regression" else None)
+                if run is not self.run:
+                    continue
+                self.push(self.apply_frame, run, pending if pending_run is run else [], True, exact)
+                return
+            run.last = rec
+            pending.append(rec)
+            pending_run = run
+            now = time.perf_counter()
+            # the first frame of a run goes out with iteration 1 (the start field alone is what is on screen
+            # already after a warm start); later ones at most every MIN_FRAME_S
+            due = not run.pushed or (now - last_push >= MIN_FRAME_S and not self._browser_behind(now - last_push))
+            if stepping or (rec.iteration >= 1 and due):
+                self.push(self.apply_frame, run, pending, False, None, None, stepping)
+                pending, last_push, run.pushed = [], now, True
+            if self.playing and rec.iteration >= 1:
+                await asyncio.sleep(max(0.0, self.session.frame_ms / 1000 - (time.perf_counter() - t0)))
+            else:
+                await asyncio.sleep(0)
+
+    # --- beta sweep -------------------------------------------------------------------------------------------
+    def sweep(self, cfg: dict, beta_min: float, beta_max: float, n: int):
+        """Sweep beta of the validated ``cfg`` (bftcore.mixtures.sweep_document) into the session's ``sweep``;
+        on the heavy worker thread, within :data:`RUN_COMPUTE_S`, when served."""
+        s = self.session
+
+        def done(doc):
+            s.sweeping = False
+            if isinstance(doc, Exception):
+                s.message = f"The sweep failed: {doc}"
+            else:
+                s.sweep = doc
+
+        s.sweeping = True
+        if self.served:
+            async def work():
+                try:
+                    doc = await asyncio.get_running_loop().run_in_executor(
+                        _HEAVY_POOL, _sweep_within_budget, cfg, beta_min, beta_max, n)
+                except Exception as e:  # noqa: BLE001
+                    doc = e
+                self.push(done, doc)
+            asyncio.ensure_future(work())
+        else:
+            try:
+                doc = mixtures.sweep_document(cfg, beta_min, beta_max, n)
+            except Exception as e:  # noqa: BLE001
+                doc = e
+            done(doc)

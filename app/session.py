@@ -1,0 +1,518 @@
+"""The session of the dashboard: one :class:`BFTSession` per browser session, its parameters and the user's actions.
+
+Everything a user can change lives here as a parameter; the views in ``app/views`` only watch it.  The user's
+actions are methods: editing the data points (with undo), loading a preset or an uploaded configuration, and
+running the solver (start, play, pause, step, reset, a beta sweep).  The session talks to the solver exclusively
+through ``bftcore.api`` and ``bftcore.config`` (one implementation of each formula: the CLI, the tests and the
+dashboard run the same code).  Its parameters map to the JSON configuration document of CONVENTIONS.md §4 through
+:mod:`app.configuration` (:meth:`BFTSession.to_config` / :meth:`BFTSession.load_config`), and its runs are played by
+its :class:`app.runner.FramePump`, which sets the outputs the views watch (``record``, ``history``, ``status``, ...).
+
+Every input is untrusted (issue 11): a share link (``app.views.share.read_url``) and an upload
+(:meth:`BFTSession.load_config`) pass the gate of ``bftcore.config`` with the server's budget
+``bftcore.limits.LIMITS``, an upload is also started on a trial (iteration 0) before it replaces anything, and the
+parameters themselves refuse values that would break :meth:`BFTSession.to_config` (points, orders, weights, the
+initialisation).  Nothing mutable is shared between sessions: each session builds its own ``BFTSession`` and its
+own views.
+"""
+from __future__ import annotations
+
+import copy
+import io
+
+import numpy as np
+import param
+
+from bftcore import api, presets
+from bftcore.config import parse_document, validate_config, validate_sweep
+from bftcore.grid import Axis, Grid
+from bftcore.limits import MAX_COORDINATE, MAX_MAGNITUDE, MIN_BETA
+from bftcore.templates import describe
+
+from . import configuration
+from .configuration import (
+    CONFIG_PARAMS,
+    CUSTOM_GRID,
+    GRID_SIZES,
+    INITS,
+    KEEP_CURRENT,
+    MAX_POINTS,
+    METHODS,
+    MODELS,
+    ORDERS,
+    TEMPLATE_INIT,
+    X_RANGE,
+    Y_RANGE,
+    fits_model,
+    menu_kinds,
+)
+from .runner import FramePump, grid_key, release_memory, trial_start
+
+#: Bounds of the parameters that are coordinates (domain, data, template parameters): the gate's own range.  Every
+#: other number has the gate's bound MAX_MAGNITUDE, so a session never holds a number the gate refuses for its size
+#: (a link's gauss_mu=1e300 is refused by name even while no Gaussian template is in use).
+COORDINATE = (-MAX_COORDINATE, MAX_COORDINATE)
+#: Bounds of a parameter >= 0 (a prior strength, a weight p_j, a mass); > 0 with ``inclusive_bounds=POSITIVE``.
+MAGNITUDE, POSITIVE = (0.0, MAX_MAGNITUDE), (False, True)
+#: Depth of the undo stack.
+UNDO_DEPTH = 100
+DISPLAYS = ["P", "ln P", "true density", "empirical density"]
+#: Every template kind of the menu (density's, then regression's), the objects of the ``templates`` parameter.
+MENU_KINDS = list(menu_kinds("density") + menu_kinds("regression"))
+
+
+def preset_catalogue() -> dict:
+    """Preset name -> (configuration document, explanation): every entry of bftcore.presets.PRESETS (the dashboard
+    loads any valid document)."""
+    return dict(presets.PRESETS)
+
+
+def _number_within(v, lo: float, hi: float) -> bool:
+    """``v`` is a number (not a bool) in [lo, hi]; False for NaN, infinities and integers beyond the float range."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return lo <= float(v) <= hi
+    except OverflowError:
+        return False
+
+
+class _Points(param.List):
+    """Data points: [x, y] pairs of numbers within the gate's coordinates, at most :data:`MAX_POINTS` of them."""
+
+    def _validate(self, val):
+        super()._validate(val)
+        if len(val) > MAX_POINTS:
+            raise ValueError(f"{len(val)} points; the dashboard takes at most {MAX_POINTS}")
+        for k, p in enumerate(val):
+            if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(_number_within(v, *COORDINATE) for v in p)):
+                raise ValueError(f"point {k} must be [x, y] with two finite numbers of at most {MAX_COORDINATE:g} "
+                                 f"in magnitude, got {str(p)[:40]}")
+
+
+class _Orders(param.Dict):
+    """Further prior orders {"l2" | "l4" | "l6": coefficient >= 0}."""
+
+    def _validate(self, val):
+        super()._validate(val)
+        for k, v in val.items():
+            if k not in ORDERS or not _number_within(v, *MAGNITUDE):
+                raise ValueError(f"further prior orders take {', '.join(ORDERS)} with numbers from 0 to "
+                                 f"{MAX_MAGNITUDE:g}, got {k!r}: {str(v)[:20]}")
+
+
+class _Weights(param.List):
+    """Prior weights p_j of a file's templates: numbers >= 0."""
+
+    def _validate(self, val):
+        super()._validate(val)
+        if not all(_number_within(v, *MAGNITUDE) for v in val):
+            raise ValueError(f"template weights must be numbers from 0 to {MAX_MAGNITUDE:g}, got {str(val)[:40]}")
+
+
+class _Init(param.Selector):
+    """The initialisation menu, plus "template N" for any of a file's templates (N up to 16)."""
+
+    def _validate(self, val):
+        if not (val in INITS or (isinstance(val, str) and TEMPLATE_INIT.fullmatch(val))):
+            raise ValueError(f"the initialisation must be one of {', '.join(INITS[:3])}, '{KEEP_CURRENT}' or "
+                             f"'template N', got {str(val)[:40]!r}")
+        super()._validate(val)
+
+
+class BFTSession(param.Parameterized):
+    """All state of one dashboard session: data, hyperparameters, solver progress and messages."""
+
+    # --- model and prior -------------------------------------------------------------------------------------
+    model = param.Selector(default="density, prior on L", objects=list(MODELS), doc="Model and prior field.")
+    lam = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 5.0),
+                       label="λ (prior strength)")
+    lam_x = param.Number(1.0, bounds=MAGNITUDE, softbounds=(0.0, 5.0), label="λ_x")
+    lam_y = param.Number(1.0, bounds=MAGNITUDE, softbounds=(0.0, 5.0), label="λ_y")
+    # the prior's l0 (prior.l0 of the document), not the relaxation mass solver_mass2 (solver.mass2); no doc=,
+    # which Panel would show as a tooltip.  Links may still say mass2= (app.views.share.read_url)
+    l0 = param.Number(0.0, bounds=MAGNITUDE, softbounds=(0.0, 2.0), label="mass m² (l0)")
+    order = param.Selector(default="l2", objects=ORDERS, label="prior order")
+    order_coef = param.Number(0.025, bounds=MAGNITUDE, softbounds=(0.0, 2.0),
+                              label="coefficient of the order")
+    extra_orders = _Orders({}, doc="Coefficients of further prior orders {'l4': c, ...} that a loaded file "
+                                      "sets besides the order of the slider; kept in the prior, shown read-only.")
+    # --- templates and mixture -------------------------------------------------------------------------------
+    templates = param.ListSelector(default=[], objects=MENU_KINDS,
+                                   label="templates t_j")
+    w_uniform = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
+                             label="p (uniform)")
+    w_paper_t1 = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
+                              label="p (paper t₁)")
+    w_paper_t2 = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
+                              label="p (paper t₂)")
+    w_gaussian = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
+                              label="p (Gaussian)")
+    gauss_mu = param.Number(8.0, bounds=COORDINATE, softbounds=Y_RANGE, label="Gaussian centre μ")
+    gauss_sigma = param.Number(2.0, bounds=(0.0, MAX_COORDINATE), inclusive_bounds=POSITIVE,
+                               softbounds=(0.3, 10.0), label="Gaussian width σ")
+    w_constant = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
+                              label="p (constant)")
+    const_value = param.Number(7.5, bounds=COORDINATE, softbounds=Y_RANGE, label="constant value")
+    w_linear = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 10.0),
+                            label="p (linear)")
+    lin_slope = param.Number(0.5, bounds=COORDINATE, softbounds=(-3.0, 3.0), label="slope")
+    lin_intercept = param.Number(5.0, bounds=COORDINATE, softbounds=(-20.0, 30.0), label="intercept")
+    file_templates = param.List([], item_type=dict, doc="Templates of a loaded file that the menu cannot show "
+                                                        "(repeated kinds, arrays, another order); when not empty "
+                                                        "they are the templates, read-only.")
+    file_weights = _Weights([], doc="Prior weights p_j of file_templates, exactly as in the file.")
+    beta = param.Number(1.0, bounds=(MIN_BETA, MAX_MAGNITUDE), label="β (mixture temperature)")
+    # --- solver and grid -------------------------------------------------------------------------------------
+    method = param.Selector(default="newton", objects=METHODS, label="solver")
+    solver_mass2 = param.Number(0.01, bounds=MAGNITUDE, softbounds=(1e-3, 2.0), label="relaxation m²")
+    init = _Init(default="kernel", objects=INITS, check_on_set=False, label="initialisation")
+    init_mass2 = param.Number(0.1, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(1e-3, 10.0),
+                              label="kernel init m_C²")
+    min_iter = param.Integer(4, bounds=(0, 100_000), label="min iterations")
+    max_iter = param.Integer(50, bounds=(0, 100_000), softbounds=(1, 1000), label="max iterations")
+    tol = param.Number(1e-8, bounds=MAGNITUDE, label="tolerance (max field change)")
+    grid_size = param.Selector(default="10×15 (paper)", objects=list(GRID_SIZES) + [CUSTOM_GRID],
+                               label="grid nx×ny")
+    x_min = param.Number(X_RANGE[0], bounds=COORDINATE)
+    x_max = param.Number(X_RANGE[1], bounds=COORDINATE)
+    nx = param.Integer(10, bounds=(1, 1024))
+    y_min = param.Number(Y_RANGE[0], bounds=COORDINATE)
+    y_max = param.Number(Y_RANGE[1], bounds=COORDINATE)
+    ny = param.Integer(15, bounds=(1, 1024))
+    boundary_x = param.Selector(default="periodic", objects=["periodic", "neumann"], label="x boundary")
+    boundary_y = param.Selector(default="periodic", objects=["periodic", "neumann"], label="y boundary")
+    truth = param.Selector(default="paper", objects=["paper", "none"], label="true density")
+    regression_truth = param.ClassSelector(default=None, class_=(dict, list), allow_None=True,
+                                           doc="Regression 'truth' of a loaded file (a template object or values "
+                                               "on the x nodes), kept as it is.")
+    data = _Points(default=[[3.0, 3.0], [7.0, 12.0]], item_type=list, doc="Data points [x, y].")
+    # --- display and animation -------------------------------------------------------------------------------
+    display = param.Selector(default="P", objects=DISPLAYS, label="heatmap shows")
+    click_mode = param.Selector(default="add", objects=["add", "remove"], label="a click on the canvas")
+    frame_ms = param.Integer(60, bounds=(0, 1000), label="animation: ms per iteration")
+    live = param.Boolean(True, label="re-solve on every change")
+    preset = param.String("", regex=r"^[\w .-]{0,64}$", doc="Name of the last preset loaded ('' when edited by hand).")
+    # --- outputs (read by the views) -------------------------------------------------------------------------
+    record = param.Parameter(None, doc="Latest solver record on screen (attributes of api.Record).")
+    history = param.List([], doc="One bftcore.records.Record per iteration of the current run shown so far, "
+                                 "without its arrays (L, P, h, field are None).")
+    run_id = param.Integer(0, doc="Incremented when the first frame of a new run is shown (the traces restart).")
+    running = param.Boolean(False, doc="True while the solver animation plays.")
+    converged = param.Boolean(False)
+    result = param.Dict(None, allow_None=True, doc="Exact regression quantities of the finished run.")
+    sweep = param.Dict(None, allow_None=True, doc="Last beta sweep document (CONVENTIONS §4).")
+    sweeping = param.Boolean(False)
+    message = param.String("", doc="Last message to the user (errors, refused input).")
+    status = param.String("")
+
+    def __init__(self, doc=None, **params):
+        super().__init__(**params)
+        self.pump = FramePump(self, doc)  # plays the runs: doc is the Bokeh document when served, None: synchronous
+        self._undo = []
+        self._quiet = False          # suppress auto re-solve while a batch of parameters is applied
+        self.param.watch(self._on_grid_size, ["grid_size"])
+        self.param.watch(self._on_model_change, ["model"])
+        self.param.watch(self._on_problem_change, list(CONFIG_PARAMS))
+
+    # ===================================================================== configuration document
+    @property
+    def grid(self) -> Grid:
+        return Grid(Axis(float(self.x_min), float(self.x_max), int(self.nx), self.boundary_x),
+                    Axis(float(self.y_min), float(self.y_max), int(self.ny), self.boundary_y))
+
+    @property
+    def is_regression(self) -> bool:
+        return MODELS[self.model][0] == "regression"
+
+    def _on_grid_size(self, event):
+        """A menu choice sets the paper domain at that resolution (one restart for all six numbers)."""
+        if event.new in GRID_SIZES:
+            nx, ny = GRID_SIZES[event.new]
+            self.param.update(x_min=X_RANGE[0], x_max=X_RANGE[1], nx=nx, y_min=Y_RANGE[0], y_max=Y_RANGE[1],
+                              ny=ny)
+
+    def template_kinds(self) -> list[str]:
+        """Active menu template kinds of the current model, in the fixed order of the configuration."""
+        return configuration.template_kinds(self)
+
+    def template_specs(self) -> tuple[list[dict], list[float]]:
+        """The templates and prior weights p_j of the configuration: the file's, or the menu's (normalised)."""
+        return configuration.template_specs(self)
+
+    def template_labels(self) -> list[str]:
+        model = MODELS[self.model][0]
+        return [describe(t, model) for t in self.template_specs()[0]]
+
+    def to_config(self) -> dict:
+        """The JSON configuration document (CONVENTIONS §4) of the current state."""
+        return configuration.to_config(self)
+
+    def export_config(self) -> dict:
+        """The document to download (:func:`app.configuration.export_config`): with the initialisation "keep
+        current", the start field of the warm-started run on screen is written into it."""
+        return configuration.export_config(self, self.pump.warm_start())
+
+    def _params_from_config(self, doc: dict) -> dict:
+        """Parameter values for a validated document, each checked by its parameter: a value the parameters
+        refuse is refused (ValueError naming the control), never clipped."""
+        out = configuration.params_from_config(doc)
+        for name, value in out.items():
+            p = self.param[name]
+            try:
+                p._validate(value)
+            except Exception as e:
+                raise ValueError(f"{p.label or name} = {value!r} is outside what the dashboard allows: {e}") from None
+        return out
+
+    def load_config(self, doc, *, preset: str = "") -> bool:
+        """Load a configuration document (dict, JSON text or bytes).
+
+        The document passes the gate of ``bftcore`` (``parse_document``, ``validate_config`` with the server's
+        budget) and the solver builds its start (iteration 0) on a trial before anything of the session changes:
+        a bad document is refused with a message in :attr:`message` and leaves the state exactly as it was.
+        Returns True when loaded.
+        """
+        try:
+            if isinstance(doc, (str, bytes, bytearray)):
+                doc = parse_document(doc, "the file" if not preset else f"preset {preset!r}")
+            doc = validate_config(doc)
+            values = self._params_from_config(doc)
+            trial_start(doc)
+        except Exception as e:  # noqa: BLE001 - whatever the gate or the trial start raise (scipy's RuntimeError of a
+            # singular factor, MemoryError, RecursionError, ...), the document is refused and the session kept
+            reason = e.args[0] if isinstance(e, KeyError) and e.args else e
+            if isinstance(e, MemoryError):
+                reason = "it does not fit in the server's memory"
+            text = " ".join(str(reason).split()).rstrip(".") or type(e).__name__
+            self.message = f"Refused the configuration: {text[:400]}. Nothing was changed."
+            return False
+        self._push_undo()
+        self._quiet = True
+        try:
+            self.param.update(**values, preset=preset)
+        finally:
+            self._quiet = False
+        kept = []
+        if self.extra_orders:
+            kept.append("further prior orders")
+        if self.file_templates:
+            kept.append("templates the menu cannot show")
+        if self.grid_size == CUSTOM_GRID:
+            kept.append("its own grid")
+        note = f" It has {', '.join(kept)}: kept as they are, shown read-only." if kept else ""
+        self.message = (f"Loaded preset '{preset}'." if preset else "Loaded the configuration.") + note
+        self.reset(play=self.live)
+        return True
+
+    def load_preset(self, name: str) -> bool:
+        catalogue = preset_catalogue()
+        if name not in catalogue:
+            self.message = f"Unknown preset {name!r}."
+            return False
+        return self.load_config(catalogue[name][0], preset=name)
+
+    def use_menu_templates(self):
+        """Drop the file's templates and go back to the template menu."""
+        self.param.update(file_templates=[], file_weights=[])
+
+    # ===================================================================== data points
+    def _push_undo(self):
+        self._undo.append(copy.deepcopy(self.data))
+        del self._undo[:-UNDO_DEPTH]
+
+    def _snap_point(self, x: float, y: float) -> list[float]:
+        """The node nearest to a click.  The canvas draws each node as a cell of one grid spacing, so a click
+        anywhere in an edge cell (up to half a spacing outside [min, max]) belongs to the edge node."""
+        grid = self.grid
+
+        def into_edge_cell(v, axis):
+            inside = min(max(v, axis.min), axis.max)
+            return inside if abs(v - inside) <= axis.h / 2 else v
+
+        x = into_edge_cell(float(x), grid.x)
+        if self.is_regression:  # y is a real value; only x lives on the nodes
+            sx = float(grid.x.nodes[grid.x.snap([x])[0]])  # ValueError names an off-grid point
+            return [round(sx, 6), round(float(y), 3)]
+        ix, iy = grid.snap([[x, into_edge_cell(float(y), grid.y)]])
+        return [round(float(grid.x.nodes[ix[0]]), 6), round(float(grid.y.nodes[iy[0]]), 6)]
+
+    def add_point(self, x: float, y: float) -> bool:
+        """Add a data point at the node nearest to (x, y); off-grid points are ignored with a message."""
+        if len(self.data) >= MAX_POINTS:
+            self.message = f"At most {MAX_POINTS} points per session; remove some before adding more."
+            return False
+        try:
+            pt = self._snap_point(x, y)
+        except ValueError as e:
+            self.message = f"Ignored the click: {e}"
+            return False
+        self._push_undo()
+        if self.message:
+            self.message = ""
+        self.data = self.data + [pt]
+        return True
+
+    def remove_point_near(self, x: float, y: float) -> bool:
+        """Remove the data point nearest to (x, y) if it lies within about one grid cell of the click."""
+        if not self.data:
+            self.message = "There are no points to remove."
+            return False
+        pts = np.asarray(self.data, float)
+        grid = self.grid
+        sx = max(grid.hx, (grid.x.max - grid.x.min) / 20)
+        span_y = (float(np.ptp(pts[:, 1])) or 1.0) if self.is_regression else grid.y.max - grid.y.min
+        sy = max(grid.hy if not self.is_regression else 0.0, span_y / 20)
+        d = ((pts[:, 0] - x) / sx) ** 2 + ((pts[:, 1] - y) / sy) ** 2
+        k = int(np.argmin(d))
+        if d[k] > 1.0:
+            self.message = f"No point near ({x:.2f}, {y:.2f}) to remove."
+            return False
+        self._push_undo()
+        self.message = ""
+        self.data = self.data[:k] + self.data[k + 1:]
+        return True
+
+    def click(self, x: float, y: float) -> bool:
+        """A click on the data canvas: add or remove according to :attr:`click_mode`."""
+        return self.add_point(x, y) if self.click_mode == "add" else self.remove_point_near(x, y)
+
+    def clear_points(self):
+        if self.data:
+            self._push_undo()
+            self.data = []
+
+    def undo(self) -> bool:
+        if not self._undo:
+            self.message = "Nothing to undo."
+            return False
+        self.data = self._undo.pop()
+        self.message = ""
+        return True
+
+    def data_csv(self) -> str:
+        buf = io.StringIO()
+        buf.write("x,y\n")
+        for x, y in self.data:
+            buf.write(f"{x:g},{y:g}\n")
+        return buf.getvalue()
+
+
+    # ===================================================================== solver control
+    @property
+    def served(self) -> bool:
+        return self.pump.served
+
+    def _on_model_change(self, event):
+        """Switching between density and regression swaps the template menu and the data's y values.  A file's
+        templates and regression truth belong to the model they were written for and are dropped."""
+        if self._quiet:
+            return
+        regression = self.is_regression
+        allowed = menu_kinds("regression" if regression else "density")
+        kept = [k for k in self.templates if k in allowed]
+        update = {}
+        if self.file_templates and not all(fits_model(t, regression) for t in self.file_templates):
+            update.update(file_templates=[], file_weights=[])
+            self.message = "The templates of the loaded file belong to the other model; back to the menu."
+        if regression and not kept and not (self.file_templates and "file_templates" not in update):
+            kept = ["constant"]  # a regression mixture needs at least one template
+        if kept != list(self.templates):
+            update["templates"] = kept
+        if update:
+            self.param.update(**update)
+
+    def _on_problem_change(self, *events):
+        if self._quiet:
+            return
+        if any(e.name != "data" for e in events):
+            self.preset = ""
+        if self.live:
+            self.start_run(warm=True, play=True)
+
+    def _warm_field(self, cfg):
+        rec = self.record
+        if rec is None or self.pump.shown_key != grid_key(cfg):
+            return None
+        model, field = MODELS[self.model]
+        return np.array(getattr(rec, "h" if model == "regression" else field), copy=True)
+
+    def close(self):
+        """The browser session ended: stop the run, drop every array this session holds (fields, history, undo
+        stack, sweep) and give the freed memory back to the system.  The run's generator is closed on its worker
+        thread, after an iteration that thread may still be computing, and the memory released again there."""
+        self.pump.close()
+        self._undo = []
+        with param.parameterized.discard_events(self):
+            self.record, self.history, self.result, self.sweep = None, [], None, None
+        release_memory()
+
+    def cancel(self):
+        """Stop the current run (its generator is closed on its worker thread when served)."""
+        self.pump.cancel()
+
+    def start_run(self, warm: bool = True, play: bool = True) -> bool:
+        """Start a new run of the solver from the current state (warm: from the field shown)."""
+        try:
+            cfg = api.validate_config(self.to_config())
+        except ValueError as e:
+            self.cancel()
+            self.message = f"Cannot solve: {e}"
+            return False
+        init = self._warm_field(cfg) if (warm or self.init == KEEP_CURRENT) else None
+        if not self.pump.start(cfg, init):
+            return False
+        if self.message.startswith(("The solver failed", "Cannot solve")):
+            self.message = ""
+        if self.converged:
+            self.converged = False
+        if play:
+            self.play()
+        else:
+            self.step()
+        return True
+
+    def reset(self, play: bool = False):
+        """Restart from the configured initialisation (no warm start) and show iteration 0."""
+        self.start_run(warm=False, play=play)
+
+    def play(self):
+        """Run (or resume) the current run, animated."""
+        if self.pump.run is None:
+            self.start_run(warm=self.init == KEEP_CURRENT, play=True)
+            return
+        self.pump.play()
+
+    def pause(self):
+        """Stop after the current iteration; the run is kept and Run resumes it."""
+        self.pump.pause()
+
+    def step(self):
+        """Advance the solver by one iteration (creating a run if there is none)."""
+        if self.pump.run is None:
+            self.start_run(warm=self.init == KEEP_CURRENT, play=False)
+            return
+        self.pump.step()
+
+    def solve(self, max_records: int = 10_000):
+        """Run the current problem to the end synchronously (tests and scripts)."""
+        if self.pump.run is None:
+            self.start_run(warm=False, play=False)
+        self.pump.solve(max_records)
+
+    # ===================================================================== beta sweep
+    def sweep_config(self) -> dict:
+        return api.validate_config(self.to_config())
+
+    def run_sweep(self, beta_min: float = 0.1, beta_max: float = 10.0, n: int = 25):
+        """Sweep beta up and down (bftcore.mixtures.sweep_document); in a worker thread when served."""
+        try:
+            cfg = self.sweep_config()
+            beta_min, beta_max, n = validate_sweep(cfg, beta_min, beta_max, n)
+        except ValueError as e:
+            self.message = f"Cannot sweep: {e}"
+            return
+        if len(cfg.get("templates", [])) < 2:
+            self.message = "A beta sweep needs a mixture: choose at least two templates."
+            return
+        self.pump.sweep(cfg, beta_min, beta_max, n)
