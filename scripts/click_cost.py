@@ -12,23 +12,22 @@ import asyncio
 import os
 import random
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from playwright.async_api import async_playwright
 
-from loadtest import JS_CLICK_SETUP, JS_TRACES_READY, Barrier, viewport  # noqa: E402
-from playwright.async_api import async_playwright  # noqa: E402
-
-from tests.ui.helpers import (  # noqa: E402
+from app.harness import (
     CHROMIUM,
     CHROMIUM_ARGS,
+    JS_CLICK_SETUP,
     JS_MODEL,
+    JS_TRACES_READY,
     JS_WAIT_IMAGE_CHANGE,
     JS_WATCH_IMAGE_EVENTS,
+    Barrier,
     panel_server,
+    viewport,
 )
 
 TICK = os.sysconf("SC_CLK_TCK")

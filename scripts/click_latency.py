@@ -11,13 +11,10 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from playwright.sync_api import sync_playwright
 
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from tests.ui.helpers import JS_WATCH_IMAGE, canvas_xy, launch, panel_server, wait_for_app  # noqa: E402
+from app.harness import JS_WATCH_IMAGE, canvas_xy, launch, panel_server, wait_for_app
 
 POINTS = [(2, 4), (5, 9), (8, 6), (3, 12), (6, 2), (9, 10), (4, 7), (7, 14), (1, 8), (10, 5), (5, 5), (2, 13),
           (8, 11), (6, 8), (3, 1), (9, 3), (4, 10), (7, 7), (1, 1), (10, 15)]

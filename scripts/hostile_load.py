@@ -3,7 +3,7 @@
     python scripts/hostile_load.py [--repeats 3] [--clicks 5] [--link NAME ...]
 
 One `panel serve app` per repeat (sessions destroyed 2 s after their tab closes) and Debian chromium.  Each repeat
-loads a session on the default problem, then three tabs of one link of ``tests.ui.helpers.HOSTILE_LINKS`` (the node
+loads a session on the default problem, then three tabs of one link of ``app.harness.HOSTILE_LINKS`` (the node
 limit, 128 x 128: field P by massive relaxation with as many iterations as the budget allows, field P by Newton,
 field L with an l6 prior), clicks the canvas of the first session while they run, closes everything and waits for
 the memory to come back.  Prints the server's RSS before, at its peak and after, and the click-to-heatmap latency
@@ -15,13 +15,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from playwright.sync_api import sync_playwright
 
-from playwright.sync_api import sync_playwright  # noqa: E402
-
-from tests.ui.helpers import HOSTILE_LINKS, hostile_scenario, launch, panel_server  # noqa: E402
+from app.harness import HOSTILE_LINKS, hostile_scenario, launch, panel_server
 
 SERVE_ARGS = ["--check-unused-sessions", "500", "--unused-session-lifetime", "2000"]
 

@@ -27,29 +27,26 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from playwright.async_api import async_playwright
 
-from playwright.async_api import async_playwright  # noqa: E402
-
-from tests.ui.helpers import (  # noqa: E402
+from app.harness import (
     CHROMIUM,
     CHROMIUM_ARGS,
-    JS_CANVAS_XY,
+    JS_CLICK_SETUP,
     JS_MODEL,
+    JS_TRACES_READY,
     JS_WAIT_IMAGE_CHANGE,
     JS_WATCH_IMAGE_EVENTS,
+    VIEWPORT,
+    Barrier,
     panel_server,
+    viewport,
 )
 
-VIEWPORT = {"width": 1280, "height": 720}  # the projector size the layout is made for
 OPEN_AT_ONCE = 5
-JS_CLICK_SETUP = f"""(xy) => [({JS_CANVAS_XY})(xy), window.__bftImageChanges.length, performance.now()]"""
-JS_TRACES_READY = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-traces-source');
-  if (m && m.data.iteration.length > 1) return true; } return false; }"""
 
 
 async def session(browser, url, k, duration, interval, out, gate, start_barrier):
@@ -96,23 +93,6 @@ async def session(browser, url, k, duration, interval, out, gate, start_barrier)
         out["frames"].append(times)
     finally:
         await ctx.close()
-
-
-def viewport(text: str) -> dict:
-    """``WIDTHxHEIGHT`` (the --viewport option of the measurement scripts) as Playwright's viewport."""
-    w, h = (int(v) for v in text.lower().split("x"))
-    return {"width": w, "height": h}
-
-
-class Barrier:
-    def __init__(self, n):
-        self.n, self.count, self.event = n, 0, asyncio.Event()
-
-    async def wait(self):
-        self.count += 1
-        if self.count >= self.n:
-            self.event.set()
-        await asyncio.wait_for(self.event.wait(), 900)
 
 
 def cpu_seconds(pid: int) -> float:

@@ -4,7 +4,7 @@ import os
 import pytest
 from playwright import sync_api  # in the test extras: a broken install fails here instead of skipping the UI tests
 
-from .helpers import CHROMIUM, launch, panel_server
+from app.harness import CHROMIUM, launch, panel_server
 
 if not os.path.exists(CHROMIUM):
     pytest.skip(f"no chromium at {CHROMIUM} (set BFT_CHROMIUM to another binary); UI tests skipped",
@@ -35,7 +35,7 @@ def page(browser, server):
     pg.on("console", lambda m: pg.errors.append(m.text) if m.type == "error" else None)
     pg.on("pageerror", lambda e: pg.errors.append(str(e)))
     pg.goto(server[0])
-    from .helpers import wait_for_app
+    from app.harness import wait_for_app
     wait_for_app(pg)
     yield pg
     ctx.close()

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from .helpers import canvas_xy, column, image_sum
+from app.harness import canvas_xy, column, image_sum
 
 pytestmark = pytest.mark.ui
 
@@ -88,7 +88,7 @@ def open_card(page, title):
 
 
 def new_page(browser, url):
-    from .helpers import wait_for_app
+    from app.harness import wait_for_app
     ctx = browser.new_context(viewport={"width": 1280, "height": 720})
     other = ctx.new_page()
     other.goto(url)
@@ -177,9 +177,8 @@ def test_upload_with_two_prior_orders_is_accepted_and_exported_unchanged(page, t
 def test_warm_start_export_reproduces_what_the_browser_shows(page):
     import numpy as np
 
+    from app.harness import JS_IMAGE
     from bftcore.api import fit
-
-    from .helpers import JS_IMAGE
     open_card(page, "Solver and grid")
     page.locator("select:has(option[value='empirical'])").select_option("keep current")
     n = points_count(page)

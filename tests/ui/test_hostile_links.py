@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from .helpers import canvas_xy, image_sum, wait_for_app
+from app.harness import canvas_xy, image_sum, wait_for_app
 
 pytestmark = pytest.mark.ui
 
@@ -110,7 +110,7 @@ def test_three_tabs_of_a_worst_accepted_link_leave_other_sessions_working_and_me
     worker threads and their heaps) is paid once, a session's arrays never.  A 128 x 128 massive-relaxation run
     whose generator was closed away from its worker thread left 130 MB per round (scipy's SuperLU), within the 300
     MB of the first round but not of the second."""
-    from .helpers import HOSTILE_LINKS, hostile_scenario, panel_server
+    from app.harness import HOSTILE_LINKS, hostile_scenario, panel_server
     with panel_server(extra_args=["--check-unused-sessions", "500", "--unused-session-lifetime", "2000"]) as (url, log):
         first = hostile_scenario(browser, url, clicks=3, link=HOSTILE_LINKS[name])
         second = hostile_scenario(browser, url, clicks=3, link=HOSTILE_LINKS[name])

@@ -1,14 +1,13 @@
 """Screenshots of the main views for the README (assets/screenshots/*.png); run with BFT_SCREENSHOTS=1."""
 import os
 import time
+from pathlib import Path
 
 import pytest
 
-from .helpers import ROOT
-
 pytestmark = [pytest.mark.ui, pytest.mark.skipif(not os.environ.get("BFT_SCREENSHOTS"),
                                                  reason="set BFT_SCREENSHOTS=1 to refresh the screenshots")]
-OUT = ROOT / "assets" / "screenshots"
+OUT = Path(__file__).resolve().parents[2] / "assets" / "screenshots"
 
 
 def test_screenshots(page):

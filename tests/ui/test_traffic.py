@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from .helpers import canvas_xy, wait_for_app
+from app.harness import canvas_xy, wait_for_app
 
 pytestmark = pytest.mark.ui
 

@@ -1,17 +1,29 @@
-"""Helpers shared by the UI tests and the measurement scripts: a `panel serve app` subprocess on a free port,
-the chromium launch of this machine, and JavaScript probes into the page's Bokeh document."""
+"""The browser/server harness used by the UI tests and the load scripts.
+
+A `panel serve` of this installed app on a free port (:func:`panel_server`), the chromium launch of this machine
+(:func:`launch`, :data:`CHROMIUM_ARGS`), JavaScript probes into the page's Bokeh document (``JS_*``), waiting for the
+app (:func:`wait_for_app`), canvas coordinates (:func:`canvas_xy`), the server's memory (:func:`rss_mb`) and the
+hostile-links scenario (:data:`HOSTILE_LINKS`, :func:`hostile_scenario`).  Playwright (the test extras) is not
+imported here: callers pass in their own Playwright objects.  Nothing of the dashboard imports this module.
+"""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+#: The app's own folder, what `panel serve` is given (served at /app).
+APP_DIR = Path(__file__).resolve().parent
+#: The projector size the layout is made for.
+VIEWPORT = {"width": 1280, "height": 720}
 CHROMIUM = os.environ.get("BFT_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
@@ -29,13 +41,15 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def panel_server(port: int | None = None, log_path: str | None = None, extra_args=()):
-    """`panel serve app` bound to 127.0.0.1; yields (url, log file path); stops the server afterwards."""
+    """`panel serve` of the installed app (:data:`APP_DIR`) bound to 127.0.0.1, run from the temporary directory
+    (so it imports ``app`` and ``bftcore`` as installed, not from a working directory); yields (url, log file path,
+    by default in the temporary directory); stops the server afterwards."""
     port = port or free_port()
-    log_path = log_path or str(ROOT / f".panel-serve-{port}.log")
-    cmd = [sys.executable, "-m", "panel", "serve", "app", "--port", str(port), "--address", "127.0.0.1",
+    log_path = log_path or str(Path(tempfile.gettempdir()) / f"bft-panel-serve-{port}.log")
+    cmd = [sys.executable, "-m", "panel", "serve", str(APP_DIR), "--port", str(port), "--address", "127.0.0.1",
            "--allow-websocket-origin", f"127.0.0.1:{port}", *extra_args]
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/app"
     try:
         deadline = time.time() + 60
@@ -63,7 +77,8 @@ def launch(playwright):
 
 
 # JavaScript probes -----------------------------------------------------------------------------------------
-JS_MODEL = "(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name); if (m) return true; } return false; }"
+JS_MODEL = """(name) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
+  if (m) return true; } return false; }"""
 
 JS_IMAGE_SUM = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-image-source');
   if (m) { const a = m.data.image[0]; let s = 0, w = 0; const f = a.flat ? a.flat(Infinity) : a;
@@ -105,7 +120,8 @@ JS_WATCH_IMAGE_EVENTS = """() => { for (const d of Bokeh.documents) { const m = 
   window.__bftSig = s; window.__bftImageChanges.push(performance.now());
   for (const w of window.__bftWaiters.splice(0)) w(); } };
   m.change.connect(check); m.properties.data.change.connect(check);
-  if (m.patching) m.patching.connect(check); if (m.streaming) m.streaming.connect(check); return true; } return false; }"""
+  if (m.patching) m.patching.connect(check); if (m.streaming) m.streaming.connect(check); return true; }
+  return false; }"""
 
 
 # Resolves once the heatmap has changed more than n times (after JS_WATCH_IMAGE_EVENTS), woken by the change
@@ -115,11 +131,19 @@ JS_WAIT_IMAGE_CHANGE = """(n) => new Promise((resolve) => { const done = () => {
   if (!done()) { const w = () => { if (!done()) window.__bftWaiters.push(w); }; window.__bftWaiters.push(w); } })"""
 
 
+# The traces hold more than the start: the first solve, which runs on load, has shown its iterations.
+JS_TRACES_READY = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-traces-source');
+  if (m && m.data.iteration.length > 1) return true; } return false; }"""
+
+# Where to click, how many heatmap changes so far and the page's time, in one round trip (after
+# JS_WATCH_IMAGE_EVENTS): t0 is taken before the click is dispatched, so a latency errs on the long side.
+JS_CLICK_SETUP = f"""(xy) => [({JS_CANVAS_XY})(xy), window.__bftImageChanges.length, performance.now()]"""
+
+
 def wait_for_app(page, timeout=30000):
+    """Wait until the page's heatmap exists and the first solve, which runs on load, has reached the traces."""
     page.wait_for_function(JS_MODEL, arg="bft-image-source", timeout=timeout)
-    # the first solve runs on load; wait until the traces have something
-    page.wait_for_function("""() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-traces-source');
-      if (m && m.data.iteration.length > 1) return true; } return false; }""", timeout=timeout)
+    page.wait_for_function(JS_TRACES_READY, timeout=timeout)
 
 
 def canvas_xy(page, x, y):
@@ -158,13 +182,13 @@ HOSTILE_LINKS = {"field P, massive": WORST_LINK, "field P, newton": NEWTON_P_LIN
 
 def hostile_scenario(browser, url: str, clicks: int = 5, heavy_tabs: int = 3, settle_s: float = 8.0,
                      link: str = WORST_LINK) -> dict:
-    """Three tabs of ``link`` (by default :data:`WORST_LINK`) on one server while a fourth session on the default problem clicks the
-    canvas; then the three close.  Returns the server's RSS (MB) before, at its peak and after the sessions are
-    destroyed, the click-to-heatmap latencies (ms) of the fourth session, and how many of its clicks updated.
+    """Three tabs of ``link`` (by default :data:`WORST_LINK`) on one server while a fourth session on the default
+    problem clicks the canvas; then the three close.  Returns the server's RSS (MB) before, at its peak and after
+    the sessions are destroyed, the click-to-heatmap latencies (ms) of the fourth session, and how many of its
+    clicks updated.
     The server must run with short ``--unused-session-lifetime`` / ``--check-unused-sessions`` for "after"."""
-    import threading
     pid = SERVER_PIDS[url]
-    victim_ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    victim_ctx = browser.new_context(viewport=VIEWPORT)
     victim = victim_ctx.new_page()
     victim.goto(url)
     wait_for_app(victim)
@@ -181,7 +205,7 @@ def hostile_scenario(browser, url: str, clicks: int = 5, heavy_tabs: int = 3, se
     watcher.start()
     heavy = []
     for _ in range(heavy_tabs):
-        ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+        ctx = browser.new_context(viewport=VIEWPORT)
         pg = ctx.new_page()
         pg.goto(url + link)
         pg.wait_for_function(JS_MODEL, arg="bft-image-source", timeout=60000)
@@ -215,3 +239,23 @@ def hostile_scenario(browser, url: str, clicks: int = 5, heavy_tabs: int = 3, se
     watcher.join()
     return {"before": before, "peak": peak[0], "after": after, "latencies_ms": latencies, "updated": updated,
             "clicks": clicks}
+
+
+def viewport(text: str) -> dict:
+    """``WIDTHxHEIGHT`` (the --viewport option of the measurement scripts) as Playwright's viewport."""
+    w, h = (int(v) for v in text.lower().split("x"))
+    return {"width": w, "height": h}
+
+
+class Barrier:
+    """All of ``n`` asyncio tasks wait here until the last arrives (at most 900 s): the pages of a load test start
+    measuring together."""
+
+    def __init__(self, n):
+        self.n, self.count, self.event = n, 0, asyncio.Event()
+
+    async def wait(self):
+        self.count += 1
+        if self.count >= self.n:
+            self.event.set()
+        await asyncio.wait_for(self.event.wait(), 900)
