@@ -13,6 +13,8 @@ import statistics
 import subprocess
 import sys
 
+import numpy as np
+
 CHILD = r"""
 import json, resource, sys, time
 from bftcore import api, mixtures
@@ -36,7 +38,6 @@ def grid(nx, ny, x=(1, 10), y=(1, 15)):
 
 
 def data(n=200, seed=0):
-    import numpy as np
     rng = np.random.default_rng(seed)
     return np.column_stack([rng.uniform(1, 10, n), np.clip(rng.normal(8, 3, n), 1, 15)]).tolist()
 
