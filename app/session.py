@@ -194,7 +194,7 @@ class BFTSession(param.Parameterized):
     live = param.Boolean(True, label="re-solve on every change")
     preset = param.String("", regex=r"^[\w .-]{0,64}$", doc="Name of the last preset loaded ('' when edited by hand).")
     # --- outputs (read by the views) -------------------------------------------------------------------------
-    record = param.Parameter(None, doc="Latest solver record on screen (attributes of api.Record).")
+    record = param.Parameter(None, doc="Latest solver record on screen (a bftcore.records.Record, with its arrays).")
     history = param.List([], doc="One bftcore.records.Record per iteration of the current run shown so far, "
                                  "without its arrays (L, P, h, field are None).")
     run_id = param.Integer(0, doc="Incremented when the first frame of a new run is shown (the traces restart).")
@@ -399,10 +399,6 @@ class BFTSession(param.Parameterized):
 
 
     # ===================================================================== solver control
-    @property
-    def served(self) -> bool:
-        return self.pump.served
-
     def _on_model_change(self, event):
         """Switching between density and regression swaps the template menu and the data's y values.  A file's
         templates and regression truth belong to the model they were written for and are dropped."""
