@@ -55,7 +55,7 @@ import numpy as np
 import param
 from panel.io.state import set_curdoc
 
-from bftcore import api, mixtures
+from bftcore import api
 from bftcore.limits import RunBudgetExceeded, deadline
 
 from .transport import one_message
@@ -154,7 +154,7 @@ def trial_start(cfg: dict) -> None:
 def _sweep_within_budget(cfg, beta_min, beta_max, n):
     """A sweep in a worker thread, stopped after :data:`RUN_COMPUTE_S` seconds."""
     with deadline(RUN_COMPUTE_S):
-        return mixtures.sweep_document(cfg, beta_min, beta_max, n)
+        return api.sweep_document(cfg, beta_min, beta_max, n)
 
 
 def _is_heavy(cfg: dict) -> bool:
@@ -462,7 +462,7 @@ class FramePump:
 
     # --- beta sweep -------------------------------------------------------------------------------------------
     def sweep(self, cfg: dict, beta_min: float, beta_max: float, n: int):
-        """Sweep beta of the validated ``cfg`` (bftcore.mixtures.sweep_document) into the session's ``sweep``;
+        """Sweep beta of the validated ``cfg`` (bftcore.api.sweep_document) into the session's ``sweep``;
         on the heavy worker thread, within :data:`RUN_COMPUTE_S`, when served."""
         s = self.session
 
@@ -485,7 +485,7 @@ class FramePump:
             asyncio.ensure_future(work())
         else:
             try:
-                doc = mixtures.sweep_document(cfg, beta_min, beta_max, n)
+                doc = api.sweep_document(cfg, beta_min, beta_max, n)
             except Exception as e:  # noqa: BLE001
                 doc = e
             done(doc)

@@ -501,7 +501,7 @@ class BFTSession(param.Parameterized):
         return api.validate_config(self.to_config())
 
     def run_sweep(self, beta_min: float = 0.1, beta_max: float = 10.0, n: int = 25):
-        """Sweep beta up and down (bftcore.mixtures.sweep_document); in a worker thread when served."""
+        """Sweep beta up and down (bftcore.api.sweep_document); in a worker thread when served."""
         try:
             cfg = self.sweep_config()
             beta_min, beta_max, n = validate_sweep(cfg, beta_min, beta_max, n)

@@ -41,7 +41,7 @@ class Limits:
     #: Templates of one prior mixture, and nodes x templates (each template is a full field).
     max_templates: int | None = 16
     max_template_nodes: int | None = 131_072
-    #: Data points of one document (the dashboard's own click limit is lower: app.state.MAX_POINTS).
+    #: Data points of one document (the dashboard's own click limit is lower: app.configuration.MAX_POINTS).
     max_points: int | None = 100_000
     #: Iterations of one run (solver.max_iter), and nodes x iterations: the work of a slow method on a big grid
     #: (61 iterations at 128 x 128, where field P with massive relaxation takes about 0.1 s an iteration).
