@@ -203,7 +203,11 @@ class BFTSession(param.Parameterized):
     result = param.Dict(None, allow_None=True, doc="Exact regression quantities of the finished run.")
     sweep = param.Dict(None, allow_None=True, doc="Last beta sweep document (CONVENTIONS §4).")
     sweeping = param.Boolean(False)
-    message = param.String("", doc="Last message to the user (errors, refused input).")
+    sweep_progress = param.String("", doc="Progress of the running beta sweep in words ('' when none runs).")
+    edited = param.Boolean(False, doc="The problem was changed by the user since the page opened or a preset was "
+                                      "loaded (the presets view says 'Edited by hand' only then).")
+    message = param.String("", doc="Last message to the user (errors, refused input); cleared by the next change "
+                                   "of the problem.")
     status = param.String("")
 
     def __init__(self, doc=None, **params):
@@ -211,6 +215,7 @@ class BFTSession(param.Parameterized):
         self.pump = FramePump(self, doc)  # plays the runs: doc is the Bokeh document when served, None: synchronous
         self._undo = []
         self._quiet = False          # suppress auto re-solve while a batch of parameters is applied
+        self._keep_message = False   # a message set within the current change survives it (_on_model_change)
         self.param.watch(self._on_grid_size, ["grid_size"])
         self.param.watch(self._on_model_change, ["model"])
         self.param.watch(self._on_problem_change, list(CONFIG_PARAMS))
@@ -290,7 +295,7 @@ class BFTSession(param.Parameterized):
         self._push_undo()
         self._quiet = True
         try:
-            self.param.update(**values, preset=preset)
+            self.param.update(**values, preset=preset, edited=False)
         finally:
             self._quiet = False
         kept = []
@@ -408,23 +413,37 @@ class BFTSession(param.Parameterized):
         allowed = menu_kinds("regression" if regression else "density")
         kept = [k for k in self.templates if k in allowed]
         update = {}
+        note = ""
         if self.file_templates and not all(fits_model(t, regression) for t in self.file_templates):
             update.update(file_templates=[], file_weights=[])
-            self.message = "The templates of the loaded file belong to the other model; back to the menu."
+            note = "The templates of the loaded file belong to the other model; back to the menu."
         if regression and not kept and not (self.file_templates and "file_templates" not in update):
             kept = ["constant"]  # a regression mixture needs at least one template
         if kept != list(self.templates):
             update["templates"] = kept
         if update:
             self.param.update(**update)
+        if note:  # said after the update, which takes the previous message down; kept through this change
+            self.message, self._keep_message = note, True
+
+    #: Changing one of these restarts the run from the configured initialisation (not warm from the field on
+    #: screen), at once when ``live``.  Decision (issue 13): a new solver or start field must show what it does;
+    #: a warm start from a converged field would show nothing until Reset and Run.
+    COLD_RESTART = ("method", "init", "init_mass2", "solver_mass2")
 
     def _on_problem_change(self, *events):
         if self._quiet:
             return
+        if self._keep_message:
+            self._keep_message = False
+        elif self.message:  # a message says what the previous action did; the next action takes it down
+            self.message = ""
         if any(e.name != "data" for e in events):
             self.preset = ""
+        if not self.edited:
+            self.edited = True
         if self.live:
-            self.start_run(warm=True, play=True)
+            self.start_run(warm=not any(e.name in self.COLD_RESTART for e in events), play=True)
 
     def _warm_field(self, cfg):
         rec = self.record
