@@ -339,13 +339,18 @@ class RegressionModel:
 class RegressionMixtureEnergy:
     """E(h) = -(1/beta) ln sum_j p_j exp(-beta E_hj(h)), eqs. (18), (19) [001] (divided by beta).
 
-    Implements the solver protocol: ``value``, ``gradient`` (stationarity (21)), ``hessp``, ``project``
-    (identity), ``massive_solve`` and ``mixing`` (a_j of (23)).  The Hessian is
+    Implements the solver protocol (:mod:`bftcore.solvers`): ``at``, ``normalise`` (identity), the learning
+    matrices' hooks ``massive_solve`` and ``newton_preconditioner``, and the declarations ``minimiser_step``,
+    ``newton_loose_until`` and ``saddle_escape``; besides ``value``, ``gradient`` (stationarity (21)),
+    ``hessp``, ``project`` (identity) and ``mixing`` (a_j of (23)).  The Hessian is
     ``A - beta sum_j a_j d_j d_j^T`` with ``d_j = K_0 (t_j - sum_k a_k t_k)``: the covariance of the component
     gradients under a, which makes the mixture energy non-convex.
     """
 
     field = "h"
+    minimiser_step = None  # no constraint: the solver's descent step
+    newton_loose_until = np.inf  # Newton's CG is solved to the sqrt(|G|/|G0|) forcing term from the start
+    saddle_escape = False  # no convexified Hessian offered; negative curvature only truncates the CG
 
     def __init__(self, model: RegressionModel, beta: float):
         self.model = model
@@ -360,8 +365,10 @@ class RegressionMixtureEnergy:
         """Regression fields carry no constraint: the identity."""
         return np.asarray(h, dtype=float)
 
-    def newton_preconditioner(self, point):
-        """Exact inverse of the single-component Hessian A = K_T + K_0 (one sparse factorisation)."""
+    def newton_preconditioner(self, point, previous=None, strong: bool = False, cache: dict | None = None):
+        """Exact inverse of the single-component Hessian A = K_T + K_0 (one sparse factorisation, held by the
+        model); the arguments of the solver protocol (the previous preconditioner, its strength, the solver's
+        cache) are not needed."""
         return self.model.solve_A
 
     def _prior(self, h):

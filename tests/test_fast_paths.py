@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bftcore import api, metrics, presets
+from bftcore import active_set, api, metrics, presets
+from bftcore.active_set import FaceCaches, LineEnergy, epsilon_active, massive_face_direction, project_simplex
 from bftcore.bench import random_problem
-from bftcore.energies import project_simplex
+from bftcore.energies import SeparablePreconditioner
 from bftcore.grid import Axis, Grid
 from bftcore.operators import PriorOperator, axis_operator, laplacian_1d
-from bftcore.solvers import SeparablePreconditioner, _curvature_step, _massive_face_direction, _pcg
+from bftcore.solvers import _curvature_step, _pcg
 
 
 def bisection_projection(row: np.ndarray, hy: float) -> np.ndarray:
@@ -63,7 +64,7 @@ def test_line_energy_equals_full_evaluation(make):
     rng = np.random.default_rng(1)
     d = rng.normal(size=base.shape)
     d -= d.mean(axis=1, keepdims=True)  # keeps the normalisation
-    line = E.line_energy(base, d)
+    line = LineEnergy(E, base, d)
     assert np.isfinite(line.eta_max) and line.eta_max > 0
     for eta in np.linspace(0, line.eta_max, 7)[:-1]:
         full = E.at(base + eta * d).value
@@ -88,10 +89,10 @@ def test_green_face_step_equals_the_kkt_solution():
     problem = api.build_density(cfg)
     E, grid = problem.energy, problem.grid
     pt = E.at(recs[len(recs) // 4].P)
-    active = pt.eps_active
+    active = epsilon_active(pt)
     assert active.any()  # the test is about a face with nodes held at zero
     mass2 = cfg["solver"]["mass2"]
-    d = _massive_face_direction(pt, mass2)
+    d = massive_face_direction(pt, active, mass2, FaceCaches())
     free = np.flatnonzero(~active.ravel())
     nf, nx, ny = free.size, grid.shape[0], grid.shape[1]
     A = problem.K.matrix.toarray() + mass2 * np.eye(grid.size)
@@ -229,7 +230,6 @@ def test_strong_preconditioner_schur_complement_matches_separable_solves():
 def test_barzilai_borwein_first_trial_keeps_the_minimum_and_monotonicity(fig, monkeypatch):
     """Massive relaxation of E_P tries the Barzilai-Borwein step first: the energy still never increases, the run
     ends at the same minimum as Newton (to 1e-10) and as the minimising line search alone, in fewer iterations."""
-    from bftcore import solvers
     cfg = presets.figure_config(fig)
     doc = api.fit(cfg)
     energies = [h["energy"] for h in doc["history"]]
@@ -237,7 +237,7 @@ def test_barzilai_borwein_first_trial_keeps_the_minimum_and_monotonicity(fig, mo
     newton = copy.deepcopy(cfg)
     newton["solver"]["method"] = "newton"
     assert doc["energy"] == pytest.approx(api.fit(newton)["energy"], rel=1e-10)
-    monkeypatch.setattr(solvers, "_barzilai_borwein", lambda *a: None)
+    monkeypatch.setattr(active_set, "barzilai_borwein", lambda *a: None)
     plain = api.fit(cfg)
     assert doc["energy"] == pytest.approx(plain["energy"], rel=1e-10)
     assert doc["iterations"] < plain["iterations"]

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from bftcore import api, presets
+from bftcore.records import Record
+from bftcore.solvers import IterationController
 from bftcore.solvers import iterate as solver_iterate
 
 METHODS = ("newton", "massive", "gradient")
@@ -219,3 +221,35 @@ def test_callback_can_stop_fit():
     doc = api.fit(cfg, callback=lambda r: seen.append(r.iteration) or r.iteration >= 2)
     assert seen == [0, 1, 2]
     assert doc["iterations"] == 2 and len(doc["history"]) == 3
+
+
+@pytest.mark.parametrize("field, method", [("P", "massive"), ("P", "newton"), ("L", "newton")])
+def test_a_run_owns_its_caches_and_yields_records(field, method):
+    """The factorisations a run reuses belong to the run: the energy is left as it was built, a second run on the
+    same energy repeats the first number for number, and every iteration is a bftcore.records.Record carrying the
+    solver's field."""
+    cfg = odd_config(field, 1.0)
+    problem = api.build_density(cfg)
+    E = problem.energy
+    before = set(vars(E))
+    phi0 = api.initial_field(problem)
+    first = list(solver_iterate(E, phi0, method=method, mass2=0.5, max_iter=30))
+    assert set(vars(E)) == before
+    second = list(solver_iterate(E, phi0, method=method, mass2=0.5, max_iter=30))
+    assert [(r.energy, r.step, r.method) for r in first] == [(r.energy, r.step, r.method) for r in second]
+    assert all(isinstance(r, Record) and r.field is not None for r in first)
+    np.testing.assert_array_equal(first[-1].field, second[-1].field)
+
+
+def test_iteration_controller_needs_a_small_residual_as_well_as_a_small_step():
+    class At:
+        value, residual = 1.0, 1e-3
+
+    rule = IterationController(min_iter=2, max_iter=10, tol=1e-8)
+    assert list(rule.iterations()) == list(range(1, 11))
+    assert not rule.converged(1, 0.0, 0.0, At())           # min_iter not done
+    assert not rule.converged(3, 0.0, 0.0, At())           # residual 1e-3 > sqrt(tol) = 1e-4
+    At.residual = 1e-5
+    assert rule.converged(3, 1e-9, 1.0, At())              # a field change below tol
+    assert not rule.converged(3, 1e-3, 1e-3, At())         # neither the field nor the energy settled
+    assert rule.stalled(None)
