@@ -81,12 +81,13 @@ _HEAVY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bft-heavy")
 #: Shortest time between two frames pushed to the browser while a run plays (at most ~10 frames/s).
 MIN_FRAME_S = 0.15
 #: Shortest time between two updates of the secondary views (traces, mixing, regression curve, status line)
-#: within a run, counted from the start of the run; the last frame of a run (and of a step or a pause) always
-#: updates them.  The heatmap moves with every frame.  Each plot a frame touches costs the browser a re-render
-#: (5-50 ms in headless Chromium on the project's machine; a trace restarted with one or two iterations also
-#: changes its axis labels and so the layout), so a click's first frames touch the heatmap alone, and a run
-#: shorter than this updates the secondary views once, at its end.
-SECONDARY_FRAME_S = 1.0
+#: within a run.  0 (issue 13, "the lecture hall"): they move with every frame of the heatmap, in the same frame and
+#: the same websocket message (:func:`app.transport.one_message`), so energy, errors and a_j stream at the frame
+#: rate of the heatmap instead of jumping by a dozen iterations once a second.  The last frame of a run (and of a
+#: step or a pause) always updates them.
+SECONDARY_FRAME_S = 0.0
+#: Bytes of fields one session keeps of its current run for the history scrubber (:class:`FieldBuffer`).
+FIELD_BUDGET_BYTES = 64 * 1024 * 1024
 #: A browser that has not yet applied the previous frame gets no new one (records are coalesced instead), for at
 #: most this long.  Frames then follow what each browser can draw: on a loaded machine a page receives fewer,
 #: fuller frames instead of a queue of stale ones; the first frame of a run and the final one are never held.
@@ -151,10 +152,11 @@ def trial_start(cfg: dict) -> None:
         gen.close()
 
 
-def _sweep_within_budget(cfg, beta_min, beta_max, n):
-    """A sweep in a worker thread, stopped after :data:`RUN_COMPUTE_S` seconds."""
+def _sweep_within_budget(cfg, beta_min, beta_max, n, progress=None):
+    """A log-spaced sweep in a worker thread, stopped after :data:`RUN_COMPUTE_S` seconds; ``progress(solves,
+    beta)`` is called after each solve."""
     with deadline(RUN_COMPUTE_S):
-        return api.sweep_document(cfg, beta_min, beta_max, n)
+        return api.sweep_document(cfg, beta_min, beta_max, n, spacing="log", progress=progress)
 
 
 def _is_heavy(cfg: dict) -> bool:
@@ -167,6 +169,38 @@ def grid_key(cfg: dict):
     """What a field's shape and meaning depend on: a warm start is only taken from a run with the same key."""
     g = cfg["grid"]
     return (cfg["model"], cfg["prior"].get("field"), tuple(sorted(g["x"].items())), tuple(sorted(g["y"].items())))
+
+
+def _number(v) -> str:
+    """A trace value for the status line: "—" for a missing or non-finite value."""
+    return "—" if v is None or not np.isfinite(v) else f"{float(v):.4f}"
+
+
+def status_line(rec) -> str:
+    """The status line of a record.  The training error of no data is the mean over an empty sample (NaN): it is
+    shown as "—" with the reason, not as "nan"; the test error appears only when the truth is known."""
+    train = _number(rec.train_error)
+    if train == "—":
+        train += " (no data points)"
+    return (f"iteration {rec.iteration}  ·  energy {_number(rec.energy)}  ·  training error {train}"
+            + ("" if rec.test_error is None else f"  ·  test error {_number(rec.test_error)}"))
+
+
+def failure_words(error: Exception, run=None) -> str:
+    """What a user reads when the solver fails: what happened, in words, with no Python exception names.  The last
+    good iteration stays on screen; the message goes away with the next action (see BFTSession)."""
+    at = "" if run is None or run.last is None else f" after iteration {run.last.iteration}"
+    if isinstance(error, MemoryError):
+        why = "the problem does not fit in the server's memory"
+    elif isinstance(error, (np.linalg.LinAlgError, ZeroDivisionError)) or "singular" in str(error).lower():
+        why = "a linear system of the step became singular"
+    elif isinstance(error, (FloatingPointError, OverflowError)) or "finite" in str(error).lower() \
+            or "nan" in str(error).lower():
+        why = "the numbers left the finite range (the step diverged)"
+    else:
+        why = "the step could not be computed"
+    return (f"The solver failed{at}: {why}. The last good iteration stays on screen; try another solver, a "
+            f"stronger prior (larger lambda) or Reset.")
 
 
 def without_arrays(rec):
@@ -183,6 +217,57 @@ def _exact(run):
     except Exception as e:  # noqa: BLE001 - shown as a message, the MAP solution stays
         return e
     return {"exact": res.get("exact"), "h": res.get("h")}
+
+
+class FieldBuffer:
+    """The fields of the current run, per iteration, for the history scrubber (replaying iteration k).
+
+    Decision (issue 13): the session's ``history`` keeps its Records *without* arrays (memory); the fields of the
+    current run only are kept here, as float32 (half the bytes of the solver's float64; the colour scale of the
+    heatmap does not resolve more), within a byte budget of :data:`FIELD_BUDGET_BYTES` (64 MB) per session.  What
+    is kept is the field a user sees: P for a density, h for a regression.  Past the budget the buffer is
+    *decimated*: every other stored iteration is dropped (iteration 0 and the latest are always kept) and from then
+    on only every ``stride``-th iteration is stored, the stride doubling at each decimation.  A scrub to an
+    iteration that was dropped shows the nearest stored one before it.  The 10x15 paper grid takes 600 bytes per
+    iteration, so a whole run is kept; a 128x128 run keeps about 1000 iterations before decimation.  A new run
+    empties the buffer; the session's close drops it."""
+
+    def __init__(self, budget: int = FIELD_BUDGET_BYTES):
+        self.budget = budget
+        self.fields: dict[int, np.ndarray] = {}
+        self.stride = 1
+        self.nbytes = 0
+
+    def clear(self):
+        self.fields, self.stride, self.nbytes = {}, 1, 0
+
+    def add(self, rec) -> None:
+        arr = rec.h if rec.P is None else rec.P
+        if arr is None:
+            return
+        k = int(rec.iteration)
+        if k % self.stride and k != 0:
+            # keep the latest always: it replaces the previous off-stride latest
+            last = max(self.fields) if self.fields else None
+            if last is not None and last % self.stride and last != 0:
+                self.nbytes -= self.fields.pop(last).nbytes
+        a = np.asarray(arr, dtype=np.float32).copy()
+        self.fields[k] = a
+        self.nbytes += a.nbytes
+        while self.nbytes > self.budget and len(self.fields) > 2:
+            self.stride *= 2
+            latest = max(self.fields)
+            for j in sorted(self.fields):
+                if j != 0 and j != latest and j % self.stride:
+                    self.nbytes -= self.fields.pop(j).nbytes
+
+    def at(self, k: int):
+        """(iteration, field) of the stored iteration nearest to ``k`` at or before it, or (None, None)."""
+        kept = [j for j in self.fields if j <= k]
+        if not kept:
+            return None, None
+        j = max(kept)
+        return j, self.fields[j]
 
 
 class _Run:
@@ -227,6 +312,7 @@ class FramePump:
         self.frame_serial = 0    # frames with records applied (the canvas sends it to the browser with the image)
         self.frame_acked = None  # the last serial the browser reported as applied; None: it never reported
         self.closed = False      # the browser session ended (close)
+        self.fields = FieldBuffer()  # the fields of the run on screen, for the history scrubber
 
     @property
     def served(self) -> bool:
@@ -269,6 +355,7 @@ class FramePump:
         self.closed = True
         self.cancel()
         self.run = self.shown_run = None
+        self.fields.clear()
 
     def play(self):
         """Run (or resume) the current run, animated."""
@@ -310,13 +397,14 @@ class FramePump:
             self.playing = False
             with param.parameterized.batch_call_watchers(s):
                 s.running = False
-                s.message = (str(error) if isinstance(error, RunBudgetExceeded) else
-                             f"The solver failed ({type(error).__name__}: {error}); showing the last good "
-                             f"solution.")
+                s.message = str(error) if isinstance(error, RunBudgetExceeded) else failure_words(error, run)
             return
+        if run.fresh and recs:
+            self.fields.clear()
         for rec in recs:
             if rec.iteration == 0:
                 run.start = rec
+            self.fields.add(rec)
         run.unshown += [without_arrays(r) for r in recs]
         now = time.perf_counter()
         secondary = run.unshown and (finished or flush or not self.served
@@ -336,10 +424,7 @@ class FramePump:
                         s.result = None
                 else:
                     s.history = s.history + entries
-                e = entries[-1]
-                s.status = (f"iteration {e.iteration}  ·  energy {e.energy:.4f}  ·  "
-                            f"training error {e.train_error:.4f}"
-                            + ("" if e.test_error is None else f"  ·  test error {e.test_error:.4f}"))
+                s.status = status_line(entries[-1])
             if finished:
                 self.run = None
                 self.playing = False
@@ -353,6 +438,31 @@ class FramePump:
                     s.message = f"Exact regression quantities unavailable: {exact}"
                 elif exact is not None:
                     s.result = exact
+
+    def show_iteration(self, k: int) -> bool:
+        """The history scrubber: put iteration ``k`` of the run on screen (its record from the history with its
+        field from :attr:`fields`: the heatmap, the mixing bars and the traces' cursor follow ``session.record``).
+        Only while no run plays (after a run, or paused); False when iteration ``k`` is not available."""
+        s = self.session
+        if s.running or not s.history:
+            return False
+        entries = [r for r in s.history if int(r.iteration) <= k]
+        if not entries:
+            return False
+        j, arr = self.fields.at(int(entries[-1].iteration))
+        if arr is None:
+            return False
+        entry = next(r for r in s.history if int(r.iteration) == j)
+        field = np.asarray(arr, dtype=float)
+        if s.is_regression:
+            rec = dataclasses.replace(entry, h=field, field=field)
+        else:  # the P kept; L = ln P is the warm start of a change made while scrubbed
+            with np.errstate(divide="ignore"):
+                L = np.log(np.maximum(field, 1e-300))
+            rec = dataclasses.replace(entry, P=field, L=L, field=L if s.model.endswith("L") else field)
+        self.frame_serial += 1
+        s.record = rec
+        return True
 
     # --- synchronous path (tests, notebooks) ------------------------------------------------------------------
     def advance_sync(self) -> bool:
@@ -468,24 +578,39 @@ class FramePump:
 
         def done(doc):
             s.sweeping = False
+            s.sweep_progress = ""
             if isinstance(doc, Exception):
                 s.message = f"The sweep failed: {doc}"
             else:
                 s.sweep = doc
 
+        total = 2 * int(n)  # followed upwards and downwards
+
+        def show(done_solves, beta):
+            s.sweep_progress = f"{min(done_solves, total)} of about {total} solves · β = {beta:.3g}"
+
+        s.sweep_progress = f"0 of about {total} solves"
         s.sweeping = True
         if self.served:
+            last = [0.0]
+
+            def progress(done_solves, beta):  # worker thread: hand it to the document, at most ~10 times a second
+                now = time.perf_counter()
+                if now - last[0] >= MIN_FRAME_S:
+                    last[0] = now
+                    self.push(show, done_solves, beta)
+
             async def work():
                 try:
                     doc = await asyncio.get_running_loop().run_in_executor(
-                        _HEAVY_POOL, _sweep_within_budget, cfg, beta_min, beta_max, n)
+                        _HEAVY_POOL, _sweep_within_budget, cfg, beta_min, beta_max, n, progress)
                 except Exception as e:  # noqa: BLE001
                     doc = e
                 self.push(done, doc)
             asyncio.ensure_future(work())
         else:
             try:
-                doc = api.sweep_document(cfg, beta_min, beta_max, n)
+                doc = api.sweep_document(cfg, beta_min, beta_max, n, spacing="log", progress=show)
             except Exception as e:  # noqa: BLE001
                 doc = e
             done(doc)

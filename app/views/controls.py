@@ -1,4 +1,14 @@
-"""The control sidebar: model, prior, templates, solver, grid, run buttons, data editing."""
+"""The control sidebar: model, prior, templates, solver, grid, run buttons, data editing.
+
+Slider scales (issue 13).  A quantity that is a *scale* (the prior strengths lambda, lambda_x, lambda_y, the
+coefficient of the prior order, the masses l0, relaxation m² and kernel m_C², the mixture temperature beta) has a
+LOG slider (:func:`scale_slider`): its positions are every number of two significant digits, 90 per decade (1.0,
+1.1, ..., 9.9 times a power of ten), so each decade has the same length, an arrow key moves to the next such number,
+and every value of the presets (0.01, 0.025, 0.1, 0.3, 0.5, 1.2, ...) is a position, hit exactly.  A scale that may
+be 0 (l0, the order coefficient, lambda_x, lambda_y, the relaxation mass) has 0 one position below the lowest
+decade.  The other sliders are linear, and their value is rounded to the slider's step before it reaches the
+session (:func:`linear_slider`), so a link says ``w_uniform=1.1``, never ``1.0999999999999999``.
+"""
 from __future__ import annotations
 
 import math
@@ -6,6 +16,7 @@ from functools import partial
 
 import panel as pn
 import param
+from bokeh.models import CustomJSTickFormatter
 
 from bftcore.templates import KINDS, describe, kinds
 
@@ -14,6 +25,84 @@ from ..session import MENU_KINDS, BFTSession
 
 #: Sliders whose change starts a solve send their value on release only (value_throttled).
 THROTTLED = dict(throttled=True)
+#: Positions of a log slider per decade: the numbers 1.0, 1.1, ..., 9.9 (two significant digits).
+PER_DECADE = 90
+#: Decades (lowest, highest power of ten) of each log slider, and whether 0 is a position below the lowest.
+SCALES = {"lam": (-3, 2, False), "lam_x": (-2, 2, True), "lam_y": (-2, 2, True), "l0": (-4, 1, True),
+          "order_coef": (-4, 2, True), "solver_mass2": (-4, 1, True), "init_mass2": (-4, 2, False),
+          "beta": (-3, 3, False)}
+
+
+def scale_value(index: int, lo: int) -> float:
+    """The value at a position of a log slider whose lowest decade is 10**lo (-1: zero)."""
+    if index < 0:
+        return 0.0
+    decade, r = divmod(int(index), PER_DECADE)
+    return float(f"{10 + r}e{lo + decade - 1}")  # exactly the two-digit number, in its shortest form
+
+
+def scale_index(value: float, lo: int) -> int:
+    """The position of a log slider nearest to ``value`` (-1 for 0).  A positive value below the lowest decade (a
+    link's lam=1e-6) is shown at the lowest position, 10**lo; the session keeps the value itself until the slider
+    is moved.  Values above the highest decade widen the slider."""
+    if not value or value <= 0 or not math.isfinite(value):
+        return -1
+    e = math.floor(math.log10(value))
+    m = round(value / 10.0 ** e * 10)  # 10 ... 100
+    if m >= 100:
+        e, m = e + 1, 10
+    if m < 10:
+        m = 10
+    return max(0, (e - lo) * PER_DECADE + (m - 10))
+
+
+def _scale_format(lo: int) -> CustomJSTickFormatter:
+    return CustomJSTickFormatter(args=dict(lo=lo, per=PER_DECADE), code="""
+const i = Math.round(tick); if (i < 0) return "0";
+const d = Math.floor(i / per), r = i - d * per;
+return String(Number(((10 + r) * Math.pow(10, lo + d - 1)).toPrecision(2)));""")
+
+
+def _bind(widget, session, name, to_session, to_widget):
+    """Two-way link of a widget to a session parameter: the released value (``value_throttled``) goes in through
+    ``to_session``; the parameter comes back through ``to_widget``, widening the slider if needed."""
+    def push(event):
+        v = to_session(event.new)
+        if getattr(session, name) != v:
+            setattr(session, name, v)
+
+    def pull(*_):
+        pos = to_widget(getattr(session, name))
+        if pos < widget.start:
+            widget.start = pos
+        if pos > widget.end:
+            widget.end = pos
+        if widget.value != pos:
+            widget.value = pos
+
+    widget.param.watch(push, "value_throttled")
+    session.param.watch(pull, [name])
+    pull()
+    return widget
+
+
+def scale_slider(session, name: str, width: int, label: str | None = None):
+    """A log slider over the parameter ``name`` of :data:`SCALES` (see the module's text)."""
+    lo, hi, zero = SCALES[name]
+    p = session.param[name]
+    w = pn.widgets.IntSlider(name=label or p.label, start=-1 if zero else 0, end=(hi - lo) * PER_DECADE, step=1,
+                             value=0, width=width, format=_scale_format(lo), css_classes=[f"bft-scale-{name}"])
+    return _bind(w, session, name, lambda i: scale_value(i, lo), lambda v: scale_index(v, lo))
+
+
+def linear_slider(session, name: str, width: int, step: float = 0.01, **kw):
+    """A linear slider over a session parameter (its soft bounds), the value rounded to ``step`` on its way in."""
+    p = session.param[name]
+    lo, hi = p.get_soft_bounds()
+    digits = max(0, -math.floor(math.log10(step) + 1e-9))
+    w = pn.widgets.FloatSlider(name=p.label, start=lo, end=hi, step=step, value=getattr(session, name),
+                               width=width, **kw)
+    return _bind(w, session, name, lambda v: float(round(v, digits)), lambda v: v)
 
 
 def template_options(model: str) -> dict:
@@ -31,30 +120,40 @@ class Controls(pn.viewable.Viewer):
         W = 280
 
         def slider(p, step=None, **kw):
-            return pn.widgets.FloatSlider.from_param(p, width=W, step=step or 0.01, **THROTTLED, **kw)
+            return linear_slider(s, p.name, W, step=step or 0.01, **kw)
+
+        def log(p, **kw):
+            return scale_slider(s, p.name, W, **kw)
+
+        def action(fn):  # a button is the next action: the message of the previous one goes away
+            def click(_):
+                if s.message:
+                    s.message = ""
+                fn()
+            return click
 
         self.run = pn.widgets.Button(name="▶ Run", button_type="success", width=62)
         self.step = pn.widgets.Button(name="Step", width=58)
         self.pause = pn.widgets.Button(name="❚❚ Pause", width=72)
         self.reset = pn.widgets.Button(name="Reset", width=62)
-        self.run.on_click(lambda _: s.play())
-        self.step.on_click(lambda _: s.step())
-        self.pause.on_click(lambda _: s.pause())
-        self.reset.on_click(lambda _: s.reset(play=False))
+        self.run.on_click(action(s.play))
+        self.step.on_click(action(s.step))
+        self.pause.on_click(action(s.pause))
+        self.reset.on_click(action(lambda: s.reset(play=False)))
         self.clear = pn.widgets.Button(name="Clear points", width=110)
         self.undo = pn.widgets.Button(name="Undo", width=70)
-        self.clear.on_click(lambda _: s.clear_points())
-        self.undo.on_click(lambda _: s.undo())
+        self.clear.on_click(action(s.clear_points))
+        self.undo.on_click(action(s.undo))
         self.widgets = {
             "model": pn.widgets.Select.from_param(sp.model, width=W),
             "click_mode": pn.widgets.RadioButtonGroup.from_param(sp.click_mode, width=W, button_type="primary",
                                                                  button_style="outline"),
             "display": pn.widgets.RadioButtonGroup.from_param(sp.display, width=W, button_type="primary",
                                                               button_style="outline"),
-            "lam": slider(sp.lam), "lam_x": slider(sp.lam_x), "lam_y": slider(sp.lam_y),
-            "l0": slider(sp.l0),
+            "lam": log(sp.lam), "lam_x": log(sp.lam_x), "lam_y": log(sp.lam_y),
+            "l0": log(sp.l0),
             "order": pn.widgets.RadioButtonGroup.from_param(sp.order, width=W),
-            "order_coef": slider(sp.order_coef, step=0.001, format="0.000"),
+            "order_coef": log(sp.order_coef),
             "templates": pn.widgets.CheckButtonGroup.from_param(
                 sp.templates, options=template_options("density"), width=W,
                 button_type="primary", button_style="outline"),
@@ -64,12 +163,11 @@ class Controls(pn.viewable.Viewer):
             "w_constant": slider(sp.w_constant), "const_value": slider(sp.const_value, step=0.1),
             "w_linear": slider(sp.w_linear), "lin_slope": slider(sp.lin_slope, step=0.05),
             "lin_intercept": slider(sp.lin_intercept, step=0.1),
-            "log10_beta": pn.widgets.FloatSlider(name="log₁₀ β (mixture temperature)", start=-3.0, end=3.0,
-                                                 step=0.05, value=math.log10(s.beta), width=W),
+            "beta": log(sp.beta),
             "method": pn.widgets.RadioButtonGroup.from_param(sp.method, width=W),
-            "solver_mass2": slider(sp.solver_mass2, step=0.001, format="0.000"),
+            "solver_mass2": log(sp.solver_mass2),
             "init": pn.widgets.Select.from_param(sp.init, width=W),
-            "init_mass2": slider(sp.init_mass2, step=0.01),
+            "init_mass2": log(sp.init_mass2),
             "max_iter": pn.widgets.IntSlider.from_param(sp.max_iter, width=W, **THROTTLED),
             "min_iter": pn.widgets.IntInput.from_param(sp.min_iter, width=W // 2 - 5),
             "tol": pn.widgets.FloatInput.from_param(sp.tol, width=W // 2 - 5, format="0e+0"),
@@ -77,10 +175,11 @@ class Controls(pn.viewable.Viewer):
             "boundary_x": pn.widgets.RadioButtonGroup.from_param(sp.boundary_x, width=W // 2 - 5),
             "boundary_y": pn.widgets.RadioButtonGroup.from_param(sp.boundary_y, width=W // 2 - 5),
             "truth": pn.widgets.RadioButtonGroup.from_param(sp.truth, width=W),
-            "frame_ms": pn.widgets.IntSlider.from_param(sp.frame_ms, width=W, step=10),
             "live": pn.widgets.Checkbox.from_param(sp.live),
         }
-        self.beta_text = pn.pane.Markdown("", margin=(-12, 10, 0, 10), styles={"font-size": "12px"})
+        self.solver_note = pn.pane.Markdown(
+            "A new solver or start field restarts the run from that start at once.", width=W,
+            styles={"font-size": "12px", "color": "#555"}, margin=(-6, 10, 0, 10))
         # what a loaded file sets and the controls cannot show: read-only, kept in the configuration
         self.from_file = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False,
                                           name="from-file")
@@ -91,20 +190,13 @@ class Controls(pn.viewable.Viewer):
         self.drop_orders = pn.widgets.Button(name="Keep only the slider's order", width=W, visible=False)
         self.drop_orders.on_click(lambda _: setattr(s, "extra_orders", {}))
         self.grid_text = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False)
-        self.widgets["log10_beta"].param.watch(self._on_log_beta, "value_throttled")
         s.param.watch(self._sync_visibility, ["model", "templates", "method", "init", "beta", "file_templates",
                                               "file_weights", "extra_orders", "grid_size", "x_min", "x_max", "nx",
                                               "y_min", "y_max", "ny"])
-        for name, w in self.widgets.items():  # a loaded value beyond a slider's soft range widens the slider
-            if isinstance(w, (pn.widgets.FloatSlider, pn.widgets.IntSlider)) and name in s.param:
-                s.param.watch(partial(self._widen, w), [name])
-                self._widen(w)
+        w = self.widgets["max_iter"]  # a loaded value beyond the slider's soft range widens it (the others: _bind)
+        s.param.watch(partial(self._widen, w), ["max_iter"])
+        self._widen(w)
         self._sync_visibility()
-
-    def _on_log_beta(self, event):
-        beta = 10.0 ** event.new
-        if abs(math.log10(self.session.beta) - event.new) > 1e-9:
-            self.session.beta = beta
 
     @staticmethod
     def _widen(widget, *events):
@@ -130,12 +222,6 @@ class Controls(pn.viewable.Viewer):
         w["solver_mass2"].visible = s.method == "massive"
         w["init_mass2"].visible = s.init == "kernel"
         w["display"].disabled = regression
-        lb = math.log10(s.beta)
-        slider = w["log10_beta"]
-        slider.start, slider.end = min(slider.start, lb), max(slider.end, lb)
-        if abs(slider.value - lb) > 1e-9:
-            slider.value = lb
-        self.beta_text.object = f"β = {s.beta:.4g}"
         if s.file_templates:
             self.from_file.object = "**Templates from the file** (read-only, written back unchanged): " + "; ".join(
                 f"t{j + 1} = {describe(t, model)}, p = {p:g}" for j, (t, p) in
@@ -169,9 +255,10 @@ class Controls(pn.viewable.Viewer):
                                                     w["w_paper_t1"], w["w_paper_t2"], w["w_gaussian"], w["gauss_mu"],
                                                     w["gauss_sigma"], w["w_constant"], w["const_value"],
                                                     w["w_linear"], w["lin_slope"], w["lin_intercept"],
-                                                    w["log10_beta"], self.beta_text)),
+                                                    w["beta"])),
                 ("Solver and grid", pn.Column(w["method"], w["solver_mass2"], w["init"], w["init_mass2"],
-                                              w["max_iter"], pn.Row(w["min_iter"], w["tol"]), w["frame_ms"],
+                                              self.solver_note,
+                                              w["max_iter"], pn.Row(w["min_iter"], w["tol"]),
                                               w["grid_size"], self.grid_text,
                                               pn.Row(w["boundary_x"], w["boundary_y"]), w["truth"])),
                 active=[0], toggle=False, width=300),

@@ -16,8 +16,8 @@ from panel.io.state import set_curdoc
 from bftcore.config import parse_document, validate_config
 from bftcore.limits import LIMITS
 
-from ..configuration import URL_PARAMS
-from ..session import BFTSession
+from ..configuration import CONFIG_PARAMS, URL_PARAMS, params_from_config
+from ..session import BFTSession, preset_catalogue
 from ..transport import one_message
 
 
@@ -162,6 +162,21 @@ def _from_text(p: param.Parameter, text: str):
     return text
 
 
+def _restore_preset(session: BFTSession, name: str) -> None:
+    """A link that names a preset (``preset=fig27``) and holds exactly that preset's problem opens as the preset: its
+    name and explanation are shown, as loading the preset does.  Any other value in the link that differs from the
+    preset makes the state "edited by hand" (no preset), which is what a link made after an edit says."""
+    catalogue = preset_catalogue()
+    if not name or name not in catalogue or session.preset == name:
+        return
+    try:
+        values = params_from_config(catalogue[name][0])
+    except Exception:  # noqa: BLE001 - a preset the dashboard cannot show is not restored
+        return
+    if all(is_equal(getattr(session, k), v) for k, v in values.items() if k in CONFIG_PARAMS):
+        session.param.update(preset=name, edited=False)
+
+
 def read_url(session: BFTSession, search: str) -> None:
     """Set the session from a link's query (``?...``, as :func:`url_query` writes it): the link is untrusted input.
 
@@ -172,6 +187,9 @@ def read_url(session: BFTSession, search: str) -> None:
     Every value dropped is named in :attr:`BFTSession.message` with the reason and the value kept, and the session
     stays usable.  A link's ``data`` over :data:`MAX_POINTS` is refused whole (a silently truncated sample would
     mislead), and a query longer than :data:`MAX_QUERY_CHARS` is not read at all.
+
+    A link's ``preset`` is restored (its name and explanation shown) when the link holds exactly that preset's
+    problem (:func:`_restore_preset`).
 
     Aliases (:data:`LINK_ALIASES`): ``mass2=`` is read as ``l0=``, the prior's l0 ("mass m² (l0)"), which links
     called ``mass2`` before the parameter was renamed; a link with both takes ``l0``.  Links written now say ``l0``
@@ -222,6 +240,7 @@ def read_url(session: BFTSession, search: str) -> None:
             refuse(names, why)
     if accepted:
         session.param.update(**accepted)
+    _restore_preset(session, query.get("preset", ""))
     if notes:
         session.message = "From the link: " + "; ".join(notes) + "."
 

@@ -12,13 +12,16 @@ from bftcore import metrics, mixing
 from ..session import BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
 from .common import set_changed as _set
+from .playback import Playback
 
 EQUATION = (r"training error $\varepsilon_{tr} = -\frac{1}{n}\sum_i L(x_i,y_i)$ (710), test error "
             r"$\varepsilon_{te} = -\frac{1}{n_x}\sum_{x}\int p_{true}(y|x)\,L(x,y)\,dy$ (711)")
 TEXT = """The energy must fall at every accepted step. The training error is the negative mean log-likelihood of
-the data; the test error compares with the true density and is only shown when the truth is known. A red line
-marks the iteration where the **test error starts rising while the energy still falls**: from there on the
-fit learns the noise of the sample (overfitting). Shaded bands mark **plateaus**, long stretches where the energy
+the data; the test error compares with the true density and is only shown when the truth is known. A red ring on
+the test-error curve marks the **early-stopping point**: the iteration where the test error is lowest, shown only
+when the test error then rises a lot while the energy still falls (the rule of bftcore.metrics.detect_overfitting).
+From there on the fit learns the noise of the sample (overfitting); stopping there would generalise best. Shaded
+bands mark **plateaus**, long stretches where the energy
 hardly changes: the solver sits near a saddle between mixture components (metastability) before escaping."""
 
 N_PLATEAUS = 6
@@ -41,12 +44,18 @@ def padded(values, pad=0.08, half_width=None):
     return lo - m, hi + m
 
 
+#: Text beside the early-stopping marker.
+OVERFIT_LABEL = "overfitting: test error lowest here"
+
+
 def overfitting_onset(history):
-    """Iteration where the test error starts rising while the energy falls (bftcore.metrics), or None."""
+    """The early-stopping point of the trace so far, ``(iteration, test error there)``, or None: the minimum of the
+    test error when ``bftcore.metrics.detect_overfitting`` reports overfitting (only the presets fig27 and
+    "overfitting" among the shipped ones).  No truth (no test error): None."""
     if not history or any(rec.test_error is None for rec in history):
         return None
     k = metrics.detect_overfitting([float(rec.energy) for rec in history], [float(rec.test_error) for rec in history])
-    return None if k is None else int(history[k].iteration)
+    return None if k is None else (int(history[k].iteration), float(history[k].test_error))
 
 
 def plateaus(history):
@@ -58,39 +67,53 @@ def plateaus(history):
 
 
 class TracesView(pn.viewable.Viewer):
-    """Two stacked plots sharing the iteration axis: energy above, training/test error below."""
+    """Two stacked plots sharing the iteration axis: energy above, training/test error below, and the playback
+    row above them (:attr:`playback`: the pace of the animation and the history scrubber).
+
+    The traces move with every frame of the heatmap (the runner updates ``history`` in the same frame and message,
+    app.runner.SECONDARY_FRAME_S).  The early-stopping marker sits on the test-error curve only.  The legend of the
+    errors stands above the plot, so it never covers the end of the curves."""
 
     session = param.ClassSelector(class_=BFTSession)
 
     def __init__(self, **params):
         super().__init__(**params)
+        s = self.session
         self.source = ColumnDataSource(dict(iteration=[], energy=[], train_error=[], test_error=[]),
                                        name="bft-traces-source")
         # Ranges set here, not DataRange1d: a browser that computes a data range sends it back to the server, three
         # messages per update of the traces for every session
         self.x_range, self.y_ranges = Range1d(0, 1), (Range1d(0, 1), Range1d(0, 1))
-        top = make_figure("energy E", "iteration", "energy", height=150, min_border_left=TRACE_BORDER,
+        top = make_figure("energy E", "iteration", "energy", height=140, min_border_left=TRACE_BORDER,
                           x_range=self.x_range, y_range=self.y_ranges[0])
         top.xaxis.axis_label = None
-        top.line("iteration", "energy", source=self.source, color=SERIES[0], line_width=2.5, legend_label="energy")
+        top.line("iteration", "energy", source=self.source, color=SERIES[0], line_width=2.5)
         top.scatter("iteration", "energy", source=self.source, color=SERIES[0], size=5)
-        bottom = make_figure("errors", "iteration", "error", height=170, x_range=self.x_range,
+        bottom = make_figure("errors", "iteration", "error", height=190, x_range=self.x_range,
                              y_range=self.y_ranges[1], min_border_left=TRACE_BORDER)
         bottom.line("iteration", "train_error", source=self.source, color=SERIES[1], line_width=2.5,
                     legend_label="training error")
         bottom.line("iteration", "test_error", source=self.source, color=SERIES[2], line_width=2.5,
                     legend_label="test error")
         bottom.scatter("iteration", "test_error", source=self.source, color=SERIES[2], size=5)
-        for f in (top, bottom):
-            legend_outside(f)
-            f.legend.location = "top_right"
-        self.onset = [Span(dimension="height", line_color="crimson", line_width=2, line_dash="dashed",
-                           visible=False, location=0) for _ in (top, bottom)]
-        self.onset_label = Label(x=0, y=5, x_units="data", y_units="screen", text="overfitting starts",
-                                 text_color="crimson", text_font_size="12px", visible=False)
+        legend_outside(bottom)
+        legend = bottom.legend[0]
+        legend.orientation = "horizontal"
+        legend.location = "top_left"
+        bottom.add_layout(legend, "above")  # outside the frame: it never covers the tail of a curve
+        # the early-stopping point: a ring on the test-error curve and its label (never on the training error)
+        self.overfit = ColumnDataSource(dict(x=[], y=[]), name="bft-overfit-source")
+        bottom.scatter("x", "y", source=self.overfit, marker="circle", size=16, fill_alpha=0, line_color="crimson",
+                       line_width=3)
+        self.onset_label = Label(x=0, y=0, x_units="data", y_units="data", text=OVERFIT_LABEL, text_color="crimson",
+                                 text_font_size="12px", visible=False, x_offset=10, y_offset=8, text_align="left",
+                                 background_fill_color="white", background_fill_alpha=0.7, name="bft-overfit-label")
         bottom.add_layout(self.onset_label)
+        # the cursor of the history scrubber: the iteration on screen when it is not the latest
+        self.cursor = [Span(dimension="height", line_color="black", line_width=2, line_dash="dotted", visible=False,
+                            location=0, name=f"bft-cursor-{k}") for k in range(2)]
         self.boxes = []
-        for f, span in zip((top, bottom), self.onset):
+        for f, span in zip((top, bottom), self.cursor):
             f.add_layout(span)
             for _ in range(N_PLATEAUS):
                 box = BoxAnnotation(left=0, right=0, fill_color="gold", fill_alpha=0.25, visible=False)
@@ -98,7 +121,9 @@ class TracesView(pn.viewable.Viewer):
                 self.boxes.append(box)
         self.top, self.bottom = top, bottom
         self._run_id = None
-        self.session.param.watch(self._update, ["history"])
+        self.playback = Playback(session=s)
+        s.param.watch(self._update, ["history"])
+        s.param.watch(self._update_cursor, ["record"])
         self._update()
 
     def _columns(self, entries):
@@ -118,6 +143,14 @@ class TracesView(pn.viewable.Viewer):
         self._run_id = s.run_id
         self._set_ranges(hist)
         self._mark(hist)
+        self._update_cursor()
+
+    def _update_cursor(self, *_):
+        s = self.session
+        rec, hist = s.record, s.history
+        on = rec is not None and bool(hist) and not s.running and int(rec.iteration) < int(hist[-1].iteration)
+        for span in self.cursor:
+            _set(span, visible=on, **({"location": int(rec.iteration)} if on else {}))
 
     def _set_ranges(self, hist):
         its = [int(rec.iteration) for rec in hist]
@@ -128,9 +161,12 @@ class TracesView(pn.viewable.Viewer):
 
     def _mark(self, hist):
         onset = overfitting_onset(hist) if len(hist) > 2 else None
-        for span in self.onset:
-            _set(span, visible=onset is not None, **({} if onset is None else {"location": onset}))
-        _set(self.onset_label, visible=onset is not None, **({} if onset is None else {"x": onset}))
+        shown = list(zip(self.overfit.data["x"], self.overfit.data["y"]))
+        want = [] if onset is None else [onset]
+        if shown != want:
+            self.overfit.data = dict(x=[p[0] for p in want], y=[p[1] for p in want])
+        _set(self.onset_label, visible=onset is not None,
+             **({} if onset is None else {"x": onset[0], "y": onset[1]}))
         found = plateaus(hist) if len(hist) > 3 else []
         per_fig = len(self.boxes) // 2
         for k, box in enumerate(self.boxes):
@@ -141,6 +177,6 @@ class TracesView(pn.viewable.Viewer):
                 _set(box, visible=False)
 
     def __panel__(self):
-        return pn.Column(pn.pane.Bokeh(self.top, sizing_mode="stretch_width"),
+        return pn.Column(self.playback, pn.pane.Bokeh(self.top, sizing_mode="stretch_width"),
                          pn.pane.Bokeh(self.bottom, sizing_mode="stretch_width"),
                          teaching(EQUATION, TEXT), sizing_mode="stretch_width")

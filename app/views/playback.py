@@ -1,0 +1,73 @@
+"""Playback of a run for a lecture: the pace of the animation and the history scrubber.
+
+* **Pace** (``frame_ms``, milliseconds per iteration): visible beside the traces instead of buried under "Solver
+  and grid"; 0 runs as fast as the server computes, 1000 shows one iteration a second.
+* **Replay** (the history scrubber): after a run, or while it is paused, a slider over the iterations of the run
+  puts iteration k back on screen (:meth:`app.runner.FramePump.show_iteration`): the heatmap (its field from the
+  run's bounded field buffer, :class:`app.runner.FieldBuffer`), the cursor on the traces and everything else that
+  follows ``session.record``.  ◀ and ▶ step one iteration, to walk through an a_j switch; the slider freezes on a
+  plateau.  While the run plays, the slider follows the latest iteration and is disabled.
+"""
+from __future__ import annotations
+
+import panel as pn
+import param
+
+from ..session import BFTSession
+
+
+class Playback(pn.viewable.Viewer):
+    session = param.ClassSelector(class_=BFTSession)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        s = self.session
+        self.pace = pn.widgets.IntSlider.from_param(s.param.frame_ms, name="pace: ms per iteration", step=10,
+                                                    width=170, css_classes=["bft-pace"], margin=(0, 10))
+        self.scrubber = pn.widgets.IntSlider(name="replay iteration", start=0, end=1, value=0, step=1, width=190,
+                                             disabled=True, css_classes=["bft-scrubber"], margin=(0, 5))
+        self.back = pn.widgets.Button(name="◀", width=36, disabled=True, css_classes=["bft-scrub-back"],
+                                      margin=(14, 2, 0, 2))
+        self.forward = pn.widgets.Button(name="▶", width=36, disabled=True, css_classes=["bft-scrub-forward"],
+                                         margin=(14, 2, 0, 2))
+        self.back.on_click(lambda _: self._nudge(-1))
+        self.forward.on_click(lambda _: self._nudge(+1))
+        self._syncing = False
+        self.scrubber.param.watch(self._on_scrub, "value")
+        s.param.watch(self._follow, ["history", "running"])
+        self._follow()
+
+    def _nudge(self, delta: int):
+        w = self.scrubber
+        w.value = min(max(w.value + delta, w.start), w.end)
+
+    def _on_scrub(self, event):
+        if self._syncing:
+            return
+        self.session.pump.show_iteration(int(event.new))
+
+    def _follow(self, *_):
+        """Follow the run: the range is the run's iterations; the value the latest while it plays."""
+        s, w = self.session, self.scrubber
+        hist = s.history
+        last = int(hist[-1].iteration) if hist else 0
+        first = int(hist[0].iteration) if hist else 0
+        idle = not s.running and len(hist) > 1
+        self._syncing = True
+        try:
+            if w.start != first:
+                w.start = first
+            end = max(last, first + 1)
+            if w.end != end:
+                w.end = end
+            if s.running or not idle or w.disabled or w.value > last:  # following the run until it stops
+                if w.value != last:
+                    w.value = last
+            for widget in (w, self.back, self.forward):
+                if widget.disabled == idle:
+                    widget.disabled = not idle
+        finally:
+            self._syncing = False
+
+    def __panel__(self):
+        return pn.Row(self.pace, self.scrubber, self.back, self.forward, sizing_mode="stretch_width")
