@@ -3,6 +3,12 @@ seconds; measures click-to-heatmap latency per click, the frames each session re
 and scans the server log for errors.
 
     python scripts/loadtest.py [--sessions 30] [--duration 60] [--interval 3] [--viewport 1280x720] [--profile out.svg]
+    python scripts/loadtest.py --classroom 2 [--sessions 30] ...   # through nginx to 2 workers (deploy/classroom.sh)
+
+With ``--classroom N`` the same load goes through the classroom deployment instead: deploy/classroom.sh starts N
+`panel serve` workers behind nginx on a free block of ports (127.0.0.1, a run directory of its own), the sessions
+connect to nginx, the server CPU reported is the sum over the N workers, the workers' logs are scanned for
+errors, and the deployment is stopped at the end (also after a failure).
 
 Every session is a real Bokeh client: a Playwright browser context (its own cookies, websocket and server-side
 session) in one headless Debian chromium, clicking the canvas with the mouse.  To leave the 2 cores of the
@@ -25,8 +31,11 @@ import os
 import random
 import re
 import shutil
+import socket
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -47,6 +56,8 @@ from app.harness import (
 )
 
 OPEN_AT_ONCE = 5
+ROOT = Path(__file__).resolve().parent.parent
+CLASSROOM = ROOT / "deploy" / "classroom.sh"
 
 
 async def session(browser, url, k, duration, interval, out, gate, start_barrier):
@@ -112,23 +123,73 @@ def server_pid(port: int) -> int | None:
     return None
 
 
-async def run(url, n, duration, interval, profile):
+def _free_block(n: int) -> int:
+    """A port with the next ``n`` ports free too (nginx on it, the workers on the following ones)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        ok = base + n < 65535
+        for k in range(1, n + 1):
+            with socket.socket() as t:
+                try:
+                    t.bind(("127.0.0.1", base + k))
+                except OSError:
+                    ok = False
+        if ok:
+            return base
+    raise RuntimeError("no free block of ports")
+
+
+class Classroom:
+    """deploy/classroom.sh with ``workers`` workers on a free port, in a run directory of its own; stopped on exit.
+    ``pids``: the workers' process ids; ``logs``: their log files."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.port = _free_block(workers)
+        self.run_dir = Path(tempfile.mkdtemp(prefix="bft-loadtest-classroom-"))
+        self.url = f"http://127.0.0.1:{self.port}/app"
+
+    def _script(self, *args):
+        env = {**os.environ, "PYTHON": sys.executable}
+        return subprocess.run(["bash", str(CLASSROOM), *args, "--port", str(self.port), "--run-dir", str(self.run_dir)],
+                              capture_output=True, text=True, env=env, timeout=300)
+
+    def __enter__(self):
+        out = self._script("--workers", str(self.workers), "--address", "127.0.0.1")
+        if out.returncode != 0:
+            self._script("--stop")
+            raise RuntimeError(f"classroom.sh did not start:\n{out.stdout}\n{out.stderr}")
+        self.pids = [int((self.run_dir / f"worker-{i}.pid").read_text()) for i in range(1, self.workers + 1)]
+        self.logs = [self.run_dir / "logs" / f"worker-{i}.log" for i in range(1, self.workers + 1)]
+        return self
+
+    def __exit__(self, *exc):
+        self._script("--stop")
+
+
+async def run(url, n, duration, interval, profile, pids=None):
+    """The load on ``url``; the server CPU is that of ``pids`` (default: the `panel serve` of the URL's port)."""
     out = {"latencies": [], "failures": [], "load_failures": [], "frames": []}
-    pid = server_pid(int(url.split(":")[2].split("/")[0]))
+    if pids is None:
+        pid = server_pid(int(url.split(":")[2].split("/")[0]))
+        pids = [pid] if pid else []
+    pid = pids[0] if pids else None
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         barrier, gate = Barrier(n + 1), asyncio.Semaphore(OPEN_AT_ONCE)
         tasks = [asyncio.create_task(session(browser, url, k, duration, interval, out, gate, barrier))
                  for k in range(n)]
         await barrier.wait()
-        t0, cpu0 = time.time(), cpu_seconds(pid) if pid else None
+        t0, cpu0 = time.time(), sum(cpu_seconds(q) for q in pids)
         spy = None
         if profile and pid and shutil.which("py-spy"):
             spy = subprocess.Popen(["py-spy", "record", "-p", str(pid), "-o", profile, "-d", str(int(duration)),
                                     "-r", "50", "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         await asyncio.gather(*tasks)
         wall = time.time() - t0
-        cpu = cpu_seconds(pid) - cpu0 if pid else float("nan")
+        cpu = sum(cpu_seconds(q) for q in pids) - cpu0 if pids else float("nan")
         if spy is not None:
             spy.wait(60)
         await browser.close()
@@ -142,19 +203,29 @@ def main():
     ap.add_argument("--interval", type=float, default=3.0)
     ap.add_argument("--profile", help="write a py-spy flame graph (SVG) of the server to this file")
     ap.add_argument("--viewport", type=viewport, default="1280x720", help="page size WIDTHxHEIGHT (default 1280x720)")
+    ap.add_argument("--classroom", type=int, metavar="N", help="go through nginx to N workers of deploy/classroom.sh")
     a = ap.parse_args()
     VIEWPORT.update(a.viewport)
     log = Path(".panel-serve-loadtest.log").resolve()
-    with panel_server(log_path=str(log)) as (url, log_path):
-        out, wall, cpu = asyncio.run(run(url, a.sessions, a.duration, a.interval, a.profile))
+    if a.classroom:
+        with Classroom(a.classroom) as room:
+            out, wall, cpu = asyncio.run(run(room.url, a.sessions, a.duration, a.interval, a.profile, room.pids))
+            text = "\n".join(f.read_text() for f in room.logs)
+        log.write_text(text)
+        log_path = log
+    else:
+        with panel_server(log_path=str(log)) as (url, log_path):
+            out, wall, cpu = asyncio.run(run(url, a.sessions, a.duration, a.interval, a.profile))
     text = Path(log_path).read_text()
     errors = [line for line in text.splitlines() if re.search(r"ERROR|Traceback|Exception", line)]
     lat = sorted(out["latencies"])
     clicks = len(lat) + len(out["failures"])
     p95 = lat[min(len(lat) - 1, int(round(0.95 * (len(lat) - 1))))] if lat else float("nan")
     frames = sum(len(times) for times in out["frames"])
-    print(f"sessions={a.sessions}  duration={a.duration:.0f}s  interval={a.interval:.1f}s ±20%  wall={wall:.0f}s  "
-          f"viewport={VIEWPORT['width']}x{VIEWPORT['height']}")
+    where = (f"through nginx to {a.classroom} worker{'s' if a.classroom > 1 else ''} (deploy/classroom.sh)"
+             if a.classroom else "one panel serve")
+    print(f"{where}  sessions={a.sessions}  duration={a.duration:.0f}s  interval={a.interval:.1f}s ±20%  "
+          f"wall={wall:.0f}s  viewport={VIEWPORT['width']}x{VIEWPORT['height']}")
     print(f"{'clicks':>7} {'median_ms':>10} {'p95_ms':>8} {'max_ms':>8} {'failures':>9} {'log_errors':>10} "
           f"{'server_cpu':>11}")
     print(f"{clicks:>7} {statistics.median(lat) if lat else float('nan'):>10.1f} {p95:>8.1f} "

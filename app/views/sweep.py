@@ -11,10 +11,11 @@ from .common import SERIES, legend_outside, make_figure, teaching
 
 EQUATION = (r"$a_1(\beta)$ at the stationary points of $E = -\sum_i L(x_i,y_i) - \frac{1}{\beta}"
             r"\ln\sum_j p_j e^{-\beta\lambda E_{0j}}$")
-TEXT = """The sweep solves the problem for a range of β, each time starting from the previous solution: once with
-β increasing (solid) and once decreasing (dashed). Where the two branches differ the problem has more than one
-stable solution — which one you get depends on where the solver starts (hysteresis). Grey crosses are unstable
-points; the vertical markers are bifurcations, the red line is the β of the current state."""
+TEXT = """The sweep solves the problem for a range of β (evenly spaced on the log axis), each time starting from the
+previous solution: once with β increasing (solid) and once decreasing (dashed). Where the two branches differ the
+problem has more than one stable solution — which one you get depends on where the solver starts (hysteresis).
+Grey crosses are unstable points; the vertical markers are bifurcations, the red line is the β of the current
+state."""
 
 
 class SweepView(pn.viewable.Viewer):
@@ -46,13 +47,23 @@ class SweepView(pn.viewable.Viewer):
         self.button = pn.widgets.Button(name="Run β sweep", button_type="primary", width=140)
         self.button.on_click(lambda _: self.session.run_sweep(self.beta_min, self.beta_max, self.n))
         self.info = pn.pane.Markdown("", styles={"font-size": "13px"})
+        # progress of a running sweep (bftcore.api.sweep_document's progress callback), instead of a bare spinner
+        self.progress = pn.pane.Str("", styles={"font-size": "13px"}, css_classes=["bft-sweep-progress"],
+                                    visible=False)
         self.session.param.watch(self._update, ["sweep", "beta", "sweeping"])
+        self.session.param.watch(self._show_progress, ["sweep_progress"])
         self._update()
+
+    def _show_progress(self, *_):
+        text = self.session.sweep_progress
+        self.progress.object = f"Sweeping: {text}" if text else ""
+        self.progress.visible = bool(text)
 
     def _update(self, *_):
         s = self.session
         self.current.location = s.beta
-        self.button.loading = s.sweeping
+        self.button.disabled = s.sweeping
+        self.button.name = "Sweeping…" if s.sweeping else "Run β sweep"
         doc = s.sweep
         if not doc:
             self.info.object = "Press **Run β sweep** (needs at least two templates)."
@@ -77,6 +88,6 @@ class SweepView(pn.viewable.Viewer):
         controls = pn.Row(pn.widgets.FloatInput.from_param(self.param.beta_min, width=110),
                           pn.widgets.FloatInput.from_param(self.param.beta_max, width=110),
                           pn.widgets.IntInput.from_param(self.param.n, width=130),
-                          pn.Column(pn.Spacer(height=18), self.button), self.info)
+                          pn.Column(pn.Spacer(height=18), self.button), pn.Column(self.progress, self.info))
         return pn.Column(controls, pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
                          teaching(EQUATION, TEXT), sizing_mode="stretch_width")
