@@ -1,0 +1,127 @@
+"""Session logic of issue 13 ("the lecture hall") that needs no browser: the early-stopping marker, the field buffer
+of the history scrubber, log sliders hitting the presets' values, links carrying the preset, messages in words."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.runner import FieldBuffer, failure_words, status_line
+from app.session import BFTSession, preset_catalogue
+from app.views.controls import SCALES, scale_index, scale_value
+from app.views.share import read_url, url_query
+from app.views.traces import overfitting_onset
+from bftcore import api
+
+
+def solved(preset=None, **values):
+    s = BFTSession(live=False)
+    if preset:
+        assert s.load_preset(preset)
+    s.param.update(**values)
+    s.solve()
+    return s
+
+
+@pytest.mark.parametrize("preset", ["fig27", "overfitting"])
+def test_the_marker_sits_at_the_test_errors_minimum_on_the_overfitting_presets(preset):
+    s = solved(preset)
+    onset = overfitting_onset(s.history)
+    assert onset is not None
+    tests = [r.test_error for r in s.history]
+    k = int(np.argmin(tests))
+    assert onset == (s.history[k].iteration, tests[k])
+
+
+@pytest.mark.parametrize("preset", [None, "fig21", "fig23", "metastable_mixture"])
+def test_no_marker_where_there_is_no_overfitting(preset):
+    assert overfitting_onset(solved(preset).history) is None
+
+
+def test_no_marker_on_a_three_template_run():
+    s = solved("fig23", templates=["uniform", "paper_t1", "paper_t2"])
+    assert overfitting_onset(s.history) is None
+
+
+def test_the_scrubber_shows_the_field_of_iteration_k():
+    s = solved()
+    reference = list(api.iterate(s.to_config()))
+    for k in (0, 1, len(s.history) // 2, len(s.history) - 1):
+        assert s.pump.show_iteration(k)
+        assert s.record.iteration == k
+        np.testing.assert_allclose(s.record.P, reference[k].P, rtol=1e-6, atol=1e-7)
+        assert s.record.energy == reference[k].energy
+
+
+def test_the_scrubber_is_refused_while_a_run_plays():
+    s = solved()
+    s.running = True
+    assert not s.pump.show_iteration(1)
+
+
+def test_the_field_buffer_stays_within_its_budget_by_decimation():
+    class Rec:
+        def __init__(self, k):
+            self.iteration, self.P, self.h = k, np.full((100, 100), float(k)), None
+    buf = FieldBuffer(budget=10 * 100 * 100 * 4)  # ten float32 fields
+    for k in range(200):
+        buf.add(Rec(k))
+        assert buf.nbytes <= buf.budget
+    assert 0 in buf.fields and 199 in buf.fields and buf.stride > 1
+    j, arr = buf.at(150)
+    assert j <= 150 and arr.dtype == np.float32 and float(arr[0, 0]) == j
+
+
+def test_log_sliders_hit_every_value_of_the_presets():
+    names = [n for n in SCALES]
+    for doc, _ in preset_catalogue().values():
+        s = BFTSession(live=False)
+        s.load_config(doc)
+        for n in names:
+            lo, hi, zero = SCALES[n]
+            v = getattr(s, n)
+            if v == 0 and not zero:
+                continue
+            assert scale_value(scale_index(v, lo), lo) == v, (n, v)
+    assert scale_value(scale_index(0.025, -4), -4) == 0.025 and repr(scale_value(scale_index(1.1, -3), -3)) == "1.1"
+
+
+def test_a_link_with_a_preset_opens_the_preset():
+    s = BFTSession(live=False)
+    assert s.load_preset("fig27")
+    other = BFTSession(live=False)
+    read_url(other, url_query(s))
+    assert other.preset == "fig27" and not other.edited and other.message == ""
+
+
+def test_a_link_edited_after_a_preset_is_not_that_preset():
+    s = BFTSession(live=False)
+    assert s.load_preset("fig27")
+    s.lam = 0.3
+    assert s.preset == "" and s.edited
+    other = BFTSession(live=False)
+    read_url(other, url_query(s) + "&preset=fig27")
+    assert other.preset == "" and other.lam == 0.3
+
+
+def test_a_message_goes_away_with_the_next_change():
+    s = BFTSession(live=False)
+    s.message = "Refused something."
+    s.lam = 0.5
+    assert s.message == ""
+
+
+def test_a_new_solver_restarts_from_the_configured_start():
+    s = BFTSession()
+    s.solve()
+    s.method = "massive"
+    assert s.history[0].iteration == 0
+    assert not s.pump.shown_run.warm
+
+
+def test_words_instead_of_exceptions():
+    text = failure_words(np.linalg.LinAlgError("Singular matrix"))
+    assert "LinAlgError" not in text and "singular" in text
+    s = BFTSession(live=False)
+    s.data = []
+    s.solve()
+    assert "nan" not in s.status and "training error — (no data points)" in status_line(s.history[-1])
