@@ -1,0 +1,204 @@
+"""Issue 13, "the lecture hall", in a real browser: the early-stopping marker, traces streaming with the heatmap,
+the history scrubber, current share links with their preset, log sliders, messages in words, sweep progress.
+
+No timed assertions: frames and messages are counted and values compared."""
+import json
+import time
+from urllib.parse import parse_qsl, urlparse
+
+import numpy as np
+import pytest
+
+from app.harness import JS_IMAGE, column, wait_for_app
+from app.session import BFTSession
+from bftcore import api
+
+from .test_dashboard import open_card, shows, wait_until
+
+pytestmark = pytest.mark.ui
+
+#: After each heatmap change, once the whole message is applied (setTimeout 0): the last iteration on the traces,
+#: how many points they hold, and the address bar's query.
+JS_WATCH_FRAMES = """() => { for (const d of Bokeh.documents) { const img = d.get_model_by_name('bft-image-source');
+  const tr = d.get_model_by_name('bft-traces-source'); if (!img || !tr) continue;
+  window.__bftFrames = []; let sig = null; const flat = () => { const a = img.data.image[0];
+  return (a.flat && !ArrayBuffer.isView(a)) ? a.flat(Infinity) : a; };
+  const check = () => { const f = flat(); let w = 0; for (let k = 0; k < f.length; k++) w += f[k] * ((k % 7) + 1);
+    if (w === sig) return; sig = w; setTimeout(() => { const it = tr.data.iteration;
+      window.__bftFrames.push([it.length ? it[it.length - 1] : -1, it.length, window.location.search]); }, 0); };
+  sig = (() => { const f = flat(); let w = 0; for (let k = 0; k < f.length; k++) w += f[k] * ((k % 7) + 1);
+    return w; })();
+  img.change.connect(check); img.properties.data.change.connect(check);
+  if (img.streaming) img.streaming.connect(check); if (img.patching) img.patching.connect(check); return true; }
+  return false; }"""
+
+JS_ATTR = """([name, attr]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
+  if (m) return m[attr]; } return null; }"""
+
+
+def query(page) -> dict:
+    return dict(parse_qsl(urlparse(page.url).query))
+
+
+def fresh(browser, url):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    pg = ctx.new_page()
+    pg.errors = []
+    pg.on("pageerror", lambda e: pg.errors.append(str(e)))
+    pg.goto(url)
+    wait_for_app(pg)
+    return ctx, pg
+
+
+def status(page) -> str:
+    return page.get_by_text("iteration ").first.inner_text()
+
+
+def finished(page) -> bool:
+    return "finished" in status(page)
+
+
+def load_preset(page, name):
+    page.locator("select:has(option[value='fig21'])").select_option(name)
+    wait_until(lambda: f"preset={name}" in page.url, timeout=30)
+    wait_until(lambda: finished(page), timeout=60)
+
+
+def test_overfitting_marker_only_on_fig27_at_the_test_errors_minimum(page):
+    load_preset(page, "fig21")
+    assert column(page, "bft-overfit-source", "x") == []
+    assert not page.evaluate(JS_ATTR, ["bft-overfit-label", "visible"])
+    load_preset(page, "fig27")
+    wait_until(lambda: column(page, "bft-overfit-source", "x") != [])
+    tests = column(page, "bft-traces-source", "test_error")
+    its = column(page, "bft-traces-source", "iteration")
+    k = int(np.argmin(tests))
+    assert column(page, "bft-overfit-source", "x") == [its[k]]
+    assert column(page, "bft-overfit-source", "y") == pytest.approx([tests[k]])  # on the test-error curve
+    assert page.evaluate(JS_ATTR, ["bft-overfit-label", "text"]) == "overfitting: test error lowest here"
+    assert page.errors == []
+
+
+def test_traces_move_with_every_heatmap_frame(browser, server):
+    ctx, pg = fresh(browser, server[0] + "?max_iter=40&min_iter=40&tol=0&frame_ms=100")
+    try:
+        pg.get_by_role("button", name="Reset").click()
+        assert pg.evaluate(JS_WATCH_FRAMES)
+        pg.get_by_role("button", name="▶ Run").click()
+        wait_until(lambda: finished(pg), timeout=60)
+        frames = pg.evaluate("() => window.__bftFrames")
+        last = [f[0] for f in frames]
+        assert len(last) >= 5
+        # every heatmap frame brought new iterations to the traces, in the same message
+        assert all(b > a for a, b in zip(last, last[1:])), last
+        assert pg.errors == []
+    finally:
+        ctx.close()
+
+
+def test_the_address_bar_follows_a_slider_within_one_frame_during_a_run(browser, server):
+    ctx, pg = fresh(browser, server[0] + "?max_iter=300&min_iter=300&tol=0&frame_ms=100")
+    try:
+        assert not finished(pg) and query(pg)["lam"] == "1.0"
+        assert pg.evaluate(JS_WATCH_FRAMES)
+        pg.locator(".bft-scale-lam .noUi-handle").focus()
+        pg.keyboard.press("ArrowRight")
+        # the first frame of the new run (the traces restart), then one more frame: the link must say lam=1.1
+        def restarted():
+            frames = pg.evaluate("() => window.__bftFrames")
+            for i in range(1, len(frames) - 1):
+                if frames[i][1] < frames[i - 1][1]:
+                    return frames[i + 1]
+            return None
+        frame = wait_until(restarted, timeout=30)
+        assert dict(parse_qsl(frame[2].lstrip("?")))["lam"] == "1.1"
+        assert query(pg)["lam"] == "1.1"
+        assert pg.errors == []
+    finally:
+        ctx.close()
+
+
+def test_a_link_with_a_preset_opens_with_its_explanation(browser, server, page):
+    load_preset(page, "fig27")
+    link = page.url
+    assert "preset=fig27" in link
+    ctx, pg = fresh(browser, link)
+    try:
+        wait_until(lambda: shows(pg, "As Fig 23 with a weak prior"))
+        assert query(pg)["preset"] == "fig27"
+        assert not shows(pg, "Edited by hand")
+    finally:
+        ctx.close()
+
+
+def test_log_sliders_reach_the_presets_values_exactly(page):
+    handle = page.locator(".bft-scale-order_coef .noUi-handle")
+    handle.focus()
+    for _ in range(2):
+        page.keyboard.press("ArrowRight")
+    wait_until(lambda: query(page).get("order_coef") == "0.027")
+    for _ in range(2):
+        page.keyboard.press("ArrowLeft")
+    wait_until(lambda: query(page).get("order_coef") == "0.025")
+    load_preset(page, "fig27")
+    assert query(page)["lam"] == "0.1"
+    page.locator(".bft-scale-lam .noUi-handle").focus()
+    for _ in range(4):
+        page.keyboard.press("ArrowRight")
+    wait_until(lambda: query(page).get("lam") == "0.14")
+    assert page.errors == []
+
+
+def test_the_scrubber_shows_the_field_of_iteration_k(page):
+    wait_until(lambda: finished(page), timeout=60)
+    reference = list(api.iterate(BFTSession(live=False).to_config()))
+    n = len(column(page, "bft-traces-source", "iteration"))
+    assert n == len(reference) and n > 4
+    handle = page.locator(".bft-scrubber .noUi-handle")
+    wait_until(lambda: handle.get_attribute("disabled") is None)
+    handle.focus()
+    for _ in range(n):
+        page.keyboard.press("ArrowLeft")
+    k = 3
+    for _ in range(k):
+        page.keyboard.press("ArrowRight")
+    wait_until(lambda: page.evaluate(JS_ATTR, ["bft-cursor-1", "location"]) == k
+               and page.evaluate(JS_ATTR, ["bft-cursor-1", "visible"]))
+    want = np.asarray(reference[k].P, float).T.ravel()
+    wait_until(lambda: np.allclose(page.evaluate(JS_IMAGE), want, rtol=1e-5, atol=1e-7))
+    assert not np.allclose(want, np.asarray(reference[-1].P, float).T.ravel(), rtol=1e-5, atol=1e-7)
+    assert page.errors == []
+
+
+def test_a_new_solver_restarts_the_run_from_its_start(page):
+    wait_until(lambda: finished(page), timeout=60)
+    first = column(page, "bft-traces-source", "energy")
+    open_card(page, "Solver and grid")
+    page.get_by_role("button", name="massive", exact=True).click()
+    wait_until(lambda: "method=massive" in page.url)
+    wait_until(lambda: finished(page) and column(page, "bft-traces-source", "energy") != first, timeout=60)
+    again = column(page, "bft-traces-source", "energy")
+    assert again[0] == pytest.approx(first[0], rel=1e-9)  # the configured start, not the converged field
+    assert again[0] != pytest.approx(first[-1], rel=1e-6)
+
+
+def test_messages_go_away_and_no_nan_is_shown(page):
+    page.locator("input[type=file]").set_input_files(
+        files=[{"name": "bad.json", "mimeType": "application/json",
+                "buffer": json.dumps({"model": "density", "prior": {"lambda": -1}}).encode()}])
+    wait_until(lambda: shows(page, "Refused the configuration"))
+    page.get_by_role("button", name="Clear points").click()
+    wait_until(lambda: not shows(page, "Refused the configuration"))
+    wait_until(lambda: "training error — (no data points)" in status(page))
+    assert "nan" not in status(page)
+
+
+def test_the_beta_sweep_shows_its_progress(page):
+    load_preset(page, "fig23")
+    page.get_by_text("β sweep", exact=True).first.click()
+    page.get_by_role("button", name="Run β sweep").click()
+    wait_until(lambda: shows(page, "Sweeping:") and shows(page, "solves"), timeout=30)
+    wait_until(lambda: shows(page, "Bifurcations at") or shows(page, "No bifurcation"), timeout=60)
+    time.sleep(0.5)
+    assert not shows(page, "Sweeping:")
+    assert page.errors == []
