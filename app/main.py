@@ -13,20 +13,21 @@ if 0 < sys.get_int_max_str_digits() < 70_000:
     sys.set_int_max_str_digits(70_000)
 
 import panel as pn  # noqa: E402
+from bokeh.models import ColorBar  # noqa: E402
 
 from app.configuration import MAX_POINTS  # noqa: E402
 from app.session import BFTSession  # noqa: E402
+from app.transport import one_message  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
 from app.views.common import install_browser_patches  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
 from app.views.mixing import MixingView  # noqa: E402
 from app.views.presets import PresetsView  # noqa: E402
+from app.views.prior import PriorView  # noqa: E402
 from app.views.regression import RegressionView  # noqa: E402
 from app.views.share import SharePanel  # noqa: E402
 from app.views.sweep import SweepView  # noqa: E402
 from app.views.traces import TracesView  # noqa: E402
-
-pn.extension("katex", notifications=False)
 
 ABOUT = f"""
 ### Bayesian field theory, live
@@ -44,29 +45,108 @@ the JSON document of the command line, so `python -m bftcore fit config.json` re
 """
 
 
+#: The presenter layout: the header and the message line have fixed heights (a message never moves the plots), the
+#: hero (the density, or the regression curve) takes what the window leaves, the mixing and the traces sit beside it
+#: and wrap below it on a narrow screen; the dark high-contrast theme is a class on <body>.
+CSS = """
+body.bft-dark { background: #000 !important; color: #fff !important; }
+body.bft-dark .bk-panel-models-markup-HTML, body.bft-dark .card-header { color: #fff !important; }
+body.bft-dark .card-header { background: #222 !important; }
+html, body { overflow-x: hidden; }
+"""
+HERO_STYLE = {"flex": "3 1 420px", "min-width": "min(420px, 100%)", "height": "calc(100vh - 120px)",
+              "min-height": "360px"}
+SIDE_STYLE = {"flex": "2 1 340px", "min-width": "min(340px, 100%)", "height": "calc(100vh - 120px)",
+              "overflow-y": "auto", "overflow-x": "hidden"}
+SIDEBAR_STYLE = {"flex": "0 0 320px", "max-width": "100%", "height": "calc(100vh - 56px)", "overflow-y": "auto",
+                 "overflow-x": "hidden"}
+#: Colours of the dark high-contrast theme for every Bokeh plot of the page, and of the light one.
+DARK = dict(bg="#000000", fg="#ffffff", grid="#444444", legend="#111111")
+LIGHT = dict(bg="#ffffff", fg="#222222", grid="#e5e5e5", legend="#ffffff")
+
+#: PNG export of the hero at projector resolution: the plot is drawn again at a pixel ratio that makes it at least
+#: 1920×1080, and downloaded (no prompt).
+EXPORT_JS = """
+const view = Bokeh.index.find_one(fig);
+if (!view) return;
+const {width, height} = view.bbox;
+const ratio = Math.max(1920 / width, 1080 / height, 2);
+const desc = Object.getOwnPropertyDescriptor(window, "devicePixelRatio");
+Object.defineProperty(window, "devicePixelRatio", {get: () => ratio, configurable: true});
+let layer;
+try { layer = view.export("png", true); }
+finally { if (desc) Object.defineProperty(window, "devicePixelRatio", desc); else delete window.devicePixelRatio; }
+const canvas = layer.canvas;
+window.__bftExport = [canvas.width, canvas.height, fig.title.text];
+const name = "bftcore-" + fig.title.text.replace(/[^A-Za-z0-9]+/g, "-").replace(/^-|-$/g, "").slice(0, 60) + ".png";
+canvas.toBlob((blob) => { const a = document.createElement("a"); a.href = URL.createObjectURL(blob);
+  a.download = name; document.body.appendChild(a); a.click(); a.remove(); });
+"""
+
+pn.extension("katex", notifications=False, raw_css=[CSS])
+
+
+def apply_theme(doc, dark: bool) -> None:
+    """Colour every Bokeh plot of the document for the theme (the canvas' white points stay white)."""
+    from bokeh.models import Plot
+    c = DARK if dark else LIGHT
+    for fig in doc.select({"type": Plot}):
+        fig.update(background_fill_color=c["bg"], border_fill_color=c["bg"], outline_line_color=c["grid"])
+        if fig.title is not None:
+            fig.title.text_color = c["fg"]
+        for ax in fig.axis:
+            ax.update(axis_label_text_color=c["fg"], major_label_text_color=c["fg"], axis_line_color=c["fg"],
+                      major_tick_line_color=c["fg"], minor_tick_line_color=c["fg"])
+        for gr in fig.grid:
+            gr.grid_line_color = c["grid"]
+        for leg in fig.legend:
+            leg.update(background_fill_color=c["legend"], label_text_color=c["fg"], border_line_color=c["grid"])
+        for cb in fig.select({"type": ColorBar}):
+            cb.update(background_fill_color=c["bg"], major_label_text_color=c["fg"], title_text_color=c["fg"])
+
+
 def build():
     session = BFTSession(doc=pn.state.curdoc)
     canvas = DataCanvas(session=session)
+    prior = PriorView(session=session, canvas=canvas)
     controls = Controls(session=session)
     presets = PresetsView(session=session)
     share = SharePanel(session=session)
-    status = pn.pane.Str(session.param.status, styles={"font-size": "13px"}, margin=(12, 10, 0, 10),
-                         name="status")
+    status = pn.pane.Str(session.param.status, styles={"font-size": "13px", "white-space": "nowrap",
+                                                       "overflow": "hidden", "text-overflow": "ellipsis"},
+                         margin=(12, 10, 0, 10), name="status", width=260, height=24)
     count = pn.pane.Str(pn.bind(lambda d: f"{len(d)} points", session.param.data), margin=(12, 10, 0, 10),
-                        styles={"font-size": "13px"}, width=90, sizing_mode="fixed")
-    message = pn.pane.Alert(session.param.message, alert_type="warning", margin=(0, 10),
-                            visible=pn.bind(bool, session.param.message), css_classes=["bft-message"])
-    header = pn.Row(pn.pane.Markdown("## bftcore · Bayesian field theory", margin=(0, 10)), count, status)
-    live = pn.Column(
-        pn.Row(canvas, TracesView(session=session), sizing_mode="stretch_width"),
-        pn.Row(RegressionView(session=session), MixingView(session=session), sizing_mode="stretch_width"),
-        sizing_mode="stretch_width")
-    tabs = pn.Tabs(("Live fit", live), ("β sweep", SweepView(session=session)),
-                   ("About", pn.pane.Markdown(ABOUT, max_width=800)), dynamic=False, sizing_mode="stretch_width")
+                        styles={"font-size": "13px"}, width=90, height=24)
+    # the message line: one line of fixed height, always there (empty when there is nothing to say)
+    message = pn.pane.Str(session.param.message, height=24, margin=(12, 10, 0, 10), css_classes=["bft-message"],
+                          styles={"font-size": "13px", "white-space": "nowrap", "overflow": "hidden",
+                                  "text-overflow": "ellipsis", "flex": "1 1 200px", "min-width": "0",
+                                  "color": "#b35900"}, sizing_mode="stretch_width")
+    theme = pn.widgets.Toggle(name="◐ dark / high contrast", width=170, margin=(8, 10, 0, 10))
+    theme.jscallback(value="document.body.classList.toggle('bft-dark', cb_obj.active)")
+
+    def on_theme(event):
+        with one_message(pn.state.curdoc):
+            apply_theme(pn.state.curdoc, event.new)
+    theme.param.watch(on_theme, "value")
+    export = pn.widgets.Button(name="⤓ PNG (1920×1080)", width=150, margin=(8, 10, 0, 10),
+                               description="download the main plot as a PNG at projector resolution")
+    export.js_on_click(args=dict(fig=canvas.figure), code=EXPORT_JS)
+    header = pn.FlexBox(pn.pane.Markdown("## bftcore · Bayesian field theory", margin=(0, 10)), count, status,
+                        message, export, theme, flex_wrap="nowrap", sizing_mode="stretch_width", height=50,
+                        styles={"overflow": "hidden"})
+    side = pn.Column(MixingView(session=session, thumbnails=prior.thumbnails()), TracesView(session=session),
+                     prior.slice_panel(), RegressionView(session=session), styles=SIDE_STYLE, margin=0,
+                     css_classes=["bft-side"])
+    hero = pn.Column(canvas, styles=HERO_STYLE, margin=0, sizing_mode="stretch_both", css_classes=["bft-hero-box"])
+    live = pn.FlexBox(hero, side, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["bft-live"])
+    tabs = pn.Tabs(("Live fit", live), ("Prior", prior.samples_panel()), ("β sweep", SweepView(session=session)),
+                   ("About", pn.pane.Markdown(ABOUT, max_width=800)), dynamic=False, sizing_mode="stretch_width",
+                   styles={"flex": "1 1 420px", "min-width": "min(420px, 100%)"})
     sidebar = pn.Column(pn.pane.Markdown("**Presets**", margin=(0, 10)), presets, controls,
                         pn.pane.Markdown("**Share and export**", margin=(0, 10)), share,
-                        width=320, sizing_mode="fixed", scroll=True, height=None)
-    layout = pn.Column(header, message, pn.Row(sidebar, tabs, sizing_mode="stretch_width"),
+                        styles=SIDEBAR_STYLE, margin=0, css_classes=["bft-sidebar"])
+    layout = pn.Column(header, pn.FlexBox(sidebar, tabs, flex_wrap="wrap", sizing_mode="stretch_width"),
                        sizing_mode="stretch_width")
     SharePanel.sync_url(session)
     install_browser_patches(pn.state.curdoc)

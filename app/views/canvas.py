@@ -5,21 +5,30 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.events import Tap
-from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LinearColorMapper
+from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LabelSet, LinearColorMapper
 
 from bftcore.api import empirical_density
-from bftcore.templates import paper_true_density
+from bftcore.presets import sample_paper_data
+from bftcore.templates import paper_true_density, template_values
 
 from ..configuration import X_RANGE, Y_RANGE
 from ..session import BFTSession
 from ..transport import one_message
-from .common import PALETTE, make_figure, teaching
+from .common import PALETTE, SERIES, make_figure
 from .common import set_changed as _set
 
 GRID_PARAMS = ["x_min", "x_max", "nx", "y_min", "y_max", "ny"]
+#: Number of held-out test points drawn from the paper's true density, and their seed (no preset uses it).
+HELD_OUT_N, HELD_OUT_SEED = 50, 20_241_113
 
 EQUATION = (r"$p(y|x) = e^{L(x,y)}$, with $\int e^{L(x,y)}\,dy = 1$ for every $x$;"
             r" the MAP field minimises $E_L = -\sum_i L(x_i,y_i) + \frac{\lambda}{2}(L-t, K(L-t))$")
+EQUATION_REGRESSION = (r"$h(x) = \sum_j a_j\,\bar t_j(x)$ at the fixed point, $a_j \propto p_j e^{-\beta E_{h,j}}$;"
+                       r" $E_{h,j} = \frac{1}{2}\sum_i (h(x_i)-y_i)^2 + \frac{\lambda}{2}(h-t_j, K(h-t_j))$")
+TEXT_REGRESSION = """The orange curve is the MAP regression function h(x) of the mixture of Gaussian process priors, the
+white dots the data and the dotted lines the templates t_j(x) the prior components are centred on. **Click** to
+add a point at the nearest x node. With a single x node (fig. 7) the curve is one value, drawn as a diamond with
+its number."""
 TEXT = """The colour is the learned conditional density p(y|x) on the grid; every column (fixed x) integrates to 1.
 White dots are the training data. **Click** to add a point (it snaps to the nearest node), switch the click
 mode to *remove* to delete the nearest point. The solver restarts from the current field after every change,
@@ -85,12 +94,33 @@ class DataCanvas(pn.viewable.Viewer):
         self.colorbar = ColorBar(color_mapper=self.mapper, width=10, title="P", title_text_font_size="12px",
                                  major_label_text_font_size="11px")
         fig.add_layout(self.colorbar, "right")
-        self.curve_source = ColumnDataSource(dict(x=[], h=[]))
+        self.curve_source = ColumnDataSource(dict(x=[], h=[]), name="bft-curve-source")
         self.curve = fig.line("x", "h", source=self.curve_source, color="orange", line_width=3, visible=False,
                               legend_label="MAP h(x)")
+        # regression: the templates t_j(x) the prior components are centred on, and the curve of a one-node
+        # problem (fig. 7), which a line cannot draw: a diamond with its value
+        self.templates_source = ColumnDataSource(dict(xs=[], ys=[], color=[]), name="bft-canvas-templates")
+        self.template_lines = fig.multi_line("xs", "ys", source=self.templates_source, color="color", line_width=2,
+                                             line_dash="dotted", legend_label="templates t_j(x)", visible=False)
+        self.marker_source = ColumnDataSource(dict(x=[], h=[], label=[]), name="bft-curve-marker")
+        fig.scatter("x", "h", source=self.marker_source, marker="diamond", size=22, color="orange",
+                    line_color="black")
+        fig.add_layout(LabelSet(x="x", y="h", text="label", source=self.marker_source, x_offset=14, y_offset=-8,
+                                text_font_size="16px", text_color="orange"))
+        # the held-out test data: points of the paper's true density, drawn with another seed than any preset's
+        self.heldout_source = ColumnDataSource(dict(x=[], y=[]), name="bft-heldout-source")
+        self.heldout = fig.scatter("x", "y", source=self.heldout_source, size=7, marker="x", color="#dddddd",
+                                   alpha=0.7, line_width=2, legend_label="held-out test data", visible=False)
         self.points_source = ColumnDataSource(dict(x=[], y=[]), name="bft-points-source")
         fig.scatter("x", "y", source=self.points_source, size=10, fill_color="white", line_color="black",
                     line_width=1.5, legend_label="data")
+        # repeated points: a ring whose size grows with the count, and the count beside it
+        self.duplicates_source = ColumnDataSource(dict(x=[], y=[], n=[], size=[], label=[]),
+                                                  name="bft-duplicates-source")
+        fig.scatter("x", "y", source=self.duplicates_source, size="size", fill_alpha=0, line_color="white",
+                    line_width=2.5)
+        fig.add_layout(LabelSet(x="x", y="y", text="label", source=self.duplicates_source, x_offset=9, y_offset=4,
+                                text_font_size="13px", text_color="white", text_font_style="bold"))
         fig.grid.visible = False  # under the image anyway; each renderer costs the browser a restyle per frame
         fig.legend.location = "top_right"
         fig.legend.label_text_font_size = "11px"
@@ -105,11 +135,36 @@ class DataCanvas(pn.viewable.Viewer):
                                                         code="ack.tags = cb_obj.tags"))
         self.ack_source.on_change("tags", lambda attr, old, new: new and s.pump.ack_frame(int(new[0])))
         self.figure = fig
-        self.pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
+        fig.sizing_mode = "stretch_both"
+        fig.min_height, fig.min_width = 260, 260
+        self.pane = pn.pane.Bokeh(fig, sizing_mode="stretch_both", min_height=260)
         self._shown = {}  # what the browser already has, so that a frame sends only what changed
+        self.show_heldout = pn.widgets.Checkbox(name=f"show {HELD_OUT_N} held-out test points (true density)",
+                                                value=False, margin=(0, 10))
+        self.show_heldout.param.watch(self._update_heldout, "value")
         s.param.watch(self._update_image, ["record", "display", "truth", "model"] + GRID_PARAMS)
         s.param.watch(self._update_points, ["data"])
-        s.param.watch(self._update_ranges, ["model", "data"] + GRID_PARAMS)
+        s.param.watch(self._update_ranges, ["model", "data", "templates", "file_templates", "const_value",
+                                            "lin_slope", "lin_intercept"] + GRID_PARAMS)
+        s.param.watch(self._update_templates, ["model", "templates", "file_templates", "const_value", "lin_slope",
+                                               "lin_intercept", "x_min", "x_max", "nx"])
+        s.param.watch(self._update_heldout, ["model", "truth"] + GRID_PARAMS)
+        self.equation = pn.pane.LaTeX(EQUATION, styles={"font-size": "13px"}, margin=(0, 10),
+                                      sizing_mode="stretch_width")
+        self.text = pn.pane.Markdown(TEXT, margin=(0, 8), styles={"font-size": "13px"})
+        self.card = pn.Card(self.text, title="What this shows", collapsed=True, margin=(0, 10), width=200,
+                            header_background="#f3f3f3")
+        # the keyboard way to add a point: type x and y, press the button (or Enter in a field, then the button)
+        self.x_in = pn.widgets.FloatInput(name="x", value=5.0, width=90, margin=(0, 5),
+                                          description="x of a point to add (keyboard)")
+        self.y_in = pn.widgets.FloatInput(name="y", value=8.0, width=90, margin=(0, 5),
+                                          description="y of a point to add (keyboard)")
+        self.add_button = pn.widgets.Button(name="Add point", width=100, margin=(18, 5, 0, 5),
+                                            description="add the point (x, y), snapped to the nearest node")
+        self.add_button.on_click(self._add_typed)
+        s.param.watch(self._update_text, ["model"])
+        self._update_templates()
+        self._update_heldout()
         self._update_ranges()
         self._update_points()
         self._update_image()
@@ -118,16 +173,26 @@ class DataCanvas(pn.viewable.Viewer):
         with one_message(pn.state.curdoc):  # the point, the count, the regression plot and the URL: one message
             self.session.click(event.x, event.y)
 
+    def _x_span(self):
+        g = self.session.grid
+        if g.x.n == 1 or not g.hx > 0:  # one x node (fig. 7): a unit either side of it
+            return g.x.min - 1.0, g.x.max + 1.0
+        return g.x.min - g.hx / 2, g.x.max + g.hx / 2
+
     def _update_ranges(self, *events):
         s, g = self.session, self.session.grid
-        x0, x1 = g.x.min - g.hx / 2, g.x.max + g.hx / 2
-        if s.is_regression:  # y is real-valued: show the y axis and every datum, with a margin
-            ys = [g.y.min, g.y.max] + [p[1] for p in s.data]
-            pad = max(0.5, 0.05 * (max(ys) - min(ys)))
+        x0, x1 = self._x_span()
+        if s.is_regression:  # y is real-valued: the data, the templates and the curve, not the density's y grid
+            ys = [p[1] for p in s.data]
+            for v in self.templates_source.data["ys"]:
+                ys += [float(np.min(v)), float(np.max(v))]
+            ys += [float(v) for v in self.curve_source.data["h"]] + [float(v) for v in self.marker_source.data["h"]]
+            ys = [v for v in ys if np.isfinite(v)] or [0.0, 1.0]
+            pad = max(0.1, 0.08 * (max(ys) - min(ys)))
             y0, y1 = min(ys) - pad, max(ys) + pad
-            if events and all(e.name == "data" for e in events) and \
+            if events and all(e.name in ("data", "record") for e in events) and \
                     self.figure.y_range.start <= y0 and y1 <= self.figure.y_range.end:
-                return  # a click inside the view does not move the axes
+                return  # a click inside the view, a frame inside the view: the axes stay
         else:
             if events and all(e.name == "data" for e in events):
                 return
@@ -135,15 +200,79 @@ class DataCanvas(pn.viewable.Viewer):
         _set(self.figure.x_range, start=x0, end=x1)
         _set(self.figure.y_range, start=y0, end=y1)
 
+    def _update_templates(self, *_):
+        s, g = self.session, self.session.grid
+        ys = []
+        if s.is_regression:
+            for spec in s.template_specs()[0]:
+                try:
+                    ys.append(np.asarray(template_values(spec, g.x.nodes), float))
+                except ValueError:
+                    pass
+        xs = g.x.nodes if g.x.n > 1 else np.array([g.x.min - 1.0, g.x.max + 1.0])
+        ys = [v if len(v) == len(xs) else np.full(len(xs), float(v[0])) for v in ys]
+        data = dict(xs=[xs] * len(ys), ys=ys, color=[SERIES[(3 + k) % 10] for k in range(len(ys))])
+        self.templates_source.data = data
+        _set(self.template_lines, visible=bool(ys))
+        self._legend_follows()
+        self._update_ranges()
+
+    def _update_heldout(self, *_):
+        s, g = self.session, self.session.grid
+        paper = not s.is_regression and s.truth == "paper" and (g.x.min, g.x.max, g.y.min, g.y.max) == (
+            X_RANGE[0], X_RANGE[1], Y_RANGE[0], Y_RANGE[1])
+        self.show_heldout.visible = paper
+        on = paper and self.show_heldout.value
+        if on and not len(self.heldout_source.data["x"]):
+            pts = sample_paper_data(HELD_OUT_N, HELD_OUT_SEED)
+            self.heldout_source.data = dict(x=pts[:, 0], y=pts[:, 1])
+        _set(self.heldout, visible=on)
+        self._legend_follows()
+
+    def _legend_follows(self):
+        """A legend entry only for what is drawn (an empty "MAP h(x)" in density mode said nothing)."""
+        for item in self.figure.legend.items:
+            if item.renderers:
+                _set(item, visible=bool(item.renderers[0].visible))
+
+    def _update_text(self, *_):
+        regression = self.session.is_regression
+        self.equation.object = EQUATION_REGRESSION if regression else EQUATION
+        self.text.object = TEXT_REGRESSION if regression else TEXT
+
     def _update_points(self, event=None):
         data = self.session.data
         old = event.old if event is not None else None
         if old is not None and len(data) == len(old) + 1 and data[:-1] == old and \
                 len(self.points_source.data["x"]) == len(old):
             self.points_source.stream(dict(x=[data[-1][0]], y=[data[-1][1]]))  # a click: send one point
+            if data[-1] in data[:-1] or len(self.duplicates_source.data["x"]):
+                self._update_duplicates()
             return
         pts = np.asarray(data, float).reshape(-1, 2)
         self.points_source.data = dict(x=pts[:, 0], y=pts[:, 1])
+        self._update_duplicates()
+
+    def _update_duplicates(self):
+        """A ring and a count at every point given more than once (they would hide under each other)."""
+        pts = np.asarray(self.session.data, float).reshape(-1, 2)
+        uniq, counts = (np.unique(pts, axis=0, return_counts=True) if len(pts) else (np.zeros((0, 2)), np.zeros(0)))
+        rep = counts > 1
+        n = counts[rep].astype(int)
+        data = dict(x=uniq[rep, 0], y=uniq[rep, 1], n=n, size=10 + 5 * np.minimum(n, 6),
+                    label=[f"×{k}" for k in n])
+        if len(n) or len(self.duplicates_source.data["x"]):
+            self.duplicates_source.data = data
+
+    def title_text(self, label: str = "") -> str:
+        """What the canvas shows, in words (the title of the plot and of its PNG export)."""
+        s, g = self.session, self.session.grid
+        where = f"preset {s.preset}, " if s.preset else ""
+        if s.is_regression:
+            return f"regression h(x) with data and templates t_j(x) ({where}{len(s.data)} points)"
+        names = {"P": "posterior density p(y|x)", "ln P": "log density L = ln p(y|x)",
+                 "P_true": "true density p_true(y|x)", "P_emp": "empirical density"}
+        return f"{names.get(label or 'P', label)} on the {g.x.n}×{g.y.n} grid ({where}{len(s.data)} points)"
 
     def field_shown(self):
         """The array on screen, shape (nx, ny), and its colour-bar title."""
@@ -166,12 +295,28 @@ class DataCanvas(pn.viewable.Viewer):
         arr, label = self.field_shown()
         regression = s.is_regression
         _set(self.curve, visible=regression)
-        _set(self.figure.legend[0], visible=regression)
+        self._legend_follows()
         rec = s.record
+        h = None
         if regression and rec is not None and getattr(rec, "h", None) is not None and len(rec.h) == g.x.n:
-            self.curve_source.data = dict(x=g.x.nodes, h=np.asarray(rec.h, float))
-        _set(self.figure.title, text="data and MAP regression h(x) — click to add points" if regression
-                  else f"{label or 'P'} on the {g.x.n}×{g.y.n} grid — click to add points")
+            h = np.asarray(rec.h, float)
+        if regression and g.x.n == 1:  # one node: a diamond and its value instead of a line
+            self.marker_source.data = dict(x=g.x.nodes, h=h, label=[f"h = {h[0]:.3g}"]) if h is not None else \
+                dict(x=[], h=[], label=[])
+            if len(self.curve_source.data["x"]):
+                self.curve_source.data = dict(x=[], h=[])
+        else:
+            if h is not None:
+                self.curve_source.data = dict(x=g.x.nodes, h=h)
+            elif len(self.curve_source.data["x"]):
+                self.curve_source.data = dict(x=[], h=[])
+            if len(self.marker_source.data["x"]):
+                self.marker_source.data = dict(x=[], h=[], label=[])
+        if regression and h is not None:
+            lo, hi = float(np.min(h)), float(np.max(h))
+            if not (self.figure.y_range.start <= lo and hi <= self.figure.y_range.end):
+                self._update_ranges()
+        _set(self.figure.title, text=self.title_text(label))
         _set(self.image_source, tags=[s.pump.frame_serial])  # the browser echoes it: see ack_source
         if arr is None:
             _set(self.image, visible=False)
@@ -191,5 +336,14 @@ class DataCanvas(pn.viewable.Viewer):
                                           dh=[placement[3]])
             self._shown["placement"] = placement
 
+    def _add_typed(self, *_):
+        with one_message(pn.state.curdoc):
+            self.session.add_point(self.x_in.value, self.y_in.value)
+
     def __panel__(self):
-        return pn.Column(self.pane, teaching(EQUATION, TEXT), sizing_mode="stretch_width")
+        """The hero of the presenter layout: the plot fills what its container gives it; under it the equation,
+        the keyboard form and the held-out toggle (one line each, fixed heights: nothing below moves)."""
+        form = pn.Row(self.x_in, self.y_in, self.add_button, self.show_heldout, sizing_mode="stretch_width",
+                      height=40, margin=0, css_classes=["bft-add-form"])
+        return pn.Column(self.pane, pn.Row(self.equation, self.card, sizing_mode="stretch_width", margin=0), form,
+                         sizing_mode="stretch_both", margin=0, css_classes=["bft-hero"])

@@ -30,18 +30,19 @@ def mixing_of(rec) -> list[float]:
 
 class MixingView(pn.viewable.Viewer):
     session = param.ClassSelector(class_=BFTSession)
+    thumbnails = param.Parameter(None, doc="A row drawn between the bars and the trace (the template thumbnails).")
 
     def __init__(self, **params):
         super().__init__(**params)
         self.bars = ColumnDataSource(dict(name=[], value=[], color=[]), name="bft-mixing-source")
         bar = make_figure("mixing coefficients", "component", "weight", x_range=FactorRange(factors=["–"]),
-                          y_range=(0, 1.05), tools="save", width=250)
-        bar.sizing_mode = "fixed"
+                          y_range=(0, 1.05), tools="save", height=170)
+        bar.sizing_mode = "stretch_width"
         bar.vbar(x="name", top="value", width=0.7, color="color", source=self.bars)
         bar.xaxis.major_label_orientation = 0.5
         bar.xgrid.grid_line_color = None
         self.trace = ColumnDataSource(dict(iteration=[]))
-        tr = make_figure("a_j over the iterations", "iteration", "a_j", y_range=(-0.02, 1.02))
+        tr = make_figure("a_j over the iterations", "iteration", "a_j", y_range=(-0.02, 1.02), height=160)
         self.lines = [tr.line("iteration", f"a{j}", source=self.trace, color=SERIES[j], line_width=2.5,
                               legend_label=f"a{j + 1}", visible=False) for j in range(N_TRACED)]
         self.trace.data = {"iteration": [], **{f"a{j}": [] for j in range(N_TRACED)}}
@@ -96,6 +97,8 @@ class MixingView(pn.viewable.Viewer):
         return cols
 
     def __panel__(self):
-        return pn.Column(pn.Row(pn.pane.Bokeh(self.bar_fig), pn.pane.Bokeh(self.trace_fig, sizing_mode="stretch_width"),
-                                sizing_mode="stretch_width"),
-                         teaching(EQUATION, TEXT), sizing_mode="stretch_width")
+        parts = [pn.pane.Bokeh(self.bar_fig, sizing_mode="stretch_width")]
+        if self.thumbnails is not None:
+            parts.append(self.thumbnails)
+        parts.append(pn.pane.Bokeh(self.trace_fig, sizing_mode="stretch_width"))
+        return pn.Column(*parts, teaching(EQUATION, TEXT), sizing_mode="stretch_width", css_classes=["bft-mixing"])
