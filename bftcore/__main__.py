@@ -16,7 +16,7 @@ import numpy as np
 from . import api
 from .bench import main as bench_main
 from .config import ConfigError, load_config, validate_sweep
-from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, deadline, using
+from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
 from .operators import SingularOperatorError
 from .presets import figure_config
 
@@ -92,6 +92,11 @@ def _limits(args) -> Limits:
 
 
 def _run(args) -> tuple[dict | int, str]:
+    with blas_threads():  # the CLI's process: one BLAS thread for every run (bftcore.limits.BLAS_THREADS)
+        return _run_command(args)
+
+
+def _run_command(args) -> tuple[dict | int, str]:
     lim = _limits(args)
     if args.command == "bench":
         if not 1 <= args.repeats <= 100:

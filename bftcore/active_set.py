@@ -69,7 +69,7 @@ class FaceCaches:
     (A = K + m^2 I is constant), the dense K of small grids, and the Green's function ``(K + m^2 I)^{-1}`` per
     mass with the Schur complements of its faces."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.kkt: dict = {}
         self.dense_K: np.ndarray | None = None
         self.green: dict = {}
@@ -118,6 +118,7 @@ def free_set_direction(point, active: np.ndarray, method: str, mass2: float, cac
                     kkt[:nf, :nf] = Kd[np.ix_(fidx, fidx)]
                     kkt[np.arange(nf), np.arange(nf)] += mass2
                 else:
+                    assert data is not None
                     kkt[:nf, :nf] = scale * Kd[np.ix_(fidx, fidx)]
                     kkt[np.arange(nf), np.arange(nf)] += data[fidx]
                 kkt[np.arange(nf), nf + rows_x] = grid.hy
@@ -172,7 +173,8 @@ def massive_face_direction(point, active: np.ndarray, mass2: float, caches: Face
         AinvB = Ainv.reshape(grid.size, nx, ny).sum(axis=2) * hy  # A^{-1} B, B = per-x sums times hy
         if len(cache) > 4:
             cache.clear()
-        green = cache[mass2] = (Ainv, AinvB, {})
+        new_faces: dict[bytes, tuple] = {}
+        green = cache[mass2] = (Ainv, AinvB, new_faces)
     Ainv, AinvB, faces = green
     active = active.ravel()
     key = active.tobytes()
@@ -231,7 +233,7 @@ class LineEnergy:
         idx = energy.data_index
         self.N, self.bm, self.dm = energy.data_counts, base.take(idx), d.take(idx)
         self.lam, self.single, self.pr = pr.lam, pr.m == 1, pr
-        self._bent = {}  # eta -> (P, K P, prior terms) of trials beyond eta_max
+        self._bent: dict = {}  # eta -> (P, K P, prior terms) of trials beyond eta_max
 
     def __call__(self, eta: float):
         if eta > self.eta_max:
@@ -311,7 +313,7 @@ class ActiveSetStep:
         self.line_search = line_search
         self.caches = FaceCaches()
         self.eta_prev = 1.0
-        self.prev = None  # (phi, G) of the previous iteration, for the Barzilai-Borwein step
+        self.prev: tuple | None = None  # (phi, G) of the previous iteration, for the Barzilai-Borwein step
 
     def take(self, phi: np.ndarray, point):
         """Returns ``(eta, new_phi, new_point, label)``; ``new_point`` is None when no decrease is possible."""

@@ -30,6 +30,7 @@ from .density import (  # noqa: F401 - the density problem's parts, part of the 
     kernel_density,
     prior_samples,
 )
+from .limits import blas_threads
 from .mixing import detect_plateaus  # noqa: F401 - part of the API
 from .records import FitResult, Record
 from .regression import RegressionFit  # noqa: F401 - part of the API
@@ -41,7 +42,11 @@ __all__ = ["ConfigError", "default_config", "validate_config", "grid_from_config
 
 
 def iterate(config: dict, init=None):
-    """Yield a :class:`Record` per iteration of the configured solver; close the generator to stop early."""
+    """Yield a :class:`Record` per iteration of the configured solver; close the generator to stop early.
+
+    Unlike :func:`run` this does not limit the BLAS threads (a limit is process-wide, and generators of several
+    threads would undo each other's): a program that streams runs sets it once for its process, as the dashboard
+    and the CLI do (:func:`bftcore.limits.blas_threads`)."""
     cfg = validate_config(config)
     if cfg["model"] == "regression":
         yield from regression.iterate(cfg, init, validated=True)
@@ -57,9 +62,10 @@ def run(config: dict, init=None, callback=None, check_stability: bool = False) -
     (:func:`is_local_minimum`), as beta sweeps and basins report it; a regression result always says.
     """
     cfg = validate_config(config)
-    if cfg["model"] == "regression":
-        return regression.solve(cfg, init, validated=True)
-    return density.solve(build_density(cfg, validated=True), init, callback, check_stability)
+    with blas_threads():
+        if cfg["model"] == "regression":
+            return regression.solve(cfg, init, validated=True)
+        return density.solve(build_density(cfg, validated=True), init, callback, check_stability)
 
 
 def fit(config: dict, init=None, callback=None, check_stability: bool = False) -> dict:

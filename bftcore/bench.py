@@ -16,7 +16,7 @@ import scipy.optimize as so
 
 from . import api
 from .bench_mixtures import bench_rows
-from .limits import UNLIMITED, using
+from .limits import UNLIMITED, blas_threads, using
 from .presets import figure_config
 
 
@@ -106,7 +106,7 @@ CASES = [("64x64 l2=0.05", 64, {"l2": 0.05}, 0.150), ("64x64 l2=1", 64, {"l2": 1
 def main(repeats: int = 5, quick: bool = False, baseline_repeats: int = 3) -> int:
     """Print the table.  The cases are fixed and their cost known (128 x 128 with up to 200 Newton iterations is
     over the default budget of node-iterations, though Newton stops after a few): the budget is lifted here."""
-    with using(UNLIMITED):
+    with using(UNLIMITED), blas_threads():  # both solvers with one BLAS thread, as a run of the API has
         return _main(repeats, quick, baseline_repeats)
 
 

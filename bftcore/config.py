@@ -30,6 +30,7 @@ import numpy as np
 from .grid import Axis, Grid
 from .limits import MAX_CONDITION, MAX_COORDINATE, MAX_MAGNITUDE, MAX_TEMPLATE_VALUE, MIN_BETA, Limits, active
 from .operators import axis_symbol
+from .solvers import METHODS
 from .templates import KINDS, template_field
 from .templates import kinds as template_kinds
 
@@ -42,7 +43,6 @@ TOP_KEYS = ("model", "grid", "data", "prior", "templates", "weights", "beta", "s
 PRIOR_KEYS = ("field", "lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6")
 SOLVER_KEYS = ("method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol")
 AXIS_KEYS = ("min", "max", "n", "boundary")
-METHODS = ("newton", "massive", "gradient")
 INITS = ("uniform", "kernel", "empirical")
 #: Deepest nesting any document may have whatever the limits (a guard of the recursive checks, not a budget).
 HARD_DEPTH = 200

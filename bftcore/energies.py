@@ -27,7 +27,7 @@ import scipy.linalg as sla
 
 from .active_set import ActiveSetStep, project_simplex
 from .grid import Grid
-from .mixing import mixing_coefficients, mixture_energy
+from .mixing import check_beta, check_weights, mixing_coefficients, mixture_energy
 from .operators import PriorOperator, axis_symbol
 
 
@@ -45,27 +45,16 @@ class Prior:
     """
 
     def __init__(self, K: PriorOperator, lam: float, templates=None, weights=None, beta: float = 1.0):
-        if not (np.isfinite(lam) and lam > 0):
-            raise ValueError(f"lambda must be a finite number > 0, got {lam!r}: with lambda = 0 the prior is "
-                             f"switched off and the energy has no minimum; use a small positive lambda")
+        # the gate (bftcore.config.validate_config) has checked lambda, the templates and their shapes; the weight
+        # and beta rules have one home each (bftcore.mixing); here they are only asserted or applied
+        assert np.isfinite(lam) and lam > 0, f"lambda must be > 0 (the gate says so by name), got {lam!r}"
         self.K, self.lam, self.grid = K, float(lam), K.grid
         t = np.zeros((1,) + self.grid.shape) if templates is None or len(templates) == 0 else np.asarray(
             templates, dtype=float)
-        if t.ndim != 3 or t.shape[1:] != self.grid.shape:
-            raise ValueError(f"templates must have shape (m, {self.grid.shape[0]}, {self.grid.shape[1]}), "
-                             f"got {t.shape}")
-        if not np.all(np.isfinite(t)):
-            raise ValueError("templates contain NaN or infinite values")
+        assert t.ndim == 3 and t.shape[1:] == self.grid.shape and np.all(np.isfinite(t)), "templates: (m, nx, ny)"
         self.templates = t
-        w = np.ones(len(t)) if weights is None else np.asarray(weights, dtype=float)
-        if w.shape != (len(t),):
-            raise ValueError(f"need one weight p_j per template: {len(t)} templates, {w.size} weights")
-        if np.any(~np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
-            raise ValueError(f"weights p_j must be >= 0 and not all zero, got {w.tolist()}")
-        self.weights = w / w.sum()
-        if not (np.isfinite(beta) and 1e-12 <= beta <= 1e12):
-            raise ValueError(f"beta must be a finite number in [1e-12, 1e12], got {beta!r}")
-        self.beta = float(beta)
+        self.weights = check_weights(weights, len(t))
+        self.beta = check_beta(beta)
         self.Kt = np.stack([K.apply(tj) for tj in t])
 
     @property
@@ -91,7 +80,7 @@ class DensityEnergy:
     ``saddle_escape`` (how Newton treats this energy)."""
 
     field = "?"
-    minimiser_step = None
+    minimiser_step: type | None = None
     newton_loose_until = np.inf  # Newton's CG tolerance is 0.1 while |G| > this times |G0| (never, by default)
     saddle_escape = False  # Newton retries with a convexified Hessian and follows negative curvature
 

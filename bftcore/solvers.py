@@ -40,6 +40,7 @@ import numpy as np
 from .limits import check_deadline
 from .records import Record
 
+#: The learning algorithms by their names in the JSON document (``solver.method``); the gate takes this list.
 METHODS = ("newton", "massive", "gradient")
 
 
@@ -259,7 +260,8 @@ class NewtonMatrix:
 
     def __init__(self, energy, mass2: float, cg_maxiter: int):
         self.energy, self.cg_maxiter = energy, cg_maxiter
-        self.precond, self.strong, self.cache = None, False, {}
+        self.precond, self.strong = None, False
+        self.cache: dict = {}
         self.g0 = None
 
     def direction(self, point):

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from . import density
+from .limits import blas_threads
 from .mixing import check_beta, fig7_config, zero_dimensional_model
 from .regression import RegressionModel
 
@@ -226,7 +227,8 @@ def sweep_document(config: dict, beta_min: float, beta_max: float, n: int, spaci
     solve, starts, count_stable, up_init = _model_and_starts(config)
     if progress is not None:
         solve = _reporting(solve, progress)
-    doc = beta_sweep(solve, betas, init=up_init, starts=starts, count_stable=count_stable)
+    with blas_threads():
+        doc = beta_sweep(solve, betas, init=up_init, starts=starts, count_stable=count_stable)
     doc.update({"model": config.get("model", "density"), "beta_min": float(beta_min), "beta_max": float(beta_max),
                 "n": int(n), "spacing": spacing, "elapsed_s": time.perf_counter() - t0})
     return doc
@@ -250,7 +252,8 @@ def basins_document(config: dict) -> dict:
     t0 = time.perf_counter()
     beta = check_beta(config.get("beta", 1.0))
     solve, starts, _, _ = _model_and_starts(config)
-    minima = find_basins(solve, starts, beta)
+    with blas_threads():
+        minima = find_basins(solve, starts, beta)
     return {"model": config.get("model", "density"), "beta": beta, "starts": [s for s, _ in starts],
             "minima": minima, "elapsed_s": time.perf_counter() - t0}
 

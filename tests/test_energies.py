@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from bftcore import api, presets
+from bftcore.config import ConfigError, validate_config
 from bftcore.energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log
 from bftcore.grid import Axis, Grid
 from bftcore.operators import PriorOperator
@@ -309,6 +310,8 @@ def test_mixture_gradient_uses_effective_template():
 
 
 def test_zero_lambda_is_rejected():
-    g = small_grid()
-    with pytest.raises(ValueError, match="lambda"):
-        Prior(PriorOperator(g), 0.0)
+    """The gate refuses lambda = 0 by name; the prior itself only asserts (it is built from validated documents)."""
+    with pytest.raises(ConfigError, match="prior.lambda"):
+        validate_config({"prior": {"lambda": 0.0}})
+    with pytest.raises(AssertionError, match="lambda"):
+        Prior(PriorOperator(small_grid()), 0.0)
