@@ -383,10 +383,6 @@ class ProbPoint(_Point):
         """``Proj(P - G)``, for the KKT residual."""
         return project_simplex(self.phi - self.gradient, self.energy.grid.hy)
 
-    def active(self, tol: float = 0.0) -> np.ndarray:
-        """Nodes where the bound P >= 0 is active: P = 0 and the reduced gradient pushes outwards."""
-        return (self.phi <= tol) & (self.gradient > 0)
-
     @cached_property
     def residual(self) -> float:
         """KKT residual ``max |P - Proj(P - G)|``: zero exactly when the reduced gradient vanishes where P > 0 and
