@@ -92,11 +92,7 @@ def _limits(args) -> Limits:
 
 
 def _run(args) -> tuple[dict | int, str]:
-    with blas_threads():  # the CLI's process: one BLAS thread for every run (bftcore.limits.BLAS_THREADS)
-        return _run_command(args)
-
-
-def _run_command(args) -> tuple[dict | int, str]:
+    blas_threads()  # the BLAS threads of a bftcore process (bftcore.limits.BLAS_THREADS)
     lim = _limits(args)
     if args.command == "bench":
         if not 1 <= args.repeats <= 100:

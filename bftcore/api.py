@@ -42,12 +42,9 @@ __all__ = ["ConfigError", "default_config", "validate_config", "grid_from_config
 
 
 def iterate(config: dict, init=None):
-    """Yield a :class:`Record` per iteration of the configured solver; close the generator to stop early.
-
-    Unlike :func:`run` this does not limit the BLAS threads (a limit is process-wide, and generators of several
-    threads would undo each other's): a program that streams runs sets it once for its process, as the dashboard
-    and the CLI do (:func:`bftcore.limits.blas_threads`)."""
+    """Yield a :class:`Record` per iteration of the configured solver; close the generator to stop early."""
     cfg = validate_config(config)
+    blas_threads()
     if cfg["model"] == "regression":
         yield from regression.iterate(cfg, init, validated=True)
         return
@@ -62,10 +59,10 @@ def run(config: dict, init=None, callback=None, check_stability: bool = False) -
     (:func:`is_local_minimum`), as beta sweeps and basins report it; a regression result always says.
     """
     cfg = validate_config(config)
-    with blas_threads():
-        if cfg["model"] == "regression":
-            return regression.solve(cfg, init, validated=True)
-        return density.solve(build_density(cfg, validated=True), init, callback, check_stability)
+    blas_threads()
+    if cfg["model"] == "regression":
+        return regression.solve(cfg, init, validated=True)
+    return density.solve(build_density(cfg, validated=True), init, callback, check_stability)
 
 
 def fit(config: dict, init=None, callback=None, check_stability: bool = False) -> dict:

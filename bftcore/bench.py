@@ -106,7 +106,8 @@ CASES = [("64x64 l2=0.05", 64, {"l2": 0.05}, 0.150), ("64x64 l2=1", 64, {"l2": 1
 def main(repeats: int = 5, quick: bool = False, baseline_repeats: int = 3) -> int:
     """Print the table.  The cases are fixed and their cost known (128 x 128 with up to 200 Newton iterations is
     over the default budget of node-iterations, though Newton stops after a few): the budget is lifted here."""
-    with using(UNLIMITED), blas_threads():  # both solvers with one BLAS thread, as a run of the API has
+    blas_threads()  # both solvers with the BLAS threads of a run of the API
+    with using(UNLIMITED):
         return _main(repeats, quick, baseline_repeats)
 
 

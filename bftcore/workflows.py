@@ -227,8 +227,8 @@ def sweep_document(config: dict, beta_min: float, beta_max: float, n: int, spaci
     solve, starts, count_stable, up_init = _model_and_starts(config)
     if progress is not None:
         solve = _reporting(solve, progress)
-    with blas_threads():
-        doc = beta_sweep(solve, betas, init=up_init, starts=starts, count_stable=count_stable)
+    blas_threads()
+    doc = beta_sweep(solve, betas, init=up_init, starts=starts, count_stable=count_stable)
     doc.update({"model": config.get("model", "density"), "beta_min": float(beta_min), "beta_max": float(beta_max),
                 "n": int(n), "spacing": spacing, "elapsed_s": time.perf_counter() - t0})
     return doc
@@ -252,8 +252,8 @@ def basins_document(config: dict) -> dict:
     t0 = time.perf_counter()
     beta = check_beta(config.get("beta", 1.0))
     solve, starts, _, _ = _model_and_starts(config)
-    with blas_threads():
-        minima = find_basins(solve, starts, beta)
+    blas_threads()
+    minima = find_basins(solve, starts, beta)
     return {"model": config.get("model", "density"), "beta": beta, "starts": [s for s, _ in starts],
             "minima": minima, "elapsed_s": time.perf_counter() - t0}
 
