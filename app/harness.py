@@ -43,11 +43,12 @@ def free_port() -> int:
 def panel_server(port: int | None = None, log_path: str | None = None, extra_args=()):
     """`panel serve` of the installed app (:data:`APP_DIR`) bound to 127.0.0.1, run from the temporary directory
     (so it imports ``app`` and ``bftcore`` as installed, not from a working directory); yields (url, log file path,
-    by default in the temporary directory); stops the server afterwards."""
+    by default in the temporary directory); stops the server afterwards.  Start-up is detected by polling the
+    server's ``/liveness`` endpoint (``--liveness``), which creates no session."""
     port = port or free_port()
     log_path = log_path or str(Path(tempfile.gettempdir()) / f"bft-panel-serve-{port}.log")
     cmd = [sys.executable, "-m", "panel", "serve", str(APP_DIR), "--port", str(port), "--address", "127.0.0.1",
-           "--allow-websocket-origin", f"127.0.0.1:{port}", *extra_args]
+           "--allow-websocket-origin", f"127.0.0.1:{port}", "--liveness", *extra_args]
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/app"
@@ -55,7 +56,8 @@ def panel_server(port: int | None = None, log_path: str | None = None, extra_arg
         deadline = time.time() + 60
         while True:
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2)
+                # /liveness answers without building an app session (polling / made one session per poll)
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=2)
                 break
             except Exception:
                 if proc.poll() is not None or time.time() > deadline:
