@@ -4,7 +4,7 @@ the history scrubber, current share links with their preset, log sliders, messag
 No timed assertions: frames and messages are counted and values compared."""
 import json
 import time
-from urllib.parse import parse_qsl, urlparse
+from urllib.parse import parse_qsl
 
 import numpy as np
 import pytest
@@ -36,8 +36,15 @@ JS_ATTR = """([name, attr]) => { for (const d of Bokeh.documents) { const m = d.
   if (m) return m[attr]; } return null; }"""
 
 
+def search(page) -> str:
+    """The address bar's query, read from the page: Playwright's ``page.url`` is a cached value that the sync API
+    updates only while it handles a call into the browser, so polling it alone (``wait_until``) never sees a
+    ``history.replaceState`` of the app."""
+    return page.evaluate("() => window.location.search")
+
+
 def query(page) -> dict:
-    return dict(parse_qsl(urlparse(page.url).query))
+    return dict(parse_qsl(search(page).lstrip("?")))
 
 
 def fresh(browser, url):
@@ -60,7 +67,7 @@ def finished(page) -> bool:
 
 def load_preset(page, name):
     page.locator("select:has(option[value='fig21'])").select_option(name)
-    wait_until(lambda: f"preset={name}" in page.url, timeout=30)
+    wait_until(lambda: query(page).get("preset") == name, timeout=30)
     wait_until(lambda: finished(page), timeout=60)
 
 
@@ -120,8 +127,8 @@ def test_the_address_bar_follows_a_slider_within_one_frame_during_a_run(browser,
 
 def test_a_link_with_a_preset_opens_with_its_explanation(browser, server, page):
     load_preset(page, "fig27")
-    link = page.url
-    assert "preset=fig27" in link
+    link = server[0] + search(page)
+    assert query(page)["preset"] == "fig27"
     ctx, pg = fresh(browser, link)
     try:
         wait_until(lambda: shows(pg, "As Fig 23 with a weak prior"))
@@ -175,7 +182,7 @@ def test_a_new_solver_restarts_the_run_from_its_start(page):
     first = column(page, "bft-traces-source", "energy")
     open_card(page, "Solver and grid")
     page.get_by_role("button", name="massive", exact=True).click()
-    wait_until(lambda: "method=massive" in page.url)
+    wait_until(lambda: query(page).get("method") == "massive", timeout=30)
     wait_until(lambda: finished(page) and column(page, "bft-traces-source", "energy") != first, timeout=60)
     again = column(page, "bft-traces-source", "energy")
     assert again[0] == pytest.approx(first[0], rel=1e-9)  # the configured start, not the converged field
