@@ -60,6 +60,10 @@ SIDE_STYLE = {"flex": "2 1 340px", "min-width": "min(340px, 100%)", "height": "c
               "overflow-y": "auto", "overflow-x": "hidden"}
 SIDEBAR_STYLE = {"flex": "0 0 320px", "max-width": "100%", "height": "calc(100vh - 56px)", "overflow-y": "auto",
                  "overflow-x": "hidden"}
+#: A column of fixed height that scrolls: its children keep their own heights instead of being squeezed into it or
+#: capped at its height (BokehJS gives every element max-height: 100%, and a flex column shrinks its children: the
+#: controls drew over the share panel below them, and a click on "Solver and grid" hit the share panel).
+NO_SHRINK = [":host > *, * { flex-shrink: 0; max-height: none; }"]
 #: Colours of the dark high-contrast theme for every Bokeh plot of the page, and of the light one.
 DARK = dict(bg="#000000", fg="#ffffff", grid="#444444", legend="#111111")
 LIGHT = dict(bg="#ffffff", fg="#222222", grid="#e5e5e5", legend="#ffffff")
@@ -137,6 +141,7 @@ def build():
                         styles={"overflow": "hidden"})
     side = pn.Column(MixingView(session=session, thumbnails=prior.thumbnails()), TracesView(session=session),
                      prior.slice_panel(), RegressionView(session=session), styles=SIDE_STYLE, margin=0,
+                     stylesheets=NO_SHRINK,
                      css_classes=["bft-side"])
     hero = pn.Column(canvas, styles=HERO_STYLE, margin=0, sizing_mode="stretch_both", css_classes=["bft-hero-box"])
     live = pn.FlexBox(hero, side, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["bft-live"])
@@ -145,7 +150,7 @@ def build():
                    styles={"flex": "1 1 420px", "min-width": "min(420px, 100%)"})
     sidebar = pn.Column(pn.pane.Markdown("**Presets**", margin=(0, 10)), presets, controls,
                         pn.pane.Markdown("**Share and export**", margin=(0, 10)), share,
-                        styles=SIDEBAR_STYLE, margin=0, css_classes=["bft-sidebar"])
+                        styles=SIDEBAR_STYLE, margin=0, stylesheets=NO_SHRINK, css_classes=["bft-sidebar"])
     layout = pn.Column(header, pn.FlexBox(sidebar, tabs, flex_wrap="wrap", sizing_mode="stretch_width"),
                        sizing_mode="stretch_width")
     SharePanel.sync_url(session)
