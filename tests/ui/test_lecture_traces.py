@@ -90,6 +90,9 @@ def test_traces_move_with_every_heatmap_frame(browser, server):
     ctx, pg = fresh(browser, server[0] + "?max_iter=40&min_iter=40&tol=0&frame_ms=100")
     try:
         pg.get_by_role("button", name="Reset").click()
+        # Reset shows iteration 0 alone: wait for it, or its own frame (the start field under the first run's
+        # traces) is counted as the first frame of the run
+        wait_until(lambda: column(pg, "bft-traces-source", "iteration") == [0], timeout=30)
         assert pg.evaluate(JS_WATCH_FRAMES)
         pg.get_by_role("button", name="▶ Run").click()
         wait_until(lambda: finished(pg), timeout=60)
