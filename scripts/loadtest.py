@@ -61,6 +61,7 @@ CLASSROOM = ROOT / "deploy" / "classroom.sh"
 
 
 async def session(browser, url, k, duration, interval, out, gate, start_barrier):
+    loaded = False
     async with gate:  # a few page loads at a time
         ctx = await browser.new_context(viewport=VIEWPORT, reduced_motion="reduce")
         page = await ctx.new_page()
@@ -70,11 +71,17 @@ async def session(browser, url, k, duration, interval, out, gate, start_barrier)
             await page.wait_for_function(JS_MODEL, arg="bft-image-source", timeout=180000)
             await page.wait_for_function(JS_TRACES_READY, timeout=180000)
             await page.evaluate(JS_WATCH_IMAGE_EVENTS)
+            loaded = True
         except Exception as e:  # noqa: BLE001 - reported
-            out["load_failures"].append(f"session {k}: page did not load ({type(e).__name__})")
+            out["load_failures"].append(f"session {k}: page did not load ({type(e).__name__}: "
+                                        f"{' '.join(str(e).split())[:200]})")
             await ctx.close()
-            await start_barrier.wait()
-            return
+    # The barrier is waited for outside the gate: a session whose page failed to load used to wait for it while
+    # holding its place in the gate, and OPEN_AT_ONCE such failures left no place for the pages still to load, so
+    # the whole run waited (idle) until the barrier's own time limit.
+    if not loaded:
+        await start_barrier.wait()
+        return
     try:
         await start_barrier.wait()
         end = time.time() + duration
