@@ -164,6 +164,14 @@ http {
 $UPSTREAMS    }
     server {
         listen $ADDRESS:$PORT;
+        # the address bar changes with every click (the state lives in the link) and Chromium then asks for the
+        # icon again: let it keep the icon for a day instead of a request per click
+        location = /favicon.ico {
+            proxy_pass http://bftcore_workers;
+            proxy_hide_header Cache-Control;
+            add_header Cache-Control "public, max-age=86400" always;
+            access_log off;
+        }
         location / {
             proxy_pass http://bftcore_workers;
             proxy_http_version 1.1;
