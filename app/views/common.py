@@ -29,7 +29,14 @@ TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 #:   BokehJS lay out and repaint the WHOLE page at once, inside the patch that carries it: a preset load changes about
 #:   ten of them in one message and the page froze for 1-1.5 s (profile: ``invalidate_layout`` 0.94 s of 1.13 s).
 #:   While a patch from the server is applied, the layout roots to redo are collected, and each is laid out once
-#:   after the patch.
+#:   after the patch.  The same for ``compute_layout``, which a re-rendered widget calls on the whole page.
+#: - A plot whose axis, title or colour bar changes size (new tick labels: every frame of the traces, the canvas'
+#:   title with the number of points) lays out the whole page from its root in its next paint, although its own box
+#:   is fixed by the page around it (width, height or stretch, never its content).  It lays out only itself.
+#: - A button re-renders itself, and so lays out the whole page, when only its ``disabled`` changes (the playback
+#:   buttons at the start and end of every run: three page layouts per click, each ~100 ms at 1280×720 with the
+#:   presenter layout's fifteen plots, in the message before the click's first frame).  The disabled attribute is
+#:   all that differs (BokehJS' ControlView sets it already), so only that is done.
 #:
 #: All are feature-detected: with a BokehJS that lacks the methods, the page runs unpatched.  They are repaint
 #: work of the page, not transport, but they use private BokehJS methods: with a Bokeh outside the tested range
@@ -64,30 +71,107 @@ const layout_mod = need("models/layouts/layout_dom");
 const docs_mod = need("document/document") || need("document");
 const layout = layout_mod && layout_mod.LayoutDOMView && layout_mod.LayoutDOMView.prototype;
 const doc = docs_mod && docs_mod.Document && docs_mod.Document.prototype;
-if (layout && doc && typeof layout.invalidate_layout === "function" && typeof doc.apply_json_patch === "function"
-    && !layout.__bft_patched) {
+if (layout && doc && typeof layout.invalidate_layout === "function" && typeof layout.compute_layout === "function"
+    && typeof doc.apply_json_patch === "function" && !layout.__bft_patched) {
   const LayoutDOMView = layout_mod.LayoutDOMView;
   const invalidate = layout.invalidate_layout;
-  let pending = null;
+  const compute = layout.compute_layout;
+  let pending = null;  // root view -> true when its styles must be redone too (invalidate), false: compute only
+  const defer = (view, restyle) => {
+    let root = view;
+    while (root.parent instanceof LayoutDOMView) root = root.parent;
+    pending.set(root, restyle || pending.get(root) === true);
+  };
   layout.invalidate_layout = function () {
     if (pending === null) return invalidate.call(this);
-    let root = this;
-    while (root.parent instanceof LayoutDOMView) root = root.parent;
-    pending.add(root);
+    defer(this, true);
   };
+  layout.compute_layout = function () {
+    if (this.__bft_local) {  // a plot's own side panels changed size: its box is its parent's business, not theirs
+      this.measure_layout(); this.update_bbox(); this._compute_layout(); this.after_layout();
+      this._layout_computed = true;
+      return;
+    }
+    if (pending === null) return compute.call(this);
+    defer(this, false);
+  };
+  const plot_mod = need("models/plots/plot");
+  const plot = plot_mod && plot_mod.PlotView && plot_mod.PlotView.prototype;
+  if (plot && typeof plot._invalidate_layout_if_needed === "function" && typeof layout.measure_layout === "function"
+      && typeof layout.update_bbox === "function" && typeof layout._compute_layout === "function"
+      && typeof layout.after_layout === "function") {
+    const if_needed = plot._invalidate_layout_if_needed;
+    plot._invalidate_layout_if_needed = function (...args) {
+      this.__bft_local = this.parent instanceof LayoutDOMView;
+      try { return if_needed.apply(this, args); } finally { this.__bft_local = false; }
+    };
+  }
   const apply = doc.apply_json_patch;
   doc.apply_json_patch = function (...args) {
     if (pending !== null) return apply.apply(this, args);
-    pending = new Set();
+    pending = new Map();
     try {
       return apply.apply(this, args);
     } finally {
       const roots = pending;
       pending = null;
-      for (const root of roots) invalidate.call(root);
+      for (const [root, restyle] of roots) (restyle ? invalidate : compute).call(root);
+      if (window.__bftDark && window.__bftApplyDark && !window.__bftDarkTimer)  // new elements get the dark theme
+        window.__bftDarkTimer = setTimeout(() => { window.__bftDarkTimer = null; window.__bftApplyDark(); }, 300);
     }
   };
   layout.__bft_patched = true;
+}
+const button_mod = need("models/widgets/abstract_button");
+const button = button_mod && button_mod.AbstractButtonView && button_mod.AbstractButtonView.prototype;
+if (button && typeof button.render === "function" && typeof button.rerender === "function"
+    && !Object.prototype.hasOwnProperty.call(button, "__bft_patched")) {  // own: LayoutDOMView, an ancestor, has one
+  const render = button.render;
+  const rerender = button.rerender;
+  button.render = function (...args) {
+    const out = render.apply(this, args);
+    this.__bft_drawn = {label: this.label_view, icon: this.icon_view, type: this.model.button_type,
+                        disabled: this.model.disabled};
+    return out;
+  };
+  button.rerender = function (...args) {
+    const d = this.__bft_drawn, m = this.model;
+    if (d && this.button_el && d.label === this.label_view && d.icon === this.icon_view && d.type === m.button_type
+        && d.disabled !== m.disabled) {
+      d.disabled = m.disabled;
+      this.button_el.disabled = m.disabled;  // ControlView toggles the attribute too: nothing else to redraw
+      return;
+    }
+    return rerender.apply(this, args);
+  };
+  button.__bft_patched = true;
+}
+"""
+
+
+#: Accessible names of the main controls (screen readers, keyboard users, and tests that find them by label): by the
+#: css class each control carries, since Panel makes their Bokeh models per page.  Set once the page is ready, on
+#: the element that takes the focus (the button or the input) and, for the plot, on the plot with role "img".
+ARIA = {"bft-export": "Download the main plot as a PNG at projector resolution",
+        "bft-theme": "Dark high-contrast theme",
+        "bft-preset": "Choose a preset: a figure of the paper or a teaching demonstration",
+        "bft-x-in": "x of a point to add", "bft-y-in": "y of a point to add",
+        "bft-add-point": "Add the point (x, y) to the data",
+        "bft-heldout-toggle": "Show 50 held-out test points from the true density",
+        "bft-canvas-plot": "The learned density p(y|x) with the data; click to add a point"}
+ARIA_JS = """
+for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
+  const classes = m.css_classes || [];
+  const name = m.name === "bft-canvas" ? "bft-canvas-plot" : classes.find((c) => c in labels);
+  if (!name || !(name in labels)) continue;
+  const v = Bokeh.index.find_one(m);
+  if (!v) continue;
+  const el = name === "bft-canvas-plot" ? v.el
+    : (v.button_el || (v.shadow_el && v.shadow_el.querySelector("input, select, button")) || v.el);
+  el.setAttribute("aria-label", labels[name]);
+  // the spinner's arrow buttons out of the Tab order: Tab goes x -> y -> "Add point" (the arrow keys still step)
+  if (v.shadow_el) for (const b of v.shadow_el.querySelectorAll(".bk-spin-btn")) b.setAttribute("tabindex", "-1");
+  if (name === "bft-canvas-plot") el.setAttribute("role", "img");
 }
 """
 
@@ -142,5 +226,6 @@ def teaching(equation: str, text: str) -> pn.Column:
         sizing_mode="stretch_width", margin=0)
 
 
-__all__ = ["install_browser_patches", "PALETTE", "SERIES", "Cividis256", "make_figure", "legend_outside",
+__all__ = ["ARIA", "ARIA_JS", "install_browser_patches", "PALETTE", "SERIES", "Cividis256", "make_figure",
+           "legend_outside",
            "set_changed", "teaching"]
