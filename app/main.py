@@ -13,13 +13,13 @@ if 0 < sys.get_int_max_str_digits() < 70_000:
     sys.set_int_max_str_digits(70_000)
 
 import panel as pn  # noqa: E402
-from bokeh.models import ColorBar  # noqa: E402
+from bokeh.models import ColorBar, CustomJS  # noqa: E402
 
 from app.configuration import MAX_POINTS  # noqa: E402
 from app.session import BFTSession  # noqa: E402
 from app.transport import one_message  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
-from app.views.common import install_browser_patches  # noqa: E402
+from app.views.common import ARIA, ARIA_JS, install_browser_patches  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
 from app.views.mixing import MixingView  # noqa: E402
 from app.views.presets import PresetsView  # noqa: E402
@@ -64,6 +64,32 @@ SIDEBAR_STYLE = {"flex": "0 0 320px", "max-width": "100%", "height": "calc(100vh
 #: capped at its height (BokehJS gives every element max-height: 100%, and a flex column shrinks its children: the
 #: controls drew over the share panel below them, and a click on "Solver and grid" hit the share panel).
 NO_SHRINK = [":host > *, * { flex-shrink: 0; max-height: none; }"]
+#: The dark theme inside the components: each of them has its own shadow root where Panel's theme sets the text
+#: colour (a class on <body> does not reach it), so a shared stylesheet is adopted by every shadow root of the page
+#: while the theme is on (and by those made later: :data:`app.views.common` re-applies it after each patch).
+DARK_SHADOW_CSS = """
+:host { --panel-on-background-color: #ffffff; --panel-background-color: #000000; --panel-surface-color: #1a1a1a;
+        --panel-on-surface-color: #ffffff; --panel-border-color: #666666; color: #ffffff; }
+h1, h2, h3, h4, p, li, label, strong, em, .bk-input-group, .markdown { color: #ffffff; }
+"""
+DARK_JS = """
+const on = cb_obj.active;
+document.body.classList.toggle('bft-dark', on);
+if (!window.__bftDarkSheet) {
+  const sheet = new CSSStyleSheet(); sheet.replaceSync(css); window.__bftDarkSheet = sheet;
+}
+window.__bftDark = on;
+window.__bftApplyDark = () => {
+  const sheet = window.__bftDarkSheet;
+  const walk = (root) => { for (const el of root.querySelectorAll('*')) { const r = el.shadowRoot; if (!r) continue;
+    const has = r.adoptedStyleSheets.includes(sheet);
+    if (window.__bftDark && !has) r.adoptedStyleSheets = [...r.adoptedStyleSheets, sheet];
+    else if (!window.__bftDark && has) r.adoptedStyleSheets = r.adoptedStyleSheets.filter((s) => s !== sheet);
+    walk(r); } };
+  walk(document);
+};
+window.__bftApplyDark();
+"""
 #: Colours of the dark high-contrast theme for every Bokeh plot of the page, and of the light one.
 DARK = dict(bg="#000000", fg="#ffffff", grid="#444444", legend="#111111")
 LIGHT = dict(bg="#ffffff", fg="#222222", grid="#e5e5e5", legend="#ffffff")
@@ -126,15 +152,17 @@ def build():
                           styles={"font-size": "13px", "white-space": "nowrap", "overflow": "hidden",
                                   "text-overflow": "ellipsis", "flex": "1 1 200px", "min-width": "0",
                                   "color": "#b35900"}, sizing_mode="stretch_width")
-    theme = pn.widgets.Toggle(name="◐ dark / high contrast", width=170, margin=(8, 10, 0, 10))
-    theme.jscallback(value="document.body.classList.toggle('bft-dark', cb_obj.active)")
+    theme = pn.widgets.Toggle(name="◐ dark / high contrast", width=170, margin=(8, 10, 0, 10),
+                              css_classes=["bft-theme"])
+    theme.jscallback(args=dict(css=DARK_SHADOW_CSS), value=DARK_JS)
 
     def on_theme(event):
         with one_message(pn.state.curdoc):
             apply_theme(pn.state.curdoc, event.new)
     theme.param.watch(on_theme, "value")
     export = pn.widgets.Button(name="⤓ PNG (1920×1080)", width=150, margin=(8, 10, 0, 10),
-                               description="download the main plot as a PNG at projector resolution")
+                               description="download the main plot as a PNG at projector resolution",
+                               css_classes=["bft-export"])
     export.js_on_click(args=dict(fig=canvas.figure), code=EXPORT_JS)
     header = pn.FlexBox(pn.pane.Markdown("## bftcore · Bayesian field theory", margin=(0, 10)), count, status,
                         message, export, theme, flex_wrap="nowrap", sizing_mode="stretch_width", height=50,
@@ -147,7 +175,10 @@ def build():
     live = pn.FlexBox(hero, side, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["bft-live"])
     tabs = pn.Tabs(("Live fit", live), ("Prior", prior.samples_panel()), ("β sweep", SweepView(session=session)),
                    ("About", pn.pane.Markdown(ABOUT, max_width=800)), dynamic=False, sizing_mode="stretch_width",
-                   styles={"flex": "1 1 420px", "min-width": "min(420px, 100%)"})
+                   styles={"flex": "1 1 420px", "min-width": "min(420px, 100%)"},
+                   # the tab's column at most the window: BokehJS' "auto" track took the content's min-content width
+                   # (480 px at 390: the canvas was clipped)
+                   stylesheets=[":host { grid-template-columns: minmax(0, 1fr) !important; }"])
     sidebar = pn.Column(pn.pane.Markdown("**Presets**", margin=(0, 10)), presets, controls,
                         pn.pane.Markdown("**Share and export**", margin=(0, 10)), share,
                         styles=SIDEBAR_STYLE, margin=0, stylesheets=NO_SHRINK, css_classes=["bft-sidebar"])
@@ -155,6 +186,7 @@ def build():
                        sizing_mode="stretch_width")
     SharePanel.sync_url(session)
     install_browser_patches(pn.state.curdoc)
+    pn.state.curdoc.js_on_event("document_ready", CustomJS(args=dict(labels=ARIA), code=ARIA_JS))
     pn.state.on_session_destroyed(lambda ctx: session.close())
     pn.state.onload(lambda: session.start_run(warm=False, play=True))
     return layout

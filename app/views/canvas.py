@@ -122,9 +122,13 @@ class DataCanvas(pn.viewable.Viewer):
         fig.add_layout(LabelSet(x="x", y="y", text="label", source=self.duplicates_source, x_offset=9, y_offset=4,
                                 text_font_size="13px", text_color="white", text_font_style="bold"))
         fig.grid.visible = False  # under the image anyway; each renderer costs the browser a restyle per frame
-        fig.legend.location = "top_right"
-        fig.legend.label_text_font_size = "11px"
-        fig.legend.background_fill_alpha = 0.5
+        # the legend above the plot, in one line: inside, it covered the top-right nodes (a click at (10, 15) hit
+        # the legend, not the canvas) and the data under it
+        legend = fig.legend[0]
+        fig.center.remove(legend)
+        legend.update(orientation="horizontal", location="top_left", label_text_font_size="12px",
+                      background_fill_alpha=0, border_line_color=None, padding=0, margin=2, spacing=12)
+        fig.add_layout(legend, "above")
         # Tap events reach the server without a TapTool; the tool would also hit-test and select glyphs on every
         # click (one more round of rendering and a selection message), which the canvas does not use.
         fig.on_event(Tap, self._on_tap)
@@ -140,7 +144,7 @@ class DataCanvas(pn.viewable.Viewer):
         self.pane = pn.pane.Bokeh(fig, sizing_mode="stretch_both", min_height=260)
         self._shown = {}  # what the browser already has, so that a frame sends only what changed
         self.show_heldout = pn.widgets.Checkbox(name=f"show {HELD_OUT_N} held-out test points (true density)",
-                                                value=False, margin=(0, 10))
+                                                value=False, margin=(0, 10), css_classes=["bft-heldout-toggle"])
         self.show_heldout.param.watch(self._update_heldout, "value")
         s.param.watch(self._update_image, ["record", "display", "truth", "model"] + GRID_PARAMS)
         s.param.watch(self._update_points, ["data"])
@@ -149,18 +153,20 @@ class DataCanvas(pn.viewable.Viewer):
         s.param.watch(self._update_templates, ["model", "templates", "file_templates", "const_value", "lin_slope",
                                                "lin_intercept", "x_min", "x_max", "nx"])
         s.param.watch(self._update_heldout, ["model", "truth"] + GRID_PARAMS)
-        self.equation = pn.pane.LaTeX(EQUATION, styles={"font-size": "13px"}, margin=(0, 10),
-                                      sizing_mode="stretch_width")
+        self.equation = pn.pane.LaTeX(EQUATION, styles={"font-size": "13px", "flex": "1 1 260px", "min-width": "0"},
+                                      margin=(0, 10))
         self.text = pn.pane.Markdown(TEXT, margin=(0, 8), styles={"font-size": "13px"})
         self.card = pn.Card(self.text, title="What this shows", collapsed=True, margin=(0, 10), width=200,
                             header_background="#f3f3f3")
         # the keyboard way to add a point: type x and y, press the button (or Enter in a field, then the button)
         self.x_in = pn.widgets.FloatInput(name="x", value=5.0, width=90, margin=(0, 5),
-                                          description="x of a point to add (keyboard)")
+                                          description="x of a point to add (keyboard)", css_classes=["bft-x-in"])
         self.y_in = pn.widgets.FloatInput(name="y", value=8.0, width=90, margin=(0, 5),
-                                          description="y of a point to add (keyboard)")
+                                          description="y of a point to add (keyboard)", css_classes=["bft-y-in"])
+        # no description: its tooltip took the first press of the button after the fields were edited (the point
+        # was added only on the second press); the accessible name comes from app.views.common.ARIA
         self.add_button = pn.widgets.Button(name="Add point", width=100, margin=(18, 5, 0, 5),
-                                            description="add the point (x, y), snapped to the nearest node")
+                                            css_classes=["bft-add-point"])
         self.add_button.on_click(self._add_typed)
         s.param.watch(self._update_text, ["model"])
         self._update_templates()
@@ -343,7 +349,13 @@ class DataCanvas(pn.viewable.Viewer):
     def __panel__(self):
         """The hero of the presenter layout: the plot fills what its container gives it; under it the equation,
         the keyboard form and the held-out toggle (one line each, fixed heights: nothing below moves)."""
-        form = pn.Row(self.x_in, self.y_in, self.add_button, self.show_heldout, sizing_mode="stretch_width",
-                      height=40, margin=0, css_classes=["bft-add-form"])
-        return pn.Column(self.pane, pn.Row(self.equation, self.card, sizing_mode="stretch_width", margin=0), form,
+        # a flex box that wraps: one line from 640 px up; on a phone the toggle goes below the form instead of
+        # widening the hero past the window (as Rows, the form and the equation beside its card made the hero 480 px
+        # wide at 390 and the canvas was clipped)
+        form = pn.FlexBox(self.x_in, self.y_in, self.add_button, self.show_heldout, flex_wrap="wrap",
+                          align_items="flex-start", sizing_mode="stretch_width", margin=0,
+                          styles={"min-width": "0", "min-height": "40px"}, css_classes=["bft-add-form"])
+        explain = pn.FlexBox(self.equation, self.card, flex_wrap="wrap", align_items="flex-start", margin=0,
+                             sizing_mode="stretch_width", styles={"min-width": "0"})
+        return pn.Column(self.pane, explain, form,
                          sizing_mode="stretch_both", margin=0, css_classes=["bft-hero"])

@@ -44,7 +44,9 @@ def test_no_horizontal_scroll(browser, server, width):
     page.goto(server[0])
     wait_for_app(page)
     assert page.evaluate("() => document.scrollingElement.scrollWidth <= innerWidth")
-    assert box(page, "bft-canvas")[2] >= min(300, width - 20)
+    left, _, w, _ = box(page, "bft-canvas")
+    assert w >= min(300, width - 20)
+    assert left >= 0 and left + w <= width  # inside the window, not clipped by the page's overflow-x: hidden
     ctx.close()
 
 
@@ -108,3 +110,103 @@ def test_png_export_at_projector_resolution(page, tmp_path):
     w, h = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert w >= 1920 and h >= 1080
     assert "click to add" not in page.evaluate("() => window.__bftExport[2]")
+
+
+JS_RENDERER_VISIBLE = """(source) => { for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
+  if (m.data_source && m.data_source.name === source) return m.visible; } return null; }"""
+
+
+def rgb(text):
+    """The channels of a CSS colour 'rgb(r, g, b)' / 'rgba(r, g, b, a)'."""
+    return [float(v) for v in text[text.index("(") + 1:text.index(")")].split(",")[:3]]
+
+
+def test_dark_theme_darkens_page_and_plots_and_lightens_text(page):
+    page.get_by_role("button", name="Dark high-contrast theme").click()
+    wait_until(lambda: page.evaluate("() => document.body.classList.contains('bft-dark')"))
+    assert max(rgb(page.evaluate("() => getComputedStyle(document.body).backgroundColor"))) < 60
+    assert min(rgb(page.evaluate("() => getComputedStyle(document.body).color"))) > 200
+    # every plot of the page is recoloured by the server: the canvas' background dark, its title and axes light
+    fig = wait_until(lambda: page.evaluate("""() => { for (const d of Bokeh.documents) {
+      const m = d.get_model_by_name('bft-canvas'); if (m && m.background_fill_color === '#000000')
+      return [m.border_fill_color, m.title.text_color]; } return null; }"""))
+    assert fig[0] == "#000000" and fig[1] == "#ffffff"
+    # the header text as drawn is light on the dark page
+    header = page.get_by_text("bftcore · Bayesian field theory").first
+    assert min(rgb(header.evaluate("(e) => getComputedStyle(e).color"))) > 200
+    page.get_by_role("button", name="Dark high-contrast theme").click()
+    wait_until(lambda: not page.evaluate("() => document.body.classList.contains('bft-dark')"))
+    assert page.errors == []
+
+
+def test_held_out_points_toggle(page):
+    assert page.evaluate(JS_RENDERER_VISIBLE, "bft-heldout-source") is False
+    page.get_by_label("Show 50 held-out test points from the true density").check()
+    wait_until(lambda: len(column(page, "bft-heldout-source", "x") or []) == 50)
+    wait_until(lambda: page.evaluate(JS_RENDERER_VISIBLE, "bft-heldout-source") is True)
+    xs, ys = column(page, "bft-heldout-source", "x"), column(page, "bft-heldout-source", "y")
+    assert all(0.5 <= x <= 10.5 for x in xs) and all(0.5 <= y <= 15.5 for y in ys)
+    page.get_by_label("Show 50 held-out test points from the true density").uncheck()
+    wait_until(lambda: page.evaluate(JS_RENDERER_VISIBLE, "bft-heldout-source") is False)
+
+
+def points_count(page):
+    return len(column(page, "bft-points-source", "x"))
+
+
+#: Found by these tests, not fixed: the first press of "Add point" after the x/y fields were edited adds the point on
+#: the server (session.data, the rings' count) but the browser's points source does not receive it (the stream is
+#: lost); the next press shows both.  Canvas clicks are not affected.  Remove the marks once it is fixed.
+FORM_BUG = "first 'Add point' press after editing x/y: the point reaches session.data but not the browser"
+
+JS_FOCUSED = """() => { let e = document.activeElement;
+  while (e && e.shadowRoot && e.shadowRoot.activeElement) e = e.shadowRoot.activeElement;
+  return e && e.getAttribute('aria-label'); }"""
+
+
+@pytest.mark.xfail(strict=True, reason=FORM_BUG)
+def test_keyboard_adds_a_point(page):
+    """Focus the x field, type; Tab to y, type; Tab to "Add point" and press Space: one more point, at (x, y)."""
+    n = points_count(page)
+    page.get_by_label("x of a point to add").focus()
+    page.keyboard.press("Control+A")
+    page.keyboard.type("9")
+    page.keyboard.press("Tab")
+    assert page.evaluate(JS_FOCUSED) == "y of a point to add"
+    page.keyboard.press("Control+A")
+    page.keyboard.type("13")
+    page.keyboard.press("Tab")
+    assert page.evaluate(JS_FOCUSED) == "Add the point (x, y) to the data"
+    page.keyboard.press("Space")
+    wait_until(lambda: points_count(page) == n + 1)
+    assert [column(page, "bft-points-source", "x")[-1], column(page, "bft-points-source", "y")[-1]] == [9.0, 13.0]
+
+
+@pytest.mark.xfail(strict=True, reason=FORM_BUG)
+def test_repeated_point_is_ringed_with_its_count(page):
+    assert column(page, "bft-duplicates-source", "x") == []
+    n = points_count(page)
+    page.get_by_label("x of a point to add").fill("6")
+    page.get_by_label("y of a point to add").fill("5")
+    for k in range(3):  # the same point three times (two canvas clicks in a row would make a double tap)
+        page.get_by_role("button", name="Add the point (x, y) to the data").click()
+        wait_until(lambda: points_count(page) == n + k + 1)
+    wait_until(lambda: column(page, "bft-duplicates-source", "label") == ["×3"])
+    assert column(page, "bft-duplicates-source", "x") == [6.0] and column(page, "bft-duplicates-source", "y") == [5.0]
+    assert page.evaluate(JS_RENDERER_VISIBLE, "bft-duplicates-source") is True
+
+
+def test_main_controls_have_accessible_names(page):
+    from app.views.common import ARIA  # noqa: PLC0415 - the labels the page must carry
+    for label in ARIA.values():
+        wait_until(lambda: page.get_by_label(label).count() >= 1)
+    assert page.get_by_role("button", name="Download the main plot as a PNG").count() == 1
+    assert page.get_by_role("img", name="The learned density").count() == 1
+
+
+def test_no_validation_warnings_in_the_server_log(page, server):
+    """Bokeh's validation (W-1005 fixed sizing without a size, and the others) says nothing about the page."""
+    time.sleep(0.5)
+    log = open(server[1]).read()
+    assert "ServerConnection created" in log
+    assert " W-1" not in log and " E-1" not in log, [line for line in log.splitlines() if " W-1" in line or " E-1" in line]
