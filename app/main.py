@@ -71,6 +71,8 @@ DARK_SHADOW_CSS = """
 :host { --panel-on-background-color: #ffffff; --panel-background-color: #000000; --panel-surface-color: #1a1a1a;
         --panel-on-surface-color: #ffffff; --panel-border-color: #666666; color: #ffffff; }
 h1, h2, h3, h4, p, li, label, strong, em, .bk-input-group, .markdown { color: #ffffff; }
+.card-header { background: #222222 !important; color: #ffffff !important; }
+.bk-tab { color: #ffffff; background: #000000; } .bk-tab.bk-active { color: #ffffff; background: #333333; }
 """
 DARK_JS = """
 const on = cb_obj.active;

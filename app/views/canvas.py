@@ -275,7 +275,8 @@ class DataCanvas(pn.viewable.Viewer):
         s, g = self.session, self.session.grid
         where = f"preset {s.preset}, " if s.preset else ""
         if s.is_regression:
-            return f"regression h(x) with data and templates t_j(x) ({where}{len(s.data)} points)"
+            # short: at 1280×720 the longer title ran past the plot; the legend names the data and the templates
+            return f"regression h(x) ({where}{len(s.data)} points)"
         names = {"P": "posterior density p(y|x)", "ln P": "log density L = ln p(y|x)",
                  "P_true": "true density p_true(y|x)", "P_emp": "empirical density"}
         return f"{names.get(label or 'P', label)} on the {g.x.n}×{g.y.n} grid ({where}{len(s.data)} points)"

@@ -86,7 +86,7 @@ class PriorView(pn.viewable.Viewer):
             self.thumb_lines.append(line)
         self.samples, self.sample_sources = [], []
         for k in range(N_SAMPLES):
-            f = _thumb(f"bft-prior-sample-{k}", w=120, h=110)
+            f = _thumb(f"bft-prior-sample-{k}", w=230, h=210)  # the tab has the room: readable on a projector
             src = ColumnDataSource(dict(image=[], x=[], y=[], dw=[], dh=[]), name=f"bft-prior-sample-source-{k}")
             f.image(image="image", x="x", y="y", dw="dw", dh="dh", source=src,
                     color_mapper=LinearColorMapper(palette=PALETTE))
@@ -190,7 +190,8 @@ class PriorView(pn.viewable.Viewer):
 
     def samples_panel(self):
         return pn.Column(pn.pane.Markdown("**Random fields from the prior**", margin=(0, 10)),
-                         pn.Row(*[pn.pane.Bokeh(f, margin=2) for f in self.samples]), self.samples_note,
+                         pn.FlexBox(*[pn.pane.Bokeh(f, margin=2) for f in self.samples], flex_wrap="wrap"),
+                         self.samples_note,
                          css_classes=["bft-prior-samples"])
 
     def slice_panel(self):
