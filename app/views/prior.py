@@ -106,6 +106,10 @@ class PriorView(pn.viewable.Viewer):
         fig.legend.label_text_font_size = "11px"
         fig.legend.background_fill_alpha = 0.5
         self.slice_fig = fig
+        # computed in the browser and only shown there: not sent back to the server (each frame sent the slice, its
+        # title and the auto ranges BokehJS recomputed from it back: 22 range changes for two clicks)
+        for model in (self.slice, fig.x_range, fig.y_range, fig.title):
+            model.syncable = False
         self.truth = ColumnDataSource(dict(image=[]), name="bft-truth-image")
         canvas = self.canvas
         if canvas is not None:
