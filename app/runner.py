@@ -58,7 +58,7 @@ from panel.io.state import set_curdoc
 from bftcore import api
 from bftcore.limits import RunBudgetExceeded, deadline
 
-from .transport import one_message
+from .transport import at_release, one_message
 
 #: Seconds of computing (time inside the worker thread, not pacing or queueing) one run may take on the server;
 #: past it the run is stopped with a message and the last iteration stays on screen.  The problems the budget of
@@ -86,6 +86,14 @@ MIN_FRAME_S = 0.15
 #: rate of the heatmap instead of jumping by a dozen iterations once a second.  The last frame of a run (and of a
 #: step or a pause) always updates them.
 SECONDARY_FRAME_S = 0.0
+#: A run on at most this many grid nodes answers the action that started it (a click, a key, a slider, a preset)
+#: in the same websocket message: its iterations 0 and 1 are computed on the event loop at the end of that action
+#: (:meth:`FramePump.answer_now`, a few milliseconds on such grids: 1-3 ms on the paper's 10 x 15), instead of a
+#: round trip through a worker thread and a second message.  The rest of the run goes through the worker threads
+#: as usual.  Larger runs (and every run when no action's message is open) start on their worker thread.  Their
+#: factorisations are small enough here that the thread rule of the worker pools (SuperLU's memory) does not
+#: matter.
+QUICK_NODES = 1024
 #: Bytes of fields one session keeps of its current run for the history scrubber (:class:`FieldBuffer`).
 FIELD_BUDGET_BYTES = 64 * 1024 * 1024
 #: A browser that has not yet applied the previous frame gets no new one (records are coalesced instead), for at
@@ -159,10 +167,18 @@ def _sweep_within_budget(cfg, beta_min, beta_max, n, progress=None):
         return api.sweep_document(cfg, beta_min, beta_max, n, spacing="log", progress=progress)
 
 
+def _nodes(cfg: dict) -> int:
+    return cfg["grid"]["x"]["n"] * (cfg["grid"]["y"]["n"] if cfg["model"] == "density" else 1)
+
+
 def _is_heavy(cfg: dict) -> bool:
-    nodes = cfg["grid"]["x"]["n"] * (cfg["grid"]["y"]["n"] if cfg["model"] == "density" else 1)
     field_p = cfg["model"] == "density" and cfg["prior"]["field"] == "P"
-    return nodes > (HEAVY_NODES // 4 if field_p else HEAVY_NODES)
+    return _nodes(cfg) > (HEAVY_NODES // 4 if field_p else HEAVY_NODES)
+
+
+def _is_quick(cfg: dict) -> bool:
+    """A run small enough for its first frame to be computed inside the action that started it (QUICK_NODES)."""
+    return _nodes(cfg) <= QUICK_NODES
 
 
 def grid_key(cfg: dict):
@@ -273,15 +289,17 @@ class FieldBuffer:
 class _Run:
     """One solve: the generator, the configuration it solves, and how far the browser has seen it."""
 
-    __slots__ = ("gen", "cfg", "key", "warm", "start", "last", "fresh", "pushed", "done", "unshown", "shown_at",
-                 "compute_s", "pool")
+    __slots__ = ("gen", "cfg", "key", "warm", "start", "last", "fresh", "pushed", "pushed_at", "frames", "done",
+                 "unshown", "shown_at", "compute_s", "pool")
 
     def __init__(self, gen, cfg, key, warm):
         self.gen, self.cfg, self.key, self.warm = gen, cfg, key, warm
         self.start = None    # the record of iteration 0 (the start field), kept for the export of a warm start
         self.last = None     # the latest record computed
         self.fresh = True    # no frame of this run applied yet: the first one replaces the traces
-        self.pushed = False  # the runner has sent a frame of this run
+        self.pushed = False  # a frame of this run has been sent (by the runner or by FramePump.answer_now)
+        self.pushed_at = 0.0  # when (time.perf_counter)
+        self.frames = 0      # frames of this run applied on the session
         self.done = False
         self.unshown = []    # history records (without arrays) not yet given to the secondary views
         self.shown_at = time.perf_counter()  # when the secondary views were last updated (or the run began)
@@ -364,6 +382,7 @@ class FramePump:
             self.session.running = True
         if self.served:
             self.ensure_runner()
+            at_release(self.doc, self.answer_now)  # inside a user action: its first frame goes out with it
         else:
             while self.playing and self.advance_sync():
                 pass
@@ -384,6 +403,33 @@ class FramePump:
             self.ensure_runner()
         else:
             self.advance_sync()
+
+    def answer_now(self):
+        """The first frame of a new, quick run (:data:`QUICK_NODES`), computed on the event loop at the end of the
+        user action that started it and applied inside that action's message (:func:`app.transport.at_release`):
+        the point clicked and the heatmap that answers it reach the browser together.  The runner task goes on
+        from iteration 2, paced from this frame.  Nothing happens for a run already shown, a heavier run, or a
+        run replaced meanwhile."""
+        run = self.run
+        if run is None or run.pushed or run.done or not self.playing or not _is_quick(run.cfg):
+            return
+        recs = []
+        try:
+            while not recs or recs[-1].iteration < 1:
+                rec, spent = _timed_next(run.gen)
+                run.compute_s += spent
+                if rec is _Done:
+                    break  # the runner meets the end of the generator again and finishes the run
+                run.last = rec
+                recs.append(rec)
+        except Exception as e:  # noqa: BLE001 - any solver failure keeps the last good solution
+            run.done = True
+            self.apply_frame(run, recs)
+            self.apply_frame(run, [], error=e)
+            return
+        if recs:
+            self.apply_frame(run, recs)
+            run.pushed, run.pushed_at = True, time.perf_counter()
 
     # --- records -> what the views watch ----------------------------------------------------------------------
     def apply_frame(self, run, recs, finished=False, exact=None, error=None, flush=False):
@@ -407,10 +453,13 @@ class FramePump:
             self.fields.add(rec)
         run.unshown += [without_arrays(r) for r in recs]
         now = time.perf_counter()
+        # served, the first frame of a run is the hero alone (what a click waits for); the traces, the mixing
+        # bars, the scrubber and the status line follow with the next frame, and with every frame after it
         secondary = run.unshown and (finished or flush or not self.served
-                                     or now - run.shown_at >= SECONDARY_FRAME_S)
+                                     or run.frames > 0 and now - run.shown_at >= SECONDARY_FRAME_S)
         with param.parameterized.batch_call_watchers(s):
             if recs:
+                run.frames += 1
                 self.shown_key, self.shown_run = run.key, run
                 self.frame_serial += 1
                 s.record = recs[-1]
@@ -512,7 +561,7 @@ class FramePump:
 
     async def runner_loop(self):
         """Advance the newest run one iteration at a time in a worker thread and push coalesced frames."""
-        pending, pending_run, last_push = [], None, 0.0
+        pending, pending_run = [], None
         while True:
             run = self.run
             if pending and pending_run is not run:  # the run was replaced: its unshown records are stale
@@ -561,10 +610,11 @@ class FramePump:
             now = time.perf_counter()
             # the first frame of a run goes out with iteration 1 (the start field alone is what is on screen
             # already after a warm start); later ones at most every MIN_FRAME_S
-            due = not run.pushed or (now - last_push >= MIN_FRAME_S and not self._browser_behind(now - last_push))
+            since = now - run.pushed_at
+            due = not run.pushed or (since >= MIN_FRAME_S and not self._browser_behind(since))
             if stepping or (rec.iteration >= 1 and due):
                 self.push(self.apply_frame, run, pending, False, None, None, stepping)
-                pending, last_push, run.pushed = [], now, True
+                pending, run.pushed_at, run.pushed = [], now, True
             if self.playing and rec.iteration >= 1:
                 await asyncio.sleep(max(0.0, self.session.frame_ms / 1000 - (time.perf_counter() - t0)))
             else:

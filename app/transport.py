@@ -15,11 +15,13 @@ attribute is touched.  :data:`BOKEH_TESTED` says which; the BokehJS patches of :
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 
 import bokeh
 from bokeh.document.events import DocumentPatchedEvent
 from packaging.version import InvalidVersion, Version
+from panel.io.state import set_curdoc, state
 
 log = logging.getLogger(__name__)
 
@@ -76,18 +78,74 @@ def release_as_one_message(doc) -> None:
             session._pending_writes.append(conn._socket.send_message(conn.protocol.create("PATCH-DOC", events)))
 
 
+#: Callbacks to run at the end of the open :func:`one_message` block of a document (by ``id(doc)``).
+_AT_RELEASE: dict[int, list] = {}
+
+
+def at_release(doc, fn) -> bool:
+    """Run ``fn()`` once at the end of the :func:`one_message` block open on ``doc``, before its changes are
+    released, so what ``fn`` changes travels in the same message; False (and nothing scheduled) when no such block
+    is open.  A user action (a click, a key, a preset) thus goes out with what answers it: the link of the new
+    state and the first frame of its run (:meth:`app.runner.FramePump.play`).  A callback registered twice in one
+    block runs once."""
+    pending = _AT_RELEASE.get(id(doc)) if doc is not None else None
+    if pending is None:
+        return False
+    if fn not in pending:
+        pending.append(fn)
+    return True
+
+
 @contextlib.contextmanager
 def one_message(doc):
     """Hold the document's changes made inside and send them as one message (:func:`release_as_one_message`).
 
     Bokeh's own hold, not ``pn.io.hold``: a frame applied before the browser connected (a link with data in its
     query starts a run while the page is built) left the document held under ``pn.io.hold``, and every later frame
-    of that session was collected and never sent.  Inside a hold that is already open this adds to it."""
+    of that session was collected and never sent.  Inside a hold that is already open this adds to it.  Callbacks
+    registered with :func:`at_release` run at the end, in registration order, still inside the hold."""
     if doc is None or doc.callbacks.hold_value:
         yield
         return
     doc.hold("combine")
+    pending = _AT_RELEASE[id(doc)] = []
     try:
         yield
+        while pending:  # a callback may register another (the link after a frame that changed the state)
+            pending.pop(0)()
     finally:
+        _AT_RELEASE.pop(id(doc), None)
         release_as_one_message(doc)
+
+
+def holds_lock(doc) -> bool:
+    """Changes to ``doc`` may be made here and now: it is not served, or Bokeh's document lock is held (the server
+    session then has its pending writes).  With a Bokeh outside :data:`TESTED_BOKEH` this cannot be told: False."""
+    session = getattr(getattr(doc, "session_context", None), "session", None)
+    if session is None:
+        return True
+    return BOKEH_TESTED and getattr(session, "_pending_writes", None) is not None
+
+
+def user_action(fn):
+    """Wrap the handler of a user action (a button, a click, a preset) so that it runs under Bokeh's document lock
+    and its changes go out as one message (:func:`one_message`, with what :func:`at_release` adds).
+
+    Panel runs a widget's event (a button's click) in a callback WITHOUT the document lock when a change of another
+    widget is still being processed (a value typed, then Tab and Space at once).  Changes the dashboard makes to
+    Bokeh models directly (a point streamed into the canvas) then reached Bokeh's server session with no lock; it
+    raised, and the point stayed on the server and never reached the page (issue 13's intermittent keyboard form).
+    Here such a call is moved to the document's next tick, which Bokeh runs with the lock; otherwise it runs at
+    once.  Bokeh's own events (a tap on the canvas) always hold the lock."""
+    @functools.wraps(fn)
+    def handler(*args, **kwargs):
+        doc = state.curdoc
+
+        def run():
+            with set_curdoc(doc), one_message(doc):
+                fn(*args, **kwargs)
+        if doc is None or holds_lock(doc):
+            run()
+        else:
+            doc.add_next_tick_callback(run)
+    return handler

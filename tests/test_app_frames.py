@@ -119,6 +119,75 @@ def test_a_held_frame_goes_out_as_one_patch_message_per_connection_with_every_ch
         assert [events_of(m) for m in conn._socket.sent[1:]] == [[("ModelChanged", "low")], [("ModelChanged", "high")]]
 
 
+@pytest.mark.skipif(not transport.BOKEH_TESTED, reason="an untested Bokeh: the transport is Bokeh's own")
+def test_what_answers_a_user_action_goes_out_in_the_actions_message():
+    """transport.at_release: a callback registered inside a one_message block runs at its end, inside the hold, so
+    its changes travel in the same single message (a click, its link and its first frame); outside a block nothing
+    is registered; a callback registered twice runs once; one registered by a callback still runs."""
+    doc, src, mapper, session, _ctx, conns = served_document()
+    calls = []
+
+    def answer():
+        calls.append("answer")
+        mapper.high = 0.9
+        assert transport.at_release(doc, link)      # registered while the block's callbacks run
+
+    def link():
+        calls.append("link")
+        src.tags = [7]
+
+    assert not transport.at_release(doc, answer)     # no block open: nothing scheduled
+    assert calls == []
+
+    def action():
+        with one_message(doc):
+            mapper.low = 0.1
+            assert transport.at_release(doc, answer) and transport.at_release(doc, answer)
+            assert calls == []                       # not yet: at the end of the block
+        assert calls == ["answer", "link"]
+    locked(session, action)
+    for conn in conns:
+        (msg,) = conn._socket.sent
+        assert sorted(events_of(msg)) == [("ModelChanged", "high"), ("ModelChanged", "low"),
+                                          ("ModelChanged", "tags")]
+    assert not transport.at_release(doc, answer)     # the block is closed
+
+
+@pytest.mark.skipif(not transport.BOKEH_TESTED, reason="an untested Bokeh: the transport is Bokeh's own")
+def test_a_user_action_without_the_document_lock_waits_for_the_next_tick_which_has_it():
+    """Panel runs a button's click without Bokeh's lock when another widget's change is still pending; changes made
+    there to Bokeh models raised in the server session and never reached the page.  user_action moves the call to
+    the document's next tick (run by Bokeh with the lock) and sends its changes as one message."""
+    from panel.io.state import set_curdoc
+    doc, src, mapper, session, _ctx, conns = served_document()
+    ticks, calls = [], []
+    doc.add_next_tick_callback = ticks.append           # what Bokeh would run later, under the lock
+
+    @transport.user_action
+    def press(value):
+        calls.append(value)
+        mapper.high = value
+        mapper.low = value / 2
+
+    assert session._pending_writes is None and not transport.holds_lock(doc)
+    with set_curdoc(doc):
+        press(0.8)                                      # as Panel's unlocked event callback would call it
+    assert calls == [] and len(ticks) == 1              # nothing changed without the lock
+    locked(session, ticks.pop())                        # the next tick, with the lock
+    assert calls == [0.8]
+    for conn in conns:
+        (msg,) = conn._socket.sent
+        assert sorted(events_of(msg)) == [("ModelChanged", "high"), ("ModelChanged", "low")]
+
+    def under_lock():                                   # a Bokeh event (a tap) holds the lock: at once
+        assert transport.holds_lock(doc)
+        with set_curdoc(doc):
+            press(0.6)
+        assert calls == [0.8, 0.6] and ticks == []
+    locked(session, under_lock)
+    assert transport.holds_lock(Document())             # not served: always at once
+
+
 def test_bokehs_own_unhold_sends_one_message_per_change():
     """The reason for the transport, on the real session: Bokeh's unhold writes each held event on its own."""
     doc, src, mapper, session, _ctx, conns = served_document()

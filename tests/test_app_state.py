@@ -332,6 +332,58 @@ def test_a_burst_of_clicks_is_solved_once_for_the_latest_state():
     assert s.record.P[4, 6] > s.record.P[4, 12]  # the last click (5, 7) is in the solution
 
 
+def test_a_click_on_a_small_grid_carries_its_first_frame_and_the_traces_follow():
+    """Issue 13, click latency: served, a user action that starts a quick run (at most QUICK_NODES nodes) gets its
+    iteration 1 computed at the end of the action's message; that first frame is the heatmap alone (the traces,
+    mixing bars and status line follow with the next frame).  A larger grid starts on its worker thread instead."""
+    import asyncio
+
+    from bokeh.document import Document
+
+    from app import runner
+    from app.transport import one_message
+
+    class ServedDoc(Document):
+        session_context = object()
+
+        def add_next_tick_callback(self, fn):
+            asyncio.get_event_loop().call_soon(fn)
+
+    async def scenario():
+        doc = ServedDoc()
+        s = BFTSession(doc=doc)
+        s.start_run(warm=False, play=True)
+        while s.running:
+            await asyncio.sleep(0.01)
+        before, hist_before, run_id = s.record, list(s.history), s.run_id
+        with one_message(doc):
+            s.add_point(5.0, 7.0)
+            assert s.record is before              # nothing computed inside the action itself
+        first = s.record
+        assert first is not before and first.iteration == 1 and s.pump.run.pushed
+        assert first.P[4, 6] > before.P[4, 6]      # the new point is in that frame
+        assert s.history == hist_before and s.run_id == run_id  # the traces wait for the next frame
+        while s.running:
+            await asyncio.sleep(0.01)
+        assert s.run_id == run_id + 1 and [h.iteration for h in s.history] == list(range(len(s.history)))
+        assert s.history[-1].iteration == s.record.iteration and s.status.startswith(
+            f"iteration {s.record.iteration}")
+        # a grid above QUICK_NODES: the action's message goes without a frame; the worker thread computes it
+        s.param.update(grid_size="as loaded (custom)", nx=40, ny=40)
+        while s.running:
+            await asyncio.sleep(0.01)
+        assert 40 * 40 > runner.QUICK_NODES
+        before = s.record
+        with one_message(doc):
+            s.add_point(5.0, 7.0)
+        assert s.record is before and not s.pump.run.pushed
+        while s.running:
+            await asyncio.sleep(0.01)
+        assert s.record is not before and s.record.P.shape == (40, 40)
+
+    asyncio.run(scenario())
+
+
 # --- issue 12: one record shape, the template registry, l0 ------------------------------------------------------
 def test_the_history_holds_the_solvers_records_without_their_arrays():
     from bftcore.records import Record
