@@ -17,9 +17,9 @@ from bokeh.models import ColorBar, CustomJS  # noqa: E402
 
 from app.configuration import MAX_POINTS  # noqa: E402
 from app.session import BFTSession  # noqa: E402
-from app.transport import one_message  # noqa: E402
+from app.transport import user_action  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
-from app.views.common import ARIA, ARIA_JS, install_browser_patches  # noqa: E402
+from app.views.common import ARIA, ARIA_JS, LiveText, install_browser_patches  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
 from app.views.mixing import MixingView  # noqa: E402
 from app.views.presets import PresetsView  # noqa: E402
@@ -144,24 +144,18 @@ def build():
     controls = Controls(session=session)
     presets = PresetsView(session=session)
     share = SharePanel(session=session)
-    status = pn.pane.Str(session.param.status, styles={"font-size": "13px", "white-space": "nowrap",
-                                                       "overflow": "hidden", "text-overflow": "ellipsis"},
-                         margin=(12, 10, 0, 10), name="status", width=260, height=24)
-    count = pn.pane.Str(pn.bind(lambda d: f"{len(d)} points", session.param.data), margin=(12, 10, 0, 10),
-                        styles={"font-size": "13px"}, width=90, height=24)
+    status = LiveText(margin=(12, 10, 0, 10), width=260, height=24, name="bft-status").follow(session, "status")
+    count = LiveText(margin=(12, 10, 0, 10), width=90, height=24, name="bft-count").follow(
+        session, "data", lambda d: f"{len(d)} points")
     # the message line: one line of fixed height, always there (empty when there is nothing to say)
-    message = pn.pane.Str(session.param.message, height=24, margin=(12, 10, 0, 10), css_classes=["bft-message"],
-                          styles={"font-size": "13px", "white-space": "nowrap", "overflow": "hidden",
-                                  "text-overflow": "ellipsis", "flex": "1 1 200px", "min-width": "0",
-                                  "color": "#b35900"}, sizing_mode="stretch_width")
+    message = LiveText(height=24, margin=(12, 10, 0, 10), css_classes=["bft-message"], name="bft-message",
+                       styles={"flex": "1 1 200px", "min-width": "0", "color": "#b35900"},
+                       sizing_mode="stretch_width").follow(session, "message")
     theme = pn.widgets.Toggle(name="◐ dark / high contrast", width=170, margin=(8, 10, 0, 10),
                               css_classes=["bft-theme"])
     theme.jscallback(args=dict(css=DARK_SHADOW_CSS), value=DARK_JS)
 
-    def on_theme(event):
-        with one_message(pn.state.curdoc):
-            apply_theme(pn.state.curdoc, event.new)
-    theme.param.watch(on_theme, "value")
+    theme.param.watch(user_action(lambda event: apply_theme(pn.state.curdoc, event.new)), "value")
     export = pn.widgets.Button(name="⤓ PNG (1920×1080)", width=150, margin=(8, 10, 0, 10),
                                description="download the main plot as a PNG at projector resolution",
                                css_classes=["bft-export"])
@@ -169,8 +163,11 @@ def build():
     header = pn.FlexBox(pn.pane.Markdown("## bftcore · Bayesian field theory", margin=(0, 10)), count, status,
                         message, export, theme, flex_wrap="nowrap", sizing_mode="stretch_width", height=50,
                         styles={"overflow": "hidden"})
-    side = pn.Column(MixingView(session=session, thumbnails=prior.thumbnails()), TracesView(session=session),
-                     prior.slice_panel(), RegressionView(session=session), styles=SIDE_STYLE, margin=0,
+    # the live plots first, all on screen at 1280×720 (mixing bars, a_j, energy, errors with the overfitting mark);
+    # their equations and "What this shows" cards below them (issue 13: the errors were under the fold)
+    mixing_view, traces_view = MixingView(session=session, thumbnails=prior.thumbnails()), TracesView(session=session)
+    side = pn.Column(mixing_view, traces_view, prior.slice_panel(), RegressionView(session=session),
+                     mixing_view.explanation(), traces_view.explanation(), styles=SIDE_STYLE, margin=0,
                      stylesheets=NO_SHRINK,
                      css_classes=["bft-side"])
     hero = pn.Column(canvas, styles=HERO_STYLE, margin=0, sizing_mode="stretch_both", css_classes=["bft-hero-box"])

@@ -13,7 +13,7 @@ from bftcore.templates import paper_true_density, template_values
 
 from ..configuration import X_RANGE, Y_RANGE
 from ..session import BFTSession
-from ..transport import one_message
+from ..transport import user_action
 from .common import PALETTE, SERIES, make_figure
 from .common import set_changed as _set
 
@@ -175,9 +175,9 @@ class DataCanvas(pn.viewable.Viewer):
         self._update_points()
         self._update_image()
 
+    @user_action  # the point, the count, the link and the first frame of its run: one message
     def _on_tap(self, event):
-        with one_message(pn.state.curdoc):  # the point, the count, the regression plot and the URL: one message
-            self.session.click(event.x, event.y)
+        self.session.click(event.x, event.y)
 
     def _x_span(self):
         g = self.session.grid
@@ -271,15 +271,16 @@ class DataCanvas(pn.viewable.Viewer):
             self.duplicates_source.data = data
 
     def title_text(self, label: str = "") -> str:
-        """What the canvas shows, in words (the title of the plot and of its PNG export)."""
+        """What the canvas shows, in words (the title of the plot and of its PNG export).  Short enough for the
+        hero at 1280×720 with a preset's name (the longer form ran past the plot for metastable_mixture)."""
         s, g = self.session, self.session.grid
-        where = f"preset {s.preset}, " if s.preset else ""
+        where = f" · {s.preset}" if s.preset else ""
         if s.is_regression:
             # short: at 1280×720 the longer title ran past the plot; the legend names the data and the templates
-            return f"regression h(x) ({where}{len(s.data)} points)"
-        names = {"P": "posterior density p(y|x)", "ln P": "log density L = ln p(y|x)",
+            return f"regression h(x){where} · {len(s.data)} points"
+        names = {"P": "posterior p(y|x)", "ln P": "log density L = ln p(y|x)",
                  "P_true": "true density p_true(y|x)", "P_emp": "empirical density"}
-        return f"{names.get(label or 'P', label)} on the {g.x.n}×{g.y.n} grid ({where}{len(s.data)} points)"
+        return f"{names.get(label or 'P', label)}, {g.x.n}×{g.y.n} grid{where} · {len(s.data)} points"
 
     def field_shown(self):
         """The array on screen, shape (nx, ny), and its colour-bar title."""
@@ -343,9 +344,9 @@ class DataCanvas(pn.viewable.Viewer):
                                           dh=[placement[3]])
             self._shown["placement"] = placement
 
+    @user_action
     def _add_typed(self, *_):
-        with one_message(pn.state.curdoc):
-            self.session.add_point(self.x_in.value, self.y_in.value)
+        self.session.add_point(self.x_in.value, self.y_in.value)
 
     def __panel__(self):
         """The hero of the presenter layout: the plot fills what its container gives it; under it the equation,

@@ -190,7 +190,8 @@ def make_figure(title: str, x_label: str, y_label: str, **kw):
     kw.setdefault("min_border_left", 50)
     fig = figure(title=title, x_axis_label=x_label, y_axis_label=y_label, sizing_mode="stretch_width",
                  toolbar_location="right", **kw)
-    fig.title.text_font_size = "14px"
+    if fig.title is not None:
+        fig.title.text_font_size = "14px"
     for ax in (fig.xaxis, fig.yaxis):
         ax.axis_label_text_font_size = FONT
         ax.major_label_text_font_size = "12px"
@@ -229,3 +230,45 @@ def teaching(equation: str, text: str) -> pn.Column:
 __all__ = ["ARIA", "ARIA_JS", "install_browser_patches", "PALETTE", "SERIES", "Cividis256", "make_figure",
            "legend_outside",
            "set_changed", "teaching"]
+
+
+class _TextOnlyStr(pn.pane.Str):
+    """``pn.pane.Str`` whose new text goes to its Bokeh model alone (see :class:`LiveText`)."""
+
+    def _update(self, ref, model):  # Panel's hook for an object change; the pin of pyproject.toml covers it
+        text = self._get_properties(model.document).get("text")
+        if text is not None and model.text != text:
+            model.text = text
+
+
+class LiveText:
+    """A line of text the server changes often (the point count, the status line, the message line, the sweep's
+    progress).
+
+    Panel's text panes (``Str``, ``Markdown``, ``HTML``) assign their stylesheets again with every new text, and
+    Bokeh takes a list of new stylesheet models for a change of the document's model graph: it walks all of the
+    page's ~1000 models again each time (measured with a hook on ``doc.models.recompute``: one walk per text update,
+    the largest part of a click on the server).  Here only the text is sent.  A plain Bokeh ``Div`` would avoid it
+    too, but BokehJS lays the whole page out again whenever a Div's text changes (a click took twice as long)."""
+
+    def __init__(self, text: str = "", *, styles=None, **kw):
+        style = {"font-size": "13px", "white-space": "nowrap", "overflow": "hidden", "text-overflow": "ellipsis"}
+        style.update(styles or {})
+        self.pane = _TextOnlyStr(text, styles=style, **kw)
+
+    @property
+    def text(self) -> str:
+        return self.pane.object
+
+    def set(self, text: str) -> None:
+        if self.pane.object != text:
+            self.pane.object = text
+
+    def follow(self, parameterized, name: str, fmt=str) -> "LiveText":
+        """Show ``fmt(value)`` of the parameter ``name`` of ``parameterized``, now and whenever it changes."""
+        self.set(fmt(getattr(parameterized, name)))
+        parameterized.param.watch(lambda event: self.set(fmt(event.new)), name)
+        return self
+
+    def __panel__(self):
+        return self.pane

@@ -22,6 +22,7 @@ from bftcore.templates import KINDS, describe, kinds
 
 from ..configuration import CUSTOM_GRID
 from ..session import MENU_KINDS, BFTSession
+from ..transport import user_action
 
 #: Sliders whose change starts a solve send their value on release only (value_throttled).
 THROTTLED = dict(throttled=True)
@@ -126,6 +127,7 @@ class Controls(pn.viewable.Viewer):
             return scale_slider(s, p.name, W, **kw)
 
         def action(fn):  # a button is the next action: the message of the previous one goes away
+            @user_action
             def click(_):
                 if s.message:
                     s.message = ""
@@ -184,11 +186,11 @@ class Controls(pn.viewable.Viewer):
         self.from_file = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False,
                                           name="from-file")
         self.use_menu = pn.widgets.Button(name="Use the menu instead", width=W, visible=False)
-        self.use_menu.on_click(lambda _: s.use_menu_templates())
+        self.use_menu.on_click(user_action(lambda _: s.use_menu_templates()))
         self.orders_note = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False,
                                             name="extra-orders")
         self.drop_orders = pn.widgets.Button(name="Keep only the slider's order", width=W, visible=False)
-        self.drop_orders.on_click(lambda _: setattr(s, "extra_orders", {}))
+        self.drop_orders.on_click(user_action(lambda _: setattr(s, "extra_orders", {})))
         self.grid_text = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False)
         s.param.watch(self._sync_visibility, ["model", "templates", "method", "init", "beta", "file_templates",
                                               "file_weights", "extra_orders", "grid_size", "x_min", "x_max", "nx",

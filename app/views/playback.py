@@ -14,6 +14,7 @@ import panel as pn
 import param
 
 from ..session import BFTSession
+from ..transport import user_action
 
 
 class Playback(pn.viewable.Viewer):
@@ -30,8 +31,8 @@ class Playback(pn.viewable.Viewer):
                                       margin=(14, 2, 0, 2))
         self.forward = pn.widgets.Button(name="▶", width=36, disabled=True, css_classes=["bft-scrub-forward"],
                                          margin=(14, 2, 0, 2))
-        self.back.on_click(lambda _: self._nudge(-1))
-        self.forward.on_click(lambda _: self._nudge(+1))
+        self.back.on_click(user_action(lambda _: self._nudge(-1)))
+        self.forward.on_click(user_action(lambda _: self._nudge(+1)))
         self._syncing = False
         self.scrubber.param.watch(self._on_scrub, "value")
         s.param.watch(self._follow, ["history", "running"])

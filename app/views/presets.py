@@ -5,7 +5,7 @@ import panel as pn
 import param
 
 from ..session import BFTSession, preset_catalogue
-from ..transport import one_message
+from ..transport import user_action
 
 
 class PresetsView(pn.viewable.Viewer):
@@ -19,7 +19,7 @@ class PresetsView(pn.viewable.Viewer):
         self.explain = pn.pane.Markdown("", width=290, styles={"font-size": "13px"})
         self._syncing = False
         self.select.param.watch(self._on_select, "value")
-        self.session.param.watch(self._on_session_preset, "preset")
+        self.session.param.watch(self._on_session_preset, ["preset", "edited"])
         self._on_session_preset()
 
     def _on_select(self, event):
@@ -28,8 +28,7 @@ class PresetsView(pn.viewable.Viewer):
         # One message for everything a preset changes (about 40 widget, pane and plot properties): sent one by
         # one, each visibility change made the browser lay out the whole page again (0.15-0.35 s each), and the
         # page froze for 1.5-4 s before the new problem appeared.
-        with one_message(pn.state.curdoc):
-            self.session.load_preset(event.new)
+        user_action(self.session.load_preset)(event.new)
 
     def _on_session_preset(self, *_):
         name = self.session.preset
@@ -38,8 +37,14 @@ class PresetsView(pn.viewable.Viewer):
             self.select.value = name if name in self._presets else "(choose a preset)"
         finally:
             self._syncing = False
-        self.explain.object = self._presets[name][1] if name in self._presets else \
-            "*Edited by hand. Pick a preset to set everything at once.*"
+        if name in self._presets:
+            text = self._presets[name][1]
+        elif self.session.edited:  # only once the user changed something (issue 13: it said so on a fresh page)
+            text = "*Edited by hand. Pick a preset to set everything at once.*"
+        else:
+            text = "*The starting problem. Pick a preset to set everything at once.*"
+        if self.explain.object != text:
+            self.explain.object = text
 
     def __panel__(self):
         return pn.Column(self.select, self.explain, width=300)

@@ -7,7 +7,8 @@ import param
 from bokeh.models import ColumnDataSource, Span
 
 from ..session import BFTSession
-from .common import SERIES, legend_outside, make_figure, teaching
+from ..transport import user_action
+from .common import SERIES, LiveText, legend_outside, make_figure, teaching
 
 EQUATION = (r"$a_1(\beta)$ at the stationary points of $E = -\sum_i L(x_i,y_i) - \frac{1}{\beta}"
             r"\ln\sum_j p_j e^{-\beta\lambda E_{0j}}$")
@@ -45,19 +46,18 @@ class SweepView(pn.viewable.Viewer):
         legend_outside(fig)
         self.figure = fig
         self.button = pn.widgets.Button(name="Run β sweep", button_type="primary", width=140)
-        self.button.on_click(lambda _: self.session.run_sweep(self.beta_min, self.beta_max, self.n))
+        self.button.on_click(user_action(lambda _: self.session.run_sweep(self.beta_min, self.beta_max, self.n)))
         self.info = pn.pane.Markdown("", styles={"font-size": "13px"})
         # progress of a running sweep (bftcore.api.sweep_document's progress callback), instead of a bare spinner
-        self.progress = pn.pane.Str("", styles={"font-size": "13px"}, css_classes=["bft-sweep-progress"],
-                                    visible=False)
+        self.progress = LiveText(css_classes=["bft-sweep-progress"], visible=False, name="bft-sweep-progress")
         self.session.param.watch(self._update, ["sweep", "beta", "sweeping"])
         self.session.param.watch(self._show_progress, ["sweep_progress"])
         self._update()
 
     def _show_progress(self, *_):
         text = self.session.sweep_progress
-        self.progress.object = f"Sweeping: {text}" if text else ""
-        self.progress.visible = bool(text)
+        self.progress.set(f"Sweeping: {text}" if text else "")
+        self.progress.pane.visible = bool(text)
 
     def _update(self, *_):
         s = self.session
