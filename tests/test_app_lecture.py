@@ -125,3 +125,50 @@ def test_words_instead_of_exceptions():
     s.data = []
     s.solve()
     assert "nan" not in s.status and "training error — (no data points)" in status_line(s.history[-1])
+
+
+def test_the_mixing_bars_follow_the_scrubber():
+    """Issue 13: stepping through the a_j switch of a metastable run, the bars show the a_j of the iteration on
+    screen, not the last one."""
+    from app.views.mixing import MixingView
+    s = BFTSession(live=False)
+    assert s.load_preset("metastable_mixture")
+    s.solve()
+    view = MixingView(session=s)
+    last = [float(a) for a in s.history[-1].mixing]
+    assert view.bars.data["value"] == pytest.approx(last)
+    early = next(r for r in s.history if abs(float(r.mixing[0]) - last[0]) > 0.5)  # before the switch
+    assert s.pump.show_iteration(int(early.iteration))
+    assert view.bars.data["value"] == pytest.approx([float(a) for a in early.mixing])
+    assert s.pump.show_iteration(int(s.history[-1].iteration))
+    assert view.bars.data["value"] == pytest.approx(last)
+
+
+def test_the_presets_view_says_edited_by_hand_only_after_an_edit():
+    from app.views.presets import PresetsView
+    s = BFTSession(live=False)
+    view = PresetsView(session=s)
+    assert "Edited by hand" not in view.explain.object and "Pick a preset" in view.explain.object
+    s.lam = 0.5
+    assert "Edited by hand" in view.explain.object
+    assert s.load_preset("fig27")
+    assert view.explain.object == preset_catalogue()["fig27"][1]
+    s.add_point(3.0, 3.0)  # points added to a preset keep its name and its explanation
+    assert s.preset == "fig27" and view.explain.object == preset_catalogue()["fig27"][1]
+    s.lam = 0.2
+    assert s.preset == "" and "Edited by hand" in view.explain.object
+
+
+def test_no_test_error_curve_or_legend_entry_without_a_test_error():
+    """Issue 13 (regression mode showed an empty "test error" legend entry): shown only when the run has one."""
+    from app.views.traces import TracesView
+    s = BFTSession(live=False)
+    assert s.load_preset("two_trends")
+    s.solve()
+    view = TracesView(session=s)
+    entry = [i for i in view.bottom.legend[0].items if i.renderers[0] is view.test_renderers[0]][0]
+    assert all(rec.test_error is None for rec in s.history)
+    assert not entry.visible and not any(r.visible for r in view.test_renderers)
+    assert s.load_preset("fig27")
+    s.solve()
+    assert entry.visible and all(r.visible for r in view.test_renderers)

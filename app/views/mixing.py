@@ -36,13 +36,15 @@ class MixingView(pn.viewable.Viewer):
         super().__init__(**params)
         self.bars = ColumnDataSource(dict(name=[], value=[], color=[]), name="bft-mixing-source")
         bar = make_figure("mixing coefficients", "component", "weight", x_range=FactorRange(factors=["–"]),
-                          y_range=(0, 1.05), tools="save", height=170)
+                          y_range=(0, 1.05), tools="save", height=135)
         bar.sizing_mode = "stretch_width"
         bar.vbar(x="name", top="value", width=0.7, color="color", source=self.bars)
         bar.xaxis.major_label_orientation = 0.5
+        bar.xaxis.axis_label = None  # the tick labels name the components
         bar.xgrid.grid_line_color = None
         self.trace = ColumnDataSource(dict(iteration=[]))
-        tr = make_figure("a_j over the iterations", "iteration", "a_j", y_range=(-0.02, 1.02), height=160)
+        tr = make_figure("a_j over the iterations", "iteration", "a_j", y_range=(-0.02, 1.02), height=125)
+        tr.xaxis.axis_label = None  # the traces below share the iteration axis and name it
         self.lines = [tr.line("iteration", f"a{j}", source=self.trace, color=SERIES[j], line_width=2.5,
                               legend_label=f"a{j + 1}", visible=False) for j in range(N_TRACED)]
         self.trace.data = {"iteration": [], **{f"a{j}": [] for j in range(N_TRACED)}}
@@ -52,14 +54,33 @@ class MixingView(pn.viewable.Viewer):
         self._run_id, self._labels = None, None
         self.session.param.watch(self._update, ["history", "result", "templates", "model", "file_templates",
                                                 "file_weights"])
+        self.session.param.watch(self._follow_scrubber, ["record"])
         self._update()
 
+    def shown_mixing(self) -> list[float]:
+        """The a_j of the iteration on screen: the latest of the run while it plays, the one the history scrubber
+        chose after it (``session.record``, which carries its a_j)."""
+        s = self.session
+        rec = s.record
+        if not s.running and rec is not None and rec.mixing is not None and s.history and \
+                int(rec.iteration) <= int(s.history[-1].iteration):
+            return mixing_of(rec)
+        return mixing_of(s.history[-1]) if s.history else []
+
+    def _follow_scrubber(self, *_):
+        if not self.session.running:  # while a run plays, the bars move with the traces (history), not per frame
+            self._update_bars()
+
     def _update(self, *_):
+        labels = self._update_bars()
+        self._update_trace(labels)
+
+    def _update_bars(self):
         s = self.session
         labels = s.template_labels()
         k = len(labels)
         names = [f"a{j + 1} {lab}" for j, lab in enumerate(labels)]
-        last = mixing_of(s.history[-1]) if s.history else []
+        last = self.shown_mixing()
         values = list(last[:k]) + [0.0] * max(0, k - len(last))
         colors = [SERIES[j % 10] for j in range(k)]
         exact = (s.result or {}).get("exact") if s.is_regression and s.result else None
@@ -71,9 +92,19 @@ class MixingView(pn.viewable.Viewer):
             names, values, colors = ["no templates"], [0.0], ["#cccccc"]
         if list(self.bar_fig.x_range.factors) != names:
             self.bar_fig.x_range.factors = names
+        # two names fit side by side; more are turned (they would overlap)
+        orientation = "horizontal" if len(names) <= 2 else 0.5
+        axis = self.bar_fig.xaxis[0]
+        if axis.major_label_orientation != orientation:
+            axis.major_label_orientation = orientation
         new_bars = dict(name=names, value=values, color=colors)
         if {c: list(v) for c, v in self.bars.data.items()} != new_bars:
             self.bars.data = new_bars
+        return labels
+
+    def _update_trace(self, labels):
+        s = self.session
+        k = len(labels)
         hist = s.history
         n_shown = len(self.trace.data["iteration"])
         if k == 0:  # nothing to trace: send nothing per frame
@@ -101,4 +132,8 @@ class MixingView(pn.viewable.Viewer):
         if self.thumbnails is not None:
             parts.append(self.thumbnails)
         parts.append(pn.pane.Bokeh(self.trace_fig, sizing_mode="stretch_width"))
-        return pn.Column(*parts, teaching(EQUATION, TEXT), sizing_mode="stretch_width", css_classes=["bft-mixing"])
+        return pn.Column(*parts, sizing_mode="stretch_width", css_classes=["bft-mixing"])
+
+    def explanation(self):
+        """The equation and the "What this shows" card (the presenter layout puts them below all live plots)."""
+        return teaching(EQUATION, TEXT)

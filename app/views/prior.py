@@ -6,7 +6,7 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.events import MouseMove
-from bokeh.models import ColumnDataSource, CustomJS, LinearColorMapper
+from bokeh.models import ColumnDataSource, CustomJS, CustomJSTickFormatter, Label, LinearColorMapper
 from bokeh.plotting import figure
 
 from bftcore import api
@@ -25,35 +25,62 @@ SAMPLE_SEED = 7
 
 #: The slice p(y|x0) at the column under the cursor, computed in the browser from the heatmap it already has (no
 #: round trip to the server per mouse move); redone when a new frame arrives, at the last x0.
+#:
+#: What it costs the page is kept off a click's path (issue 13: the click's own mouse move and its first frame each
+#: repainted the slice, 20-30 ms apiece, mostly laying the plot out again, while the heatmap waited):
+#: - it is redrawn SLICE_DEFER_MS after a mouse move or a new frame (one timer, coalesced, at the latest x0), so a
+#:   click's own move and its first frame paint the heatmap first; the slice follows within a tenth of a second;
+#: - a redraw within the column already drawn, of the same frame, does nothing;
+#: - the plot's box never changes size: its title is fixed (x0 is a label inside the frame) and its tick labels are
+#:   padded to one width with figure spaces, so new ranges repaint it without a layout.
+SLICE_DEFER_MS = 100
 SLICE_JS = """
-const img_data = image.data.image;
-if (!img_data || !img_data.length) return;
 const moved = cb_obj.x !== undefined && cb_obj.event_name === 'mousemove';
-let x0 = moved ? cb_obj.x : (slice.tags.length ? slice.tags[0] : null);
-const a = img_data[0];
-const shape = a.shape || [a.length, (a[0] && a[0].length) || 1];
-const ny = shape[0], nx = shape[1];
-const flat = (a.flat && !ArrayBuffer.isView(a)) ? a.flat(Infinity) : a;
-const left = image.data.x[0], width = image.data.dw[0], bottom = image.data.y[0], height = image.data.dh[0];
-if (x0 === null) x0 = left + width / 2;
-let i = Math.floor((x0 - left) / width * nx);
-if (!(i >= 0 && i < nx)) return;
-const ys = [], p = [], pt = [];
-const tdata = truth.data.image && truth.data.image.length ? truth.data.image[0] : null;
-const tflat = tdata ? ((tdata.flat && !ArrayBuffer.isView(tdata)) ? tdata.flat(Infinity) : tdata) : null;
-for (let r = 0; r < ny; r++) {
-  ys.push(bottom + (r + 0.5) * height / ny);
-  p.push(flat[r * nx + i]);
-  pt.push(tflat && tflat.length === flat.length ? tflat[r * nx + i] : NaN);
+if (moved) slice.__bft_x = cb_obj.x;
+if (slice.__bft_timer) return;  // one pending redraw, at the latest x0, whatever triggered it
+slice.__bft_timer = setTimeout(() => {
+  slice.__bft_timer = null;
+  draw(slice.__bft_x === undefined ? null : slice.__bft_x);
+}, %(defer)d);
+function draw(x_moved) {
+  const img_data = image.data.image;
+  if (!img_data || !img_data.length) return;
+  let x0 = x_moved !== null ? x_moved : (slice.tags.length ? slice.tags[0] : null);
+  const a = img_data[0];
+  const shape = a.shape || [a.length, (a[0] && a[0].length) || 1];
+  const ny = shape[0], nx = shape[1];
+  const left = image.data.x[0], width = image.data.dw[0], bottom = image.data.y[0], height = image.data.dh[0];
+  if (x0 === null) x0 = left + width / 2;
+  const i = Math.floor((x0 - left) / width * nx);
+  if (!(i >= 0 && i < nx)) return;
+  const xc = left + (i + 0.5) * width / nx;
+  // the column already drawn, from the same frame: nothing to do
+  if (slice.tags.length && slice.tags[0] === xc && slice.__bft_image === a && slice.data.y.length === ny) return;
+  slice.__bft_image = a;
+  const flat = (a.flat && !ArrayBuffer.isView(a)) ? a.flat(Infinity) : a;
+  const ys = [], p = [], pt = [];
+  const tdata = truth.data.image && truth.data.image.length ? truth.data.image[0] : null;
+  const tflat = tdata ? ((tdata.flat && !ArrayBuffer.isView(tdata)) ? tdata.flat(Infinity) : tdata) : null;
+  for (let r = 0; r < ny; r++) {
+    ys.push(bottom + (r + 0.5) * height / ny);
+    p.push(flat[r * nx + i]);
+    pt.push(tflat && tflat.length === flat.length ? tflat[r * nx + i] : NaN);
+  }
+  slice.data = {y: ys, p: p, p_true: pt};
+  slice.tags = [xc];
+  const text = 'x0 = ' + xc.toPrecision(3);
+  if (where.text !== text) where.text = text;
 }
-const xc = left + (i + 0.5) * width / nx;
-slice.data = {y: ys, p: p, p_true: pt};
-slice.tags = [xc];
-fig.title.text = 'column slice p(y | x0 = ' + xc.toPrecision(3) + ')  (hover on the density)';
+""" % {"defer": SLICE_DEFER_MS}
+#: Tick labels of one width (padded with U+2007, a space as wide as a digit): new ranges never resize the axis.
+FIXED_WIDTH_TICKS_JS = """
+const a = Math.abs(tick);
+const s = a === 0 ? '0' : (a >= 1e4 || a < 1e-3) ? tick.toExponential(1) : String(+tick.toPrecision(3));
+return s.padStart(8, '\u2007');
 """
 
 
-def _thumb(name: str, w: int = 84, h: int = 70):
+def _thumb(name: str, w: int = 76, h: int = 56):
     f = figure(width=w, height=h, toolbar_location=None, tools="", name=name, min_border=2)
     f.axis.visible = False
     f.grid.visible = False
@@ -96,6 +123,10 @@ class PriorView(pn.viewable.Viewer):
         # the slice
         fig = make_figure("column slice p(y | x0)  (hover on the density)", "y", "p(y|x0)", height=200,
                           tools="save", name="bft-slice")
+        fig.yaxis.formatter = CustomJSTickFormatter(code=FIXED_WIDTH_TICKS_JS)
+        self.slice_where = Label(x=8, y=8, x_units="screen", y_units="screen", text="", text_font_size="13px",
+                                 name="bft-slice-x0")
+        fig.add_layout(self.slice_where)
         fig.sizing_mode = "stretch_width"
         self.slice = ColumnDataSource(dict(y=[], p=[], p_true=[]), name="bft-slice-source")
         fig.line("y", "p", source=self.slice, color=SERIES[1], line_width=3, legend_label="learned")
@@ -108,13 +139,13 @@ class PriorView(pn.viewable.Viewer):
         self.slice_fig = fig
         # computed in the browser and only shown there: not sent back to the server (each frame sent the slice, its
         # title and the auto ranges BokehJS recomputed from it back: 22 range changes for two clicks)
-        for model in (self.slice, fig.x_range, fig.y_range, fig.title):
+        for model in (self.slice, fig.x_range, fig.y_range, self.slice_where):
             model.syncable = False
         self.truth = ColumnDataSource(dict(image=[]), name="bft-truth-image")
         canvas = self.canvas
         if canvas is not None:
-            cb = CustomJS(args=dict(image=canvas.image_source, truth=self.truth, slice=self.slice, fig=fig),
-                          code=SLICE_JS)
+            cb = CustomJS(args=dict(image=canvas.image_source, truth=self.truth, slice=self.slice,
+                                    where=self.slice_where), code=SLICE_JS)
             canvas.figure.js_on_event(MouseMove, cb)
             canvas.image_source.js_on_change("data", cb)
         s.param.watch(self._update_thumbs, ["model", "templates", "file_templates", "file_weights", "gauss_mu",
@@ -189,7 +220,7 @@ class PriorView(pn.viewable.Viewer):
 
     def thumbnails(self):
         """The template thumbnails, one per template (placed beside the mixing bars)."""
-        return pn.Row(*[pn.pane.Bokeh(f, margin=0) for f in self.thumbs], margin=(0, 0, 0, 40), height=72,
+        return pn.Row(*[pn.pane.Bokeh(f, margin=0) for f in self.thumbs], margin=(0, 0, 0, 40), height=58,
                       css_classes=["bft-thumbs"])
 
     def samples_panel(self):

@@ -84,18 +84,19 @@ class TracesView(pn.viewable.Viewer):
         # Ranges set here, not DataRange1d: a browser that computes a data range sends it back to the server, three
         # messages per update of the traces for every session
         self.x_range, self.y_ranges = Range1d(0, 1), (Range1d(0, 1), Range1d(0, 1))
-        top = make_figure("energy E", "iteration", "energy", height=140, min_border_left=TRACE_BORDER,
+        top = make_figure("energy E", "iteration", "energy", height=115, min_border_left=TRACE_BORDER,
                           x_range=self.x_range, y_range=self.y_ranges[0])
         top.xaxis.axis_label = None
         top.line("iteration", "energy", source=self.source, color=SERIES[0], line_width=2.5)
         top.scatter("iteration", "energy", source=self.source, color=SERIES[0], size=5)
-        bottom = make_figure("errors", "iteration", "error", height=190, x_range=self.x_range,
+        bottom = make_figure(None, "iteration", "error", height=160, x_range=self.x_range,
                              y_range=self.y_ranges[1], min_border_left=TRACE_BORDER)
         bottom.line("iteration", "train_error", source=self.source, color=SERIES[1], line_width=2.5,
                     legend_label="training error")
-        bottom.line("iteration", "test_error", source=self.source, color=SERIES[2], line_width=2.5,
-                    legend_label="test error")
-        bottom.scatter("iteration", "test_error", source=self.source, color=SERIES[2], size=5)
+        self.test_renderers = [
+            bottom.line("iteration", "test_error", source=self.source, color=SERIES[2], line_width=2.5,
+                        legend_label="test error"),
+            bottom.scatter("iteration", "test_error", source=self.source, color=SERIES[2], size=5)]
         legend_outside(bottom)
         legend = bottom.legend[0]
         legend.orientation = "horizontal"
@@ -106,7 +107,7 @@ class TracesView(pn.viewable.Viewer):
         bottom.scatter("x", "y", source=self.overfit, marker="circle", size=16, fill_alpha=0, line_color="crimson",
                        line_width=3)
         self.onset_label = Label(x=0, y=0, x_units="data", y_units="data", text=OVERFIT_LABEL, text_color="crimson",
-                                 text_font_size="12px", visible=False, x_offset=10, y_offset=8, text_align="left",
+                                 text_font_size="12px", visible=False, x_offset=10, y_offset=-22, text_align="left",
                                  background_fill_color="white", background_fill_alpha=0.7, name="bft-overfit-label")
         bottom.add_layout(self.onset_label)
         # the cursor of the history scrubber: the iteration on screen when it is not the latest
@@ -141,6 +142,13 @@ class TracesView(pn.viewable.Viewer):
         elif len(hist) > n_shown:
             self.source.stream(self._columns(hist[n_shown:]))
         self._run_id = s.run_id
+        # no test error (regression, or a density without a truth): no curve and no empty legend entry
+        has_test = any(rec.test_error is not None and math.isfinite(rec.test_error) for rec in hist)
+        for r in self.test_renderers:
+            _set(r, visible=has_test)
+        for item in self.bottom.legend[0].items:
+            if item.renderers and item.renderers[0] is self.test_renderers[0]:
+                _set(item, visible=has_test)
         self._set_ranges(hist)
         self._mark(hist)
         self._update_cursor()
@@ -176,7 +184,10 @@ class TracesView(pn.viewable.Viewer):
             else:
                 _set(box, visible=False)
 
+    def explanation(self):
+        """The equation and the "What this shows" card (the presenter layout puts them below all live plots)."""
+        return teaching(EQUATION, TEXT)
+
     def __panel__(self):
         return pn.Column(self.playback, pn.pane.Bokeh(self.top, sizing_mode="stretch_width"),
-                         pn.pane.Bokeh(self.bottom, sizing_mode="stretch_width"),
-                         teaching(EQUATION, TEXT), sizing_mode="stretch_width")
+                         pn.pane.Bokeh(self.bottom, sizing_mode="stretch_width"), sizing_mode="stretch_width")
