@@ -72,6 +72,7 @@ DARK_SHADOW_CSS = """
         --panel-on-surface-color: #ffffff; --panel-border-color: #666666; color: #ffffff; }
 h1, h2, h3, h4, p, li, label, strong, em, .bk-input-group, .markdown { color: #ffffff; }
 .card-header { background: #222222 !important; color: #ffffff !important; }
+:host(.card-header-row) { background-color: #222222 !important; }
 .bk-tab { color: #ffffff; background: #000000; } .bk-tab.bk-active { color: #ffffff; background: #333333; }
 """
 DARK_JS = """
@@ -132,7 +133,9 @@ def apply_theme(doc, dark: bool) -> None:
         for gr in fig.grid:
             gr.grid_line_color = c["grid"]
         for leg in fig.legend:
-            leg.update(background_fill_color=c["legend"], label_text_color=c["fg"], border_line_color=c["grid"])
+            # an entry of a hidden curve is drawn under its "inactive" veil: white, it was a grey box on black
+            leg.update(background_fill_color=c["legend"], label_text_color=c["fg"], border_line_color=c["grid"],
+                       inactive_fill_color=c["legend"])
         for cb in fig.select({"type": ColorBar}):
             cb.update(background_fill_color=c["bg"], major_label_text_color=c["fg"], title_text_color=c["fg"])
 

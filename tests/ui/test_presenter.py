@@ -133,6 +133,13 @@ def test_dark_theme_darkens_page_and_plots_and_lightens_text(page):
     # the header text as drawn is light on the dark page
     header = page.get_by_text("bftcore · Bayesian field theory").first
     assert min(rgb(header.evaluate("(e) => getComputedStyle(e).color"))) > 200
+    # the "What this shows" cards: their header rows (a Bokeh Row in the card's button) dark, their titles light
+    rows = wait_until(lambda: page.evaluate("""() => { const out = []; const walk = (root) => {
+      for (const el of root.querySelectorAll('*')) { if (el.classList && el.classList.contains('card-header-row')) {
+        out.push([getComputedStyle(el).backgroundColor, getComputedStyle(el).color]); }
+        if (el.shadowRoot) walk(el.shadowRoot); } }; walk(document);
+      return out.length && out.every(([bg]) => bg.startsWith('rgb(34')) ? out : null; }"""))
+    assert len(rows) >= 3 and all(max(rgb(bg)) < 60 and min(rgb(fg)) > 200 for bg, fg in rows), rows
     page.get_by_role("button", name="Dark high-contrast theme").click()
     wait_until(lambda: not page.evaluate("() => document.body.classList.contains('bft-dark')"))
     assert page.errors == []
