@@ -7,7 +7,10 @@ session (an ``asyncio`` task on the Bokeh event loop, :meth:`FramePump.runner_lo
 iteration at a time in a worker thread (see *Worker pools* below), so the event loop never waits for the solver.
 Records are coalesced into *frames*: the first frame of a run goes out as soon as iteration 1 exists (that is what a
 click waits for), later frames at most every :data:`MIN_FRAME_S` seconds (about 10 per second per session), and the
-final state always.  A frame is applied on the session's document (``add_next_tick_callback``, so the views touch
+final state always.  The first frame shows the heatmap alone; the traces, mixing bars, scrubber and status line
+follow with the next frame and every one after it.  A run started by a user action on a small grid
+(:data:`QUICK_NODES`) has that first frame computed on the event loop at the end of the action and sent in the
+action's own message (:meth:`FramePump.answer_now`).  A frame is applied on the session's document (``add_next_tick_callback``, so the views touch
 Bokeh models under the document lock) inside :func:`app.transport.one_message`, so one frame is one websocket
 message.  Iterations are paced by the session's ``frame_ms`` so a run plays out visibly, and a browser that has not
 acknowledged the previous frame gets no new one for up to :data:`ACK_TIMEOUT_S` (records are coalesced instead).
@@ -84,7 +87,8 @@ MIN_FRAME_S = 0.15
 #: within a run.  0 (issue 13, "the lecture hall"): they move with every frame of the heatmap, in the same frame and
 #: the same websocket message (:func:`app.transport.one_message`), so energy, errors and a_j stream at the frame
 #: rate of the heatmap instead of jumping by a dozen iterations once a second.  The last frame of a run (and of a
-#: step or a pause) always updates them.
+#: step or a pause) always updates them; the first frame of a served run never does (it is what a click waits for:
+#: the heatmap alone repaints), the second catches up.
 SECONDARY_FRAME_S = 0.0
 #: A run on at most this many grid nodes answers the action that started it (a click, a key, a slider, a preset)
 #: in the same websocket message: its iterations 0 and 1 are computed on the event loop at the end of that action

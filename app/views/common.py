@@ -37,6 +37,12 @@ TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 #:   buttons at the start and end of every run: three page layouts per click, each ~100 ms at 1280×720 with the
 #:   presenter layout's fifteen plots, in the message before the click's first frame).  The disabled attribute is
 #:   all that differs (BokehJS' ControlView sets it already), so only that is done.
+#: - Every visual property a plot reads (a line colour, a text alpha: hundreds per paint and per layout) first asks
+#:   the element's computed style for a ``--bk-*`` CSS variable that would override it, and each such read makes the
+#:   browser re-style the page when anything changed since the last read.  Laying out the page after a preset load
+#:   interleaves style writes and these reads: 200 ms of its 390 ms task (profile: ``getPropertyValue`` 802 of 1564
+#:   samples), and they sat in every click's paint too.  No stylesheet of Bokeh, Panel or this app defines such a
+#:   variable (a UI test checks every plot of the page), so the answer is always "none" and is given without asking.
 #:
 #: All are feature-detected: with a BokehJS that lacks the methods, the page runs unpatched.  They are repaint
 #: work of the page, not transport, but they use private BokehJS methods: with a Bokeh outside the tested range
@@ -145,6 +151,12 @@ if (button && typeof button.render === "function" && typeof button.rerender === 
     return rerender.apply(this, args);
   };
   button.__bft_patched = true;
+}
+const visual = need("core/visuals/visual");
+const vprops = visual && visual.VisualProperties && visual.VisualProperties.prototype;
+if (vprops && typeof vprops._get_css_value === "function" && !vprops.__bft_patched) {
+  vprops._get_css_value = function (name) { return ""; };  // no --bk-* visual variables on this page
+  vprops.__bft_patched = true;
 }
 """
 

@@ -80,6 +80,8 @@ def test_regression_text_and_ranges(page):
 def test_prior_samples_change_with_lambda_and_slice_follows_cursor(page):
     page.locator("select:has(option[value='fig27'])").select_option("fig27")
     wait_until(lambda: len(column(page, "bft-points-source", "x")) == 50)
+    # the tabs are rendered when opened (a preset load lays out the visible page only)
+    page.get_by_text("Prior", exact=True).first.click()
     before = wait_until(lambda: page.evaluate("""() => { for (const d of Bokeh.documents) {
       const m = d.get_model_by_name('bft-prior-sample-source-0'); if (m && m.data.image.length)
       return Array.from(m.data.image[0]).slice(0, 30); } return null; }"""))
@@ -90,9 +92,10 @@ def test_prior_samples_change_with_lambda_and_slice_follows_cursor(page):
     wait_until(lambda: page.evaluate("""() => { for (const d of Bokeh.documents) {
       const m = d.get_model_by_name('bft-prior-sample-source-0'); if (m && m.data.image.length)
       return Array.from(m.data.image[0]).slice(0, 30); } return null; }""") != before)
+    page.get_by_text("Live fit").first.click()
     xs = []
     for x in (2.0, 8.0):
-        sx, sy = canvas_xy(page, x, 7.0)
+        sx, sy = wait_until(lambda: canvas_xy(page, x, 7.0))  # the live tab drawn again
         page.mouse.move(sx, sy)
         wait_until(lambda: page.evaluate("""() => { for (const d of Bokeh.documents) {
           const m = d.get_model_by_name('bft-slice-source'); if (m) return m.tags[0]; } }""") == pytest.approx(x))

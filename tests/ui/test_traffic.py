@@ -79,7 +79,19 @@ def test_each_frame_is_one_message_and_a_click_is_not_echoed_back_more_than_once
 
 
 JS_PATCHED = """() => [Bokeh.require('core/dom').InlineStyleSheet.prototype.__bft_patched === true,
-  Bokeh.require('models/annotations/legend').LegendView.prototype.__bft_patched === true]"""
+  Bokeh.require('models/annotations/legend').LegendView.prototype.__bft_patched === true,
+  Bokeh.require('core/visuals/visual').VisualProperties.prototype.__bft_patched === true]"""
+
+# the --bk-* CSS variables that could override a visual property, on the element of every plot view in the page
+# (app.views.common answers "none" without asking the computed style: this checks that the answer is true)
+JS_VISUAL_CSS_VARIABLES = """() => { const found = [], views = [];
+  const walk = (v) => { views.push(v); for (const c of (v.child_views || [])) walk(c);
+    if (v.renderer_views) for (const r of v.renderer_views.values()) views.push(r); };
+  for (const root of Bokeh.index.roots || Object.values(Bokeh.index)) walk(root);
+  for (const v of views) { if (!v.el) continue; const cs = getComputedStyle(v.el);
+    for (let k = 0; k < cs.length; k++) { const name = cs[k];
+      if (/^--bk-.*(line|fill|text|hatch)/.test(name)) found.push(name); } }
+  return [views.length, found]; }"""
 
 # the labels a figure's legend shows in the page, and those of its items visible in the model
 JS_LEGEND = """(title) => { const shown = [], visible = [];
@@ -96,8 +108,10 @@ def legend(page):
 
 
 def test_browser_patches_are_installed_and_legends_follow_their_items(page):
-    # both BokehJS methods the app patches exist in the installed Bokeh (else the page runs unpatched: slower)
-    assert page.evaluate(JS_PATCHED) == [True, True]
+    # the BokehJS methods the app patches exist in the installed Bokeh (else the page runs unpatched: slower)
+    assert page.evaluate(JS_PATCHED) == [True, True, True]
+    n_views, variables = page.evaluate(JS_VISUAL_CSS_VARIABLES)
+    assert n_views > 100 and variables == []
     shown, visible = legend(page)
     assert shown == visible and "h(x)" in shown and "exact mean" not in shown  # density mode: no exact mean
     sx, sy = canvas_xy(page, 6.0, 9.0)  # a click streams data into the sources the legend items refer to
