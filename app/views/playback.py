@@ -24,8 +24,8 @@ class Playback(pn.viewable.Viewer):
         super().__init__(**params)
         s = self.session
         self.pace = pn.widgets.IntSlider.from_param(s.param.frame_ms, name="pace: ms per iteration", step=10,
-                                                    width=170, css_classes=["bft-pace"], margin=(0, 10))
-        self.scrubber = pn.widgets.IntSlider(name="replay iteration", start=0, end=1, value=0, step=1, width=190,
+                                                    width=140, css_classes=["bft-pace"], margin=(0, 10))
+        self.scrubber = pn.widgets.IntSlider(name="replay iteration", start=0, end=1, value=0, step=1, width=150,
                                              disabled=True, css_classes=["bft-scrubber"], margin=(0, 5))
         self.back = pn.widgets.Button(name="◀", width=36, disabled=True, css_classes=["bft-scrub-back"],
                                       margin=(14, 2, 0, 2))
@@ -71,4 +71,7 @@ class Playback(pn.viewable.Viewer):
             self._syncing = False
 
     def __panel__(self):
-        return pn.Row(self.pace, self.scrubber, self.back, self.forward, sizing_mode="stretch_width")
+        # at most the side column's width at 1280×720 (420 px, its scroll bar included); narrower, it wraps: as a Row
+        # of 470 px it widened every plot of the column past the window's edge, their toolbars cut off
+        return pn.FlexBox(self.pace, self.scrubber, self.back, self.forward, flex_wrap="wrap",
+                          sizing_mode="stretch_width", styles={"min-width": "0"})

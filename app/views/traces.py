@@ -85,11 +85,11 @@ class TracesView(pn.viewable.Viewer):
         # messages per update of the traces for every session
         self.x_range, self.y_ranges = Range1d(0, 1), (Range1d(0, 1), Range1d(0, 1))
         top = make_figure("energy E", "iteration", "energy", height=115, min_border_left=TRACE_BORDER,
-                          x_range=self.x_range, y_range=self.y_ranges[0])
+                          name="bft-energy", x_range=self.x_range, y_range=self.y_ranges[0])
         top.xaxis.axis_label = None
         top.line("iteration", "energy", source=self.source, color=SERIES[0], line_width=2.5)
         top.scatter("iteration", "energy", source=self.source, color=SERIES[0], size=5)
-        bottom = make_figure(None, "iteration", "error", height=160, x_range=self.x_range,
+        bottom = make_figure(None, "iteration", "error", height=160, x_range=self.x_range, name="bft-errors",
                              y_range=self.y_ranges[1], min_border_left=TRACE_BORDER)
         bottom.line("iteration", "train_error", source=self.source, color=SERIES[1], line_width=2.5,
                     legend_label="training error")

@@ -220,3 +220,27 @@ def test_no_validation_warnings_in_the_server_log(page, server):
     log = open(server[1]).read()
     assert "ServerConnection created" in log
     assert " W-1" not in log and " E-1" not in log, [line for line in log.splitlines() if " W-1" in line or " E-1" in line]
+
+
+JS_PLOT_BOXES = """(names) => { const out = {}; for (const d of Bokeh.documents) for (const name of names) {
+  const m = d.get_model_by_name(name); if (!m) continue; const v = Bokeh.index.find_one(m);
+  if (v && v.el) { const r = v.el.getBoundingClientRect(); out[name] = [r.top, r.bottom, r.left, r.right]; } }
+  return out; }"""
+
+
+def test_mixing_traces_and_the_overfitting_mark_are_on_screen_at_1280x720(page):
+    """Issue 13: beside the hero, the mixing bars, the a_j trace, the energy and the errors with the overfitting mark
+    all lie within the 1280×720 projector page without scrolling (the errors were under the fold)."""
+    page.locator("select:has(option[value='fig27'])").select_option("fig27")
+    wait_until(lambda: len(column(page, "bft-overfit-source", "x")) == 1)
+    names = ["bft-canvas", "bft-mixing-bars", "bft-mixing-trace", "bft-energy", "bft-errors"]
+    boxes = wait_until(lambda: (lambda b: b if len(b) == len(names) else None)(page.evaluate(JS_PLOT_BOXES, names)))
+    assert page.evaluate("() => window.scrollY") == 0
+    for name, (top, bottom, left, right) in boxes.items():
+        assert 0 <= top < bottom <= 720 and 0 <= left < right <= 1280, (name, boxes[name])
+    # the mark itself: its data point mapped to the screen lies inside the errors plot's frame
+    x, y = column(page, "bft-overfit-source", "x")[0], column(page, "bft-overfit-source", "y")[0]
+    sy = page.evaluate("""([x, y]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-errors');
+      if (!m) continue; const v = Bokeh.index.find_one(m); const f = v.frame;
+      return v.el.getBoundingClientRect().top + f.bbox.top + f.y_scale.compute(y); } }""", [x, y])
+    assert boxes["bft-errors"][0] < sy < min(boxes["bft-errors"][1], 720)
