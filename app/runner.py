@@ -10,10 +10,11 @@ click waits for), later frames at most every :data:`MIN_FRAME_S` seconds (about 
 final state always.  The first frame shows the heatmap alone; the traces, mixing bars, scrubber and status line
 follow with the next frame and every one after it.  A run started by a user action on a small grid
 (:data:`QUICK_NODES`) has that first frame computed on the event loop at the end of the action and sent in the
-action's own message (:meth:`FramePump.answer_now`).  A frame is applied on the session's document (``add_next_tick_callback``, so the views touch
-Bokeh models under the document lock) inside :func:`app.transport.one_message`, so one frame is one websocket
-message.  Iterations are paced by the session's ``frame_ms`` so a run plays out visibly, and a browser that has not
-acknowledged the previous frame gets no new one for up to :data:`ACK_TIMEOUT_S` (records are coalesced instead).
+action's own message (:meth:`FramePump.answer_now`).  A frame is applied on the session's document
+(``add_next_tick_callback``, so the views touch Bokeh models under the document lock) inside
+:func:`app.transport.one_message`, so one frame is one websocket message.  Iterations are paced by the session's
+``frame_ms`` so a run plays out visibly, and a browser that has not acknowledged the previous frame gets no new one
+for up to :data:`ACK_TIMEOUT_S` (records are coalesced instead).
 
 Any change that alters the problem (a click, a slider, a preset, an upload) replaces the current run by a new one
 warm-started from the field on screen.  Only the runner advances a generator; when it comes back from the worker
