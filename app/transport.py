@@ -48,6 +48,11 @@ if not BOKEH_TESTED:
                 bokeh.__version__, *TESTED_BOKEH)
 
 
+def _server_session(doc):
+    """The Bokeh ``ServerSession`` serving ``doc``, or None (not served, or not yet connected)."""
+    return getattr(getattr(doc, "session_context", None), "session", None)
+
+
 def release_as_one_message(doc) -> None:
     """End the document's hold and send its held changes to each browser as ONE patch message.
 
@@ -59,7 +64,7 @@ def release_as_one_message(doc) -> None:
     The write goes through Bokeh's ``send_message``, which logs a socket that closed meanwhile instead of raising.
     Without a server session (tests, a page not yet connected), or with a Bokeh outside :data:`TESTED_BOKEH`, it is
     Bokeh's ``unhold``."""
-    session = getattr(getattr(doc, "session_context", None), "session", None) if BOKEH_TESTED else None
+    session = _server_session(doc) if BOKEH_TESTED else None
     if (session is None or getattr(session, "_pending_writes", None) is None
             or not all(hasattr(session, a) for a in SESSION_ATTRIBUTES)):
         doc.unhold()  # not served, not under the lock, or not the tested Bokeh: one message per change
@@ -121,7 +126,7 @@ def one_message(doc):
 def holds_lock(doc) -> bool:
     """Changes to ``doc`` may be made here and now: it is not served, or Bokeh's document lock is held (the server
     session then has its pending writes).  With a Bokeh outside :data:`TESTED_BOKEH` this cannot be told: False."""
-    session = getattr(getattr(doc, "session_context", None), "session", None)
+    session = _server_session(doc)
     if session is None:
         return True
     return BOKEH_TESTED and getattr(session, "_pending_writes", None) is not None
