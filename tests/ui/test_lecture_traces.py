@@ -107,7 +107,9 @@ def test_traces_move_with_every_heatmap_frame(browser, server):
 
 
 def test_the_address_bar_follows_a_slider_within_one_frame_during_a_run(browser, server):
-    ctx, pg = fresh(browser, server[0] + "?max_iter=300&min_iter=300&tol=0&frame_ms=100")
+    # a run that really lasts (300 gradient iterations at 100 ms): Newton on this problem stops after 12 iterations
+    # whatever min_iter says, so on a loaded machine the page could open on a finished run
+    ctx, pg = fresh(browser, server[0] + "?max_iter=300&min_iter=300&tol=0&frame_ms=100&method=gradient")
     try:
         assert not finished(pg) and query(pg)["lam"] == "1.0"
         assert pg.evaluate(JS_WATCH_FRAMES)
