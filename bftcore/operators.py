@@ -7,6 +7,8 @@ differences W).  Powers Delta^2, Delta^3 are matrix powers of the same Laplacian
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -96,6 +98,41 @@ def _inverse(c: np.ndarray, grid: Grid) -> np.ndarray:
     return np.real(out)
 
 
+#: Sparse prior matrices kept across :class:`PriorOperator` instances, keyed by the grid and the coefficients, up to
+#: this many bytes in all (least recently used dropped first).  A dashboard rebuilds the same K for every click
+#: (each click is a new configuration with the same prior); building it took about half of the first iteration's
+#: time on the paper's grid.  The cached matrices are shared, so their arrays are made read-only.
+MATRIX_CACHE_BYTES = 32 * 1024 * 1024
+_MATRIX_CACHE: OrderedDict = OrderedDict()
+_MATRIX_LOCK = threading.Lock()
+
+
+def _matrix_bytes(K: sp.csr_matrix) -> int:
+    return K.data.nbytes + K.indices.nbytes + K.indptr.nbytes
+
+
+def _cached_matrix(key, build) -> sp.csr_matrix:
+    """The matrix of ``key`` from :data:`_MATRIX_CACHE`, or ``build()`` kept there (read-only) if it fits."""
+    with _MATRIX_LOCK:
+        K = _MATRIX_CACHE.get(key)
+        if K is not None:
+            _MATRIX_CACHE.move_to_end(key)
+            return K
+    K = build()
+    size = _matrix_bytes(K)
+    if size > MATRIX_CACHE_BYTES // 4:
+        return K  # a large grid's matrix is not worth pinning across runs
+    for a in (K.data, K.indices, K.indptr):
+        a.flags.writeable = False
+    with _MATRIX_LOCK:
+        _MATRIX_CACHE[key] = K
+        total = sum(_matrix_bytes(m) for m in _MATRIX_CACHE.values())
+        while total > MATRIX_CACHE_BYTES and len(_MATRIX_CACHE) > 1:
+            _, old = _MATRIX_CACHE.popitem(last=False)
+            total -= _matrix_bytes(old)
+    return K
+
+
 @dataclass(frozen=True)
 class PriorOperator:
     """The prior operator K of eq. (699): ``lambda_x (K_X (x) 1) + lambda_y (1 (x) K_Y)``.
@@ -139,18 +176,22 @@ class PriorOperator:
     def matrix(self) -> sp.csr_matrix:
         """Sparse K on x-major flattened fields (index ``i*ny + j``)."""
         if "matrix" not in self._cache:
-            nx, ny = self.grid.shape
-            kx, ky = self.kx.tocoo(), self.ky.tocoo()
-            j, i = np.arange(ny), np.arange(nx)
-            # lambda_x (K_X (x) 1) + lambda_y (1 (x) K_Y) from the entries, without sparse kron products
-            rows = np.concatenate([(kx.row[:, None] * ny + j).ravel(), (i[:, None] * ny + ky.row).ravel()])
-            cols = np.concatenate([(kx.col[:, None] * ny + j).ravel(), (i[:, None] * ny + ky.col).ravel()])
-            vals = np.concatenate([np.repeat(self.lambda_x * kx.data, ny), np.tile(self.lambda_y * ky.data, nx)])
-            K = sp.csr_matrix((vals, (rows, cols)), shape=(nx * ny, nx * ny))
-            K.sum_duplicates()
-            K.eliminate_zeros()
-            self._cache["matrix"] = K
+            key = (self.grid, self.lambda_x, self.lambda_y, self.l0, self.l2, self.l4, self.l6)
+            self._cache["matrix"] = _cached_matrix(key, self._build_matrix)
         return self._cache["matrix"]
+
+    def _build_matrix(self) -> sp.csr_matrix:
+        nx, ny = self.grid.shape
+        kx, ky = self.kx.tocoo(), self.ky.tocoo()
+        j, i = np.arange(ny), np.arange(nx)
+        # lambda_x (K_X (x) 1) + lambda_y (1 (x) K_Y) from the entries, without sparse kron products
+        rows = np.concatenate([(kx.row[:, None] * ny + j).ravel(), (i[:, None] * ny + ky.row).ravel()])
+        cols = np.concatenate([(kx.col[:, None] * ny + j).ravel(), (i[:, None] * ny + ky.col).ravel()])
+        vals = np.concatenate([np.repeat(self.lambda_x * kx.data, ny), np.tile(self.lambda_y * ky.data, nx)])
+        K = sp.csr_matrix((vals, (rows, cols)), shape=(nx * ny, nx * ny))
+        K.sum_duplicates()
+        K.eliminate_zeros()
+        return K
 
     @property
     def symbol(self) -> np.ndarray:

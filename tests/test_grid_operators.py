@@ -119,6 +119,20 @@ def test_K_matrix_equals_dense_definition(bx, by, coeffs):
     assert np.allclose(K.matrix.toarray(), dense_K(g, 1.7, 0.6, *coeffs), rtol=1e-12, atol=1e-9)
 
 
+def test_K_matrix_is_shared_across_operators_of_the_same_prior_and_cannot_be_changed():
+    """The matrix cache (a dashboard rebuilds K for every click): the same grid and coefficients give the same,
+    read-only matrix; other coefficients give another, still equal to the dense definition."""
+    g = odd_grid("neumann", "periodic")
+    a, b = PriorOperator(g, 1.7, 0.6, 0.1, 1.0, 0.2, 0.0), PriorOperator(g, 1.7, 0.6, 0.1, 1.0, 0.2, 0.0)
+    assert a.matrix is b.matrix
+    with pytest.raises(ValueError):
+        a.matrix.data[0] = 99.0
+    c = PriorOperator(g, 1.7, 0.6, 0.1, 1.0, 0.3, 0.0)
+    assert c.matrix is not a.matrix
+    assert np.allclose(c.matrix.toarray(), dense_K(g, 1.7, 0.6, 0.1, 1.0, 0.3, 0.0), rtol=1e-12, atol=1e-9)
+    assert np.allclose(a.matrix.toarray(), dense_K(g, 1.7, 0.6, 0.1, 1.0, 0.2, 0.0), rtol=1e-12, atol=1e-9)
+
+
 @pytest.mark.parametrize("bx, by", BOUNDARY_PAIRS)
 @pytest.mark.parametrize("coeffs", COEFFS)
 @pytest.mark.parametrize("scale, mass2", [(1.0, 0.05), (0.3, 2.0)])
