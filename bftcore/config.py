@@ -39,7 +39,13 @@ class ConfigError(ValueError):
     """A configuration document is malformed or over the cost budget; the message names the key and the fix."""
 
 
-TOP_KEYS = ("model", "grid", "data", "prior", "templates", "weights", "beta", "solver", "truth")
+TOP_KEYS = ("model", "grid", "data", "prior", "templates", "weights", "beta", "solver", "truth", "choose")
+#: The x axis of a one-dimensional density (a document whose grid gives y and no x): one node at x = 0.
+ONE_D_X = {"min": 0.0, "max": 0.0, "n": 1, "boundary": "neumann"}
+#: Hyperparameters a document may ask ``fit`` to choose (key ``choose``), per model, and the default range of
+#: the evidence path over each: (min, max, number of log-spaced values).
+CHOOSABLE = {"density": ("lambda",), "regression": ("lambda", "l0", "beta")}
+CHOOSE_DEFAULT_RANGE = {"lambda": (1e-3, 1e3, 30), "l0": (1e-4, 1e2, 30), "beta": (1e-3, 1e3, 30)}
 PRIOR_KEYS = ("field", "lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6")
 SOLVER_KEYS = ("method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol")
 AXIS_KEYS = ("min", "max", "n", "boundary")
@@ -424,7 +430,11 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
     if g is None:
         g = {}
     _keys(g, ("x", "y"), "grid")
-    x = _axis(g.get("x"), "grid.x", {"min": 1, "max": 10, "n": 10, "boundary": "periodic"}, limits)
+    # a density grid with y and without x is one-dimensional: p(y) on one x node (a document without any grid
+    # stays the paper mesh)
+    one_d = model == "density" and isinstance(g, dict) and g.get("y") is not None and g.get("x") is None
+    x = _axis(ONE_D_X if one_d else g.get("x"), "grid.x", {"min": 1, "max": 10, "n": 10, "boundary": "periodic"},
+              limits)
     y = _axis(g.get("y"), "grid.y", {"min": 1, "max": 15, "n": 15, "boundary": "periodic"}, limits)
     grid = Grid(Axis(**x), Axis(**y))
     if model == "density":  # before anything is evaluated on the grid
@@ -433,8 +443,12 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
     _within(len(data), limits.max_points, "a data set of {} points", "use fewer points")
     pts = []
     for k, p in enumerate(data):
+        if x["n"] == 1 and model == "density" and not isinstance(p, (list, dict, str, bool)) and p is not None:
+            p = [x["min"], p]  # a one-dimensional density's data may be the y values alone
         if not isinstance(p, list) or len(p) != 2:
-            raise ConfigError(f"data[{k}] must be an [x, y] pair, got {_show(p)}")
+            raise ConfigError(f"data[{k}] must be an [x, y] pair, got {_show(p)}"
+                              + (" (a one-dimensional density, a grid without x, also takes plain y values)"
+                                 if model == "density" else ""))
         pts.append([_num(p[0], f"data[{k}][0] (x)", mag=MAX_COORDINATE),
                     _num(p[1], f"data[{k}][1] (y)", mag=MAX_COORDINATE)])
     try:
@@ -524,6 +538,10 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
         raise ConfigError(f"truth for regression must be a template object or a list of values, got {_show(truth)}")
     out = {"model": model, "grid": {"x": x, "y": y}, "data": pts, "prior": prior, "templates": templates,
            "weights": weights, "beta": beta, "solver": solver, "truth": truth}
+    choose = _choose(doc.get("choose"), model, field, len(templates), x["n"] * (y["n"] if model == "density" else 1),
+                     limits)
+    if choose:
+        out["choose"] = choose
     _check_cost(out, grid, limits)  # before any template is evaluated on the grid
     _check_conditioning(out, grid)
     if model == "density":
@@ -532,6 +550,55 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
     else:
         out["templates"] = [_regression_template_check(t, f"templates[{i}]", grid) for i, t in enumerate(templates)]
     return copy.deepcopy(out)
+
+
+def _choose(c, model: str, field: str, n_templates: int, nodes: int, limits: Limits) -> dict:
+    """The ``choose`` key: hyperparameters that ``fit`` sets by maximising the evidence before it fits.
+
+    ``{"lambda": "evidence"}`` or ``{"lambda": {"by": "evidence", "min": 0.01, "max": 100, "n": 30}}``; returned
+    in the second form, with the defaults of :data:`CHOOSE_DEFAULT_RANGE`.  Density: lambda, field L, at most one
+    template (the Laplace evidence, :mod:`bftcore.evidence`); regression: lambda, l0, beta (exact)."""
+    if c is None or c == {}:
+        return {}
+    if not isinstance(c, dict):
+        raise ConfigError(f"choose must be an object such as {{\"lambda\": \"evidence\"}}, got {_show(c)}")
+    allowed = CHOOSABLE[model]
+    _keys(c, allowed, f"choose (for the {model} model)")
+    if model == "density" and field != "L":
+        raise ConfigError("choose: the evidence of a density is computed for field L only (the Laplace "
+                          "approximation has no meaning where P >= 0 is active); use prior.field \"L\"")
+    if model == "density" and n_templates > 1:
+        raise ConfigError("choose: the evidence of a prior mixture (several templates) is not implemented for "
+                          "densities; keep at most one template, or set lambda by hand")
+    out = {}
+    for name, spec in c.items():
+        lo, hi, n = CHOOSE_DEFAULT_RANGE[name]
+        if spec == "evidence":
+            spec = {}
+        elif not isinstance(spec, dict):
+            raise ConfigError(f"choose.{name} must be \"evidence\" or an object {{\"by\": \"evidence\", \"min\", "
+                              f"\"max\", \"n\"}}, got {_show(spec)}")
+        _keys(spec, ("by", "min", "max", "n"), f"choose.{name}")
+        _str(spec.get("by", "evidence"), f"choose.{name}.by", ("evidence",))
+        lo = _num(spec.get("min", lo), f"choose.{name}.min", 1e-12)
+        hi = _num(spec.get("max", hi), f"choose.{name}.max", 1e-12)
+        n = _num(spec.get("n", n), f"choose.{name}.n", 2, integer=True)
+        if not lo < hi:
+            raise ConfigError(f"choose.{name}: min ({lo:g}) must be smaller than max ({hi:g})")
+        check_evidence_path(n, nodes, limits, f"choose.{name}")
+        out[name] = {"by": "evidence", "min": lo, "max": hi, "n": n}
+    return out
+
+
+def check_evidence_path(n: int, nodes: int, limits: Limits | None = None, where: str = "the evidence path") -> None:
+    """Refuse an evidence path over more values, or more node-fits, than the budget allows."""
+    limits = limits or active()
+    if limits.max_evidence_points is not None and n > limits.max_evidence_points:
+        raise ConfigError(f"{where}: {_fmt_int(n)} values exceed the limit of {_fmt_int(limits.max_evidence_points)}; "
+                          f"use fewer values")
+    if limits.max_evidence_work is not None and n * nodes > limits.max_evidence_work:
+        raise ConfigError(f"{where}: {n} values on {_fmt_int(nodes)} nodes ({_fmt_int(n * nodes)} node-fits) exceed "
+                          f"the limit of {_fmt_int(limits.max_evidence_work)}; use fewer values or a coarser grid")
 
 
 def validate_sweep(cfg: dict, beta_min, beta_max, n, limits: Limits | None = None) -> tuple[float, float, int]:

@@ -51,6 +51,10 @@ class Limits:
     #: on 128 x 128) and nodes x beta values.
     max_sweep_points: int | None = 200
     max_sweep_work: int | None = 15_000
+    #: Hyperparameter values of one evidence path, and nodes x values (each value is one warm-started fit and one
+    #: log-determinant: 30 values on 64 x 64 are the target of issue 14).
+    max_evidence_points: int | None = 200
+    max_evidence_work: int | None = 250_000
     #: Bytes of one JSON document (file or upload) and nesting depth of its arrays and objects.
     max_document_bytes: int | None = 32 * 1024 * 1024
     max_depth: int | None = 64

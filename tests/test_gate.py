@@ -396,3 +396,51 @@ def test_cli_ends_every_document_in_exit_0_or_2_with_one_line(tmp_path, capsys, 
         assert out == "" and len(err.strip().splitlines()) == 1 and err.startswith("error: ")
     else:
         assert out and err == ""
+
+
+# ------------------------------------------------------------------------------- one-dimensional densities, choose
+ONE_D_GRID = {"y": {"min": -4, "max": 4, "n": 50, "boundary": "neumann"}}
+
+
+def test_a_density_grid_without_x_is_one_dimensional_and_takes_plain_y_values():
+    """Issue 14: a document without grid.x is p(y) on one x node; its data may be the y values alone."""
+    cfg = validate_config({"grid": ONE_D_GRID, "data": [0.5, -1.25, [0.0, 2.0]]})
+    assert cfg["grid"]["x"] == {"min": 0.0, "max": 0.0, "n": 1, "boundary": "neumann"}
+    assert cfg["data"] == [[0.0, 0.5], [0.0, -1.25], [0.0, 2.0]]
+    res = api.fit(cfg)
+    P = np.asarray(res["P"])
+    assert P.shape == (1, 50) and abs(P.sum() * 8 / 49 - 1) < 1e-12 and res["converged"]
+    # without any grid the document is still the paper mesh, and plain numbers are then refused with the reason
+    assert validate_config({})["grid"]["x"]["n"] == 10
+    with pytest.raises(ConfigError, match=r"data\[0\] must be an \[x, y\] pair.*plain y values"):
+        validate_config({"data": [1.0]})
+    with pytest.raises(ConfigError, match="outside"):
+        validate_config({"grid": ONE_D_GRID, "data": [7.5]})
+
+
+@pytest.mark.parametrize("choose, message", [
+    ({"lambda": "cv"}, r"choose.lambda must be \"evidence\""),
+    ({"beta": "evidence"}, "unknown key.*'beta' in choose"),
+    ({"lambda": {"min": 10, "max": 1}}, "min .* must be smaller than max"),
+    ({"lambda": {"n": 1000}}, "exceed the limit of 200"),
+    ({"lambda": {"by": "cv"}}, "choose.lambda.by"),
+    ("evidence", "choose must be an object"),
+])
+def test_choose_is_checked_at_the_gate(choose, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config({"grid": ONE_D_GRID, "choose": choose})
+
+
+def test_choose_is_normalised_and_refused_where_the_evidence_is_not_defined():
+    cfg = validate_config({"choose": {"lambda": "evidence"}})
+    assert cfg["choose"] == {"lambda": {"by": "evidence", "min": 1e-3, "max": 1e3, "n": 30}}
+    assert "choose" not in validate_config({})          # documents that do not ask are unchanged
+    with pytest.raises(ConfigError, match="field L only"):
+        validate_config({"prior": {"field": "P"}, "choose": {"lambda": "evidence"}})
+    with pytest.raises(ConfigError, match="prior mixture"):
+        validate_config({"templates": [{"kind": "paper_t1"}, {"kind": "paper_t2"}], "choose": {"lambda": "evidence"}})
+    reg = validate_config({"model": "regression", "templates": [{"kind": "constant", "value": 0}],
+                           "prior": {"l0": 0.1}, "choose": {"beta": {"min": 0.1, "max": 10, "n": 5}, "l0": "evidence"}})
+    assert reg["choose"]["beta"] == {"by": "evidence", "min": 0.1, "max": 10.0, "n": 5}
+    with pytest.raises(ConfigError, match="node-fits"):
+        validate_config({"grid": {"x": {"n": 128}, "y": {"n": 128}}, "choose": {"lambda": {"n": 30}}})
