@@ -105,6 +105,10 @@ FIELD_BUDGET_BYTES = 64 * 1024 * 1024
 #: most this long.  Frames then follow what each browser can draw: on a loaded machine a page receives fewer,
 #: fuller frames instead of a queue of stale ones; the first frame of a run and the final one are never held.
 ACK_TIMEOUT_S = 1.0
+#: After a user action's answer (:meth:`FramePump.answer_now`) the runner waits this long before computing the next
+#: iteration: its worker thread would otherwise compete for the GIL with the writing of that answer (up to
+#: Python's 5 ms switch interval).  Shorter than a frame (:data:`MIN_FRAME_S`), so the animation does not notice.
+ANSWER_GAP_S = 0.01
 
 
 class _Done:
@@ -295,7 +299,7 @@ class _Run:
     """One solve: the generator, the configuration it solves, and how far the browser has seen it."""
 
     __slots__ = ("gen", "cfg", "key", "warm", "start", "last", "fresh", "pushed", "pushed_at", "frames", "done",
-                 "unshown", "shown_at", "compute_s", "pool")
+                 "unshown", "shown_at", "compute_s", "pool", "answered")
 
     def __init__(self, gen, cfg, key, warm):
         self.gen, self.cfg, self.key, self.warm = gen, cfg, key, warm
@@ -310,6 +314,7 @@ class _Run:
         self.shown_at = time.perf_counter()  # when the secondary views were last updated (or the run began)
         self.compute_s = 0.0  # seconds spent computing this run's records (the server's RUN_COMPUTE_S)
         self.pool = _HEAVY_POOL if _is_heavy(cfg) else next(_LIGHT_TURN)  # the one thread of this run
+        self.answered = False  # its first frame went out with a user action (FramePump.answer_now)
 
     def close(self, on_worker: bool, release: bool = False) -> None:
         """Close the generator; ``on_worker`` (served): on this run's own thread, after the iteration it may be
@@ -434,7 +439,7 @@ class FramePump:
             return
         if recs:
             self.apply_frame(run, recs)
-            run.pushed, run.pushed_at = True, time.perf_counter()
+            run.pushed, run.pushed_at, run.answered = True, time.perf_counter(), True
 
     # --- records -> what the views watch ----------------------------------------------------------------------
     def apply_frame(self, run, recs, finished=False, exact=None, error=None, flush=False):
@@ -575,6 +580,10 @@ class FramePump:
                 if run is not None and not run.done:  # paused: show everything computed so far
                     self.push(self.apply_frame, run, pending, False, None, None, True)
                 return
+            if run.answered:  # the action's message is still being written: a worker thread computing now would
+                run.answered = False  # take the GIL from the writer (iteration 2 is due a frame later anyway)
+                await asyncio.sleep(ANSWER_GAP_S)
+                continue
             stepping = not self.playing
             if stepping:
                 self.steps -= 1

@@ -123,6 +123,36 @@ def one_message(doc):
         release_as_one_message(doc)
 
 
+def after_user_action(doc, fn) -> bool:
+    """Run ``fn()`` just after the message of the :func:`user_action` running on ``doc`` has gone out, in a
+    next-tick callback of the document (with Bokeh's lock, its changes as one message of their own); False (and
+    nothing scheduled) outside a user action: a frame of a run keeps everything in its own message.  For what need not travel with a user action's answer and would only delay it: the
+    playback row follows a click a few milliseconds after the heatmap that answers it.  A callback scheduled twice
+    before it runs runs once."""
+    if doc is None or id(doc) not in _IN_USER_ACTION:
+        return False
+    pending = _AFTER_MESSAGE.setdefault(id(doc), [])
+    if fn in pending:
+        return True
+    pending.append(fn)
+
+    def run():
+        with set_curdoc(doc), one_message(doc):
+            fn()
+        if fn in pending:
+            pending.remove(fn)
+        if not pending:
+            _AFTER_MESSAGE.pop(id(doc), None)
+    doc.add_next_tick_callback(run)
+    return True
+
+
+#: Callbacks :func:`after_user_action` has scheduled and that have not run yet (by ``id(doc)``).
+_AFTER_MESSAGE: dict[int, list] = {}
+#: Documents (by ``id``) on which a :func:`user_action` is running now.
+_IN_USER_ACTION: set[int] = set()
+
+
 def holds_lock(doc) -> bool:
     """Changes to ``doc`` may be made here and now: it is not served, or Bokeh's document lock is held (the server
     session then has its pending writes).  With a Bokeh outside :data:`TESTED_BOKEH` this cannot be told: False."""
@@ -147,8 +177,14 @@ def user_action(fn):
         doc = state.curdoc
 
         def run():
-            with set_curdoc(doc), one_message(doc):
-                fn(*args, **kwargs)
+            outer = id(doc) in _IN_USER_ACTION
+            _IN_USER_ACTION.add(id(doc))
+            try:
+                with set_curdoc(doc), one_message(doc):
+                    fn(*args, **kwargs)
+            finally:
+                if not outer:
+                    _IN_USER_ACTION.discard(id(doc))
         if doc is None or holds_lock(doc):
             run()
         else:

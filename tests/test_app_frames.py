@@ -188,6 +188,48 @@ def test_a_user_action_without_the_document_lock_waits_for_the_next_tick_which_h
     assert transport.holds_lock(Document())             # not served: always at once
 
 
+@pytest.mark.skipif(not transport.BOKEH_TESTED, reason="an untested Bokeh: the transport is Bokeh's own")
+def test_what_follows_a_user_action_goes_out_after_its_message_in_one_of_its_own():
+    """transport.after_user_action: inside a user action the callback is moved to the next tick (the link and the
+    playback row follow the heatmap that answers a click instead of delaying it); scheduled twice it runs once, and
+    its changes go out as one message after the action's; outside a user action (a frame of a run) nothing is
+    scheduled and the caller does the work itself."""
+    from panel.io.state import set_curdoc
+    doc, src, mapper, session, _ctx, conns = served_document()
+    ticks, calls = [], []
+    doc.add_next_tick_callback = ticks.append
+
+    def follow():
+        calls.append("follow")
+        src.tags = [3]
+        mapper.low = 0.2
+
+    @transport.user_action
+    def click():
+        mapper.high = 0.7
+        assert transport.after_user_action(doc, follow) and transport.after_user_action(doc, follow)
+        assert calls == []
+
+    assert not transport.after_user_action(doc, follow)   # no user action running
+    with one_message(doc):                                  # a frame's block is not a user action either
+        assert not transport.after_user_action(doc, follow)
+
+    def under_lock():
+        with set_curdoc(doc):
+            click()
+    locked(session, under_lock)
+    assert calls == [] and len(ticks) == 1
+    for conn in conns:
+        (msg,) = conn._socket.sent
+        assert events_of(msg) == [("ModelChanged", "high")]
+    locked(session, ticks.pop())                            # the next tick: the follower, in a message of its own
+    assert calls == ["follow"]
+    for conn in conns:
+        assert len(conn._socket.sent) == 2
+        assert events_of(conn._socket.sent[1]) == [("ModelChanged", "low"), ("ModelChanged", "tags")]
+    assert not transport.after_user_action(doc, follow)   # the action is over
+
+
 def test_bokehs_own_unhold_sends_one_message_per_change():
     """The reason for the transport, on the real session: Bokeh's unhold writes each held event on its own."""
     doc, src, mapper, session, _ctx, conns = served_document()

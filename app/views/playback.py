@@ -14,7 +14,7 @@ import panel as pn
 import param
 
 from ..session import BFTSession
-from ..transport import user_action
+from ..transport import after_user_action, user_action
 
 
 class Playback(pn.viewable.Viewer):
@@ -35,8 +35,14 @@ class Playback(pn.viewable.Viewer):
         self.forward.on_click(user_action(lambda _: self._nudge(+1)))
         self._syncing = False
         self.scrubber.param.watch(self._on_scrub, "value")
-        s.param.watch(self._follow, ["history", "running"])
+        s.param.watch(self._on_run_change, ["history", "running"])
         self._follow()
+
+    def _on_run_change(self, *_):
+        # within a click's message the row would cost the answer 1-6 ms of server time (three widgets toggled,
+        # the range reset): it follows in the next message instead
+        if not after_user_action(self.session.pump.doc, self._follow):
+            self._follow()
 
     def _nudge(self, delta: int):
         w = self.scrubber
@@ -47,7 +53,7 @@ class Playback(pn.viewable.Viewer):
             return
         self.session.pump.show_iteration(int(event.new))
 
-    def _follow(self, *_):
+    def _follow(self):
         """Follow the run: the range is the run's iterations; the value the latest while it plays."""
         s, w = self.session, self.scrubber
         hist = s.history

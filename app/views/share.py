@@ -18,7 +18,7 @@ from bftcore.limits import LIMITS
 
 from ..configuration import CONFIG_PARAMS, URL_PARAMS, params_from_config
 from ..session import BFTSession, preset_catalogue
-from ..transport import at_release, one_message
+from ..transport import after_user_action, one_message
 
 
 def url_query(session: BFTSession) -> str:
@@ -277,8 +277,9 @@ class SharePanel(pn.viewable.Viewer):
 
         A link's query is read into the session once, when the page is built (:func:`read_url`, which refuses
         what the gate refuses and says so).  Writing back
-        is done here, once per burst of changes: at the end of the user action's message when there is one
-        (:func:`app.transport.at_release`), else in a next-tick callback of the session's document: the
+        is done here, once per burst of changes, in a next-tick callback of the session's document (after a user
+        action's message, :func:`app.transport.after_user_action`: the heatmap that answers a click does not wait
+        for the link, which follows a few milliseconds later, well within one frame): the
         complete query of every URL parameter, not only the one that changed, so the address bar is a full
         description of the state.  ``Location.sync`` is not used: it also writes the query on every change, in
         its own form, so each click changed the address twice and the browser echoed it back twice; and alone,
@@ -299,8 +300,8 @@ class SharePanel(pn.viewable.Viewer):
         def schedule(*_):
             if not pending:
                 pending.append(True)
-                # inside a user action's message (a click): the link goes out with the point and its first frame
-                if not at_release(doc, write):
+                # inside a user action (a click): just after its message, with the point and its first frame
+                if not after_user_action(doc, write):
                     doc.add_next_tick_callback(write)
 
         session.param.watch(schedule, list(URL_PARAMS))
