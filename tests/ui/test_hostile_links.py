@@ -116,7 +116,9 @@ def test_three_tabs_of_a_worst_accepted_link_leave_other_sessions_working_and_me
         second = hostile_scenario(browser, url, clicks=3, link=HOSTILE_LINKS[name])
         text = open(log).read()
     for r in (first, second):
-        assert r["peak"] - r["before"] > 10, r  # the three problems were accepted and really ran
+        # the three problems were accepted and really ran (their traces show iterations; RSS is no proof since the
+        # sessions share one prior matrix, bftcore.operators.MATRIX_CACHE_BYTES)
+        assert r["ran"] == r["heavy_tabs"], r
         assert r["updated"] == r["clicks"], r   # the fourth session's clicks all reached its heatmap
     assert first["after"] - first["before"] < 300, first
     assert second["after"] - first["after"] < 60, (first, second)
