@@ -1,4 +1,6 @@
-"""A scikit-learn-like estimator over :mod:`bftcore.api` for notebooks.
+"""scikit-learn-like estimators for notebooks: :class:`BFTDensity` over :mod:`bftcore.api`, and
+:class:`BFTRegressor`, exact GP regression on a grid with Lemm's lattice prior over :mod:`bftcore.regression`
+(hyperparameters fixed or chosen by maximising the exact evidence).
 
 >>> est = BFTDensity(grid=Grid.paper("periodic"), l2=0.025, method="newton").fit([[3, 3], [7, 12]])
 >>> est.density_.shape, round(est.energy_, 4)
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import api, metrics
+from . import api, metrics, regression
 from .config import ConfigError
 from .density import DensityFit
 from .grid import Grid
@@ -178,3 +180,237 @@ def _name_parameter(message: str) -> str:
         if message.startswith(key) or f" {key}" in message:
             return f"BFTDensity parameter {name!r}: {message}"
     return f"BFTDensity: {message}"
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Gaussian regression with a (mixture of) Gaussian process prior(s) on a grid
+# --------------------------------------------------------------------------------------------------------------
+#: Keys of the regression document and the BFTRegressor parameter each comes from (for error messages).
+_REGRESSOR_PARAM_OF_KEY = (("prior.lambda", "lam"), ("prior.l0", "l0"), ("prior.l2", "l2"), ("prior.l4", "l4"),
+                           ("prior.l6", "l6"), ("prior", "l0, l2, l4, l6"), ("grid.x.n", "n"),
+                           ("grid.x.boundary", "boundary"), ("grid.x", "x_min, x_max"), ("templates", "templates"),
+                           ("weights", "weights"), ("beta", "beta"), ("data", "X"))
+#: Hyperparameters BFTRegressor can set by maximising the evidence, and their document names.
+_EVIDENCE_NAMES = {"lam": "lambda", "l0": "l0", "beta": "beta"}
+
+
+class BFTRegressor:
+    """Gaussian process regression on a grid of x nodes with Lemm's lattice prior (CONVENTIONS.md §3, [001]).
+
+    The regression function h lives on ``n`` nodes from ``x_min`` to ``x_max`` (``boundary`` "neumann" or
+    "periodic"); data and queries are snapped to the nearest node.  Component j of the prior is
+    h ~ N(t_j, (beta lam hx K_X)^{-1}) with K_X = l0 I - l2 Delta + l4 Delta^2 - l6 Delta^3 and mean ``templates[j]``
+    (template dicts of :mod:`bftcore.templates`; default one zero template), mixed with ``weights`` p_j; the noise
+    variance is 1/beta ([001] eqs. (6), (7)).  Everything is exact (Gaussian integrals):
+    :class:`bftcore.regression.RegressionModel` and :class:`~bftcore.regression.RegressionEvidence`.
+
+    Parameters: ``x_min``, ``x_max`` (None: the data's range padded by 5 % on each side, or by 0.5 for a single
+    x), ``n`` (200), ``boundary`` ("neumann"), ``lam`` (number > 0 or ``"evidence"``), ``beta`` (number > 0 or
+    ``"evidence"``), ``l0`` (number >= 0 or ``"evidence"``; 0 is the improper prior flat on the constants, whose
+    evidence is the restricted one), ``l2`` (1), ``l4``, ``l6``, ``templates``, ``weights``.  ``"evidence"``
+    chooses the value by maximising the exact log evidence (:func:`bftcore.regression.optimise_evidence`, type-II
+    maximum likelihood) in ``fit``.
+
+    Fitted attributes: ``lam_``, ``beta_``, ``l0_`` (the values used), ``x_`` (the nodes), ``h_`` (the exact
+    posterior mean sum_j b_j t̄_j of (27) on the nodes; for one template the MAP), ``std_`` (posterior standard
+    deviation of h on the nodes), ``b_`` (exact posterior weights (28)), ``log_marginal_likelihood_value_``
+    (ln p(y | X) at the fitted hyperparameters), ``theta_`` (= ln [lam_, beta_]), ``evidence_result_`` (the
+    optimiser's dict, None without ``"evidence"``), ``model_``, ``config_`` (the validated document).
+
+    Like scikit-learn's ``GaussianProcessRegressor`` with the noise given as ``alpha``, ``predict``'s standard
+    deviation and covariance and ``sample_y``'s draws are those of the noise-free function h; add ``1 / beta_``
+    to the variance for a new noisy observation.
+    """
+
+    h_: np.ndarray  # fitted attributes exist only after fit (hasattr tells)
+
+    _PARAMS = ("x_min", "x_max", "n", "boundary", "lam", "beta", "l0", "l2", "l4", "l6", "templates", "weights")
+
+    def __init__(self, x_min=None, x_max=None, n: int = 200, boundary: str = "neumann", lam=1.0, beta=1.0,
+                 l0=0.0, l2: float = 1.0, l4: float = 0.0, l6: float = 0.0, templates=None, weights=None):
+        self.x_min, self.x_max, self.n, self.boundary = x_min, x_max, n, boundary
+        self.lam, self.beta, self.l0, self.l2, self.l4, self.l6 = lam, beta, l0, l2, l4, l6
+        self.templates, self.weights = templates, weights
+
+    def get_params(self, deep: bool = True) -> dict:
+        return {k: getattr(self, k) for k in self._PARAMS}
+
+    def set_params(self, **params) -> "BFTRegressor":
+        for k, v in params.items():
+            if k not in self._PARAMS:
+                raise ValueError(f"unknown parameter {k!r} for BFTRegressor; valid: {', '.join(self._PARAMS)}")
+            setattr(self, k, v)
+        return self
+
+    # --- fit -----------------------------------------------------------------------------------------------------
+    def _hyper(self, name: str, allow_zero: bool = False):
+        """A number, or "evidence" (returned as None)."""
+        v = getattr(self, name)
+        if isinstance(v, str):
+            if v == "evidence":
+                return None
+            raise ValueError(f"BFTRegressor parameter {name!r} must be a number or \"evidence\" (chosen by "
+                             f"maximising the evidence), got {v!r}")
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            raise ValueError(f"BFTRegressor parameter {name!r} must be a number or \"evidence\", got {v!r}") from None
+        if not (np.isfinite(f) and (f >= 0 if allow_zero else f > 0)):
+            need = ">= 0" if allow_zero else "> 0"
+            raise ValueError(f"BFTRegressor parameter {name!r} must be a finite number {need} or \"evidence\", "
+                             f"got {v!r}")
+        return f
+
+    def to_config(self, x, y, lam: float, beta: float, l0: float) -> dict:
+        """The JSON regression document this estimator fits for data x, y at the given hyperparameters."""
+        x_min, x_max = self.x_min, self.x_max
+        if x_min is None or x_max is None:
+            lo, hi = float(np.min(x)), float(np.max(x))
+            pad = 0.05 * (hi - lo) if hi > lo else 0.5
+            x_min = lo - pad if x_min is None else x_min
+            x_max = hi + pad if x_max is None else x_max
+        return {"model": "regression",
+                "grid": {"x": {"min": x_min, "max": x_max, "n": self.n, "boundary": self.boundary}},
+                "data": np.column_stack([x, y]),
+                "prior": {"lambda": lam, "l0": l0, "l2": self.l2, "l4": self.l4, "l6": self.l6},
+                "templates": [{"kind": "constant", "value": 0.0}] if self.templates is None else self.templates,
+                "weights": [] if self.weights is None else self.weights, "beta": beta}
+
+    def _validate(self, doc: dict) -> dict:
+        try:
+            return api.validate_config(doc)
+        except ConfigError as e:
+            msg = str(e)
+            for key, name in _REGRESSOR_PARAM_OF_KEY:
+                if msg.startswith(key) or f" {key}" in msg:
+                    raise ConfigError(f"BFTRegressor parameter {name!r}: {msg}") from None
+            raise ConfigError(f"BFTRegressor: {msg}") from None
+
+    def fit(self, X, y) -> "BFTRegressor":
+        """Fit to inputs X (shape (n,) or (n, 1)) and targets y (shape (n,)); hyperparameters given as
+        ``"evidence"`` are chosen first by maximising the exact log evidence."""
+        x, yv = _regression_xy(X, y)
+        given = {name: self._hyper(name, allow_zero=name == "l0") for name in _EVIDENCE_NAMES}
+        start = {k: (1.0 if v is None else v) for k, v in given.items()}
+        cfg = self._validate(self.to_config(x, yv, start["lam"], start["beta"], start["l0"]))
+        chosen = [_EVIDENCE_NAMES[k] for k, v in given.items() if v is None]
+        self.evidence_result_ = None
+        if chosen:
+            res = regression.optimise_evidence(cfg, params=chosen, validated=True)
+            self.evidence_result_ = res
+            cfg = self._validate(self.to_config(x, yv, res["lambda"], res["beta"], res["l0"]))
+        model = regression.RegressionModel.from_config(cfg, validated=True)
+        beta = float(cfg["beta"])
+        exact = model.exact(beta)
+        self.config_, self.model_ = cfg, model
+        self.lam_, self.beta_, self.l0_ = float(cfg["prior"]["lambda"]), beta, float(cfg["prior"]["l0"])
+        self.theta_ = np.log([self.lam_, self.beta_])
+        self.x_ = model.nodes.copy()
+        self.h_ = exact["mean"]
+        self.std_ = np.sqrt(exact["var"])
+        self.b_ = exact["b"]
+        self.log_marginal_likelihood_value_ = model.log_evidence(beta)
+        return self
+
+    # --- after fit -----------------------------------------------------------------------------------------------
+    def _check_fitted(self):
+        if not hasattr(self, "h_"):
+            raise RuntimeError("this BFTRegressor is not fitted yet; call fit(X, y) first")
+
+    def _nodes_of(self, X) -> np.ndarray:
+        x = _regression_x(X, "X")
+        try:
+            return self.model_.axis.snap(x)
+        except ValueError as e:
+            raise ValueError(f"BFTRegressor: X has points off the fitted grid: {e} (or fit with x_min, x_max "
+                             f"covering them)") from None
+
+    def predict(self, X, return_std: bool = False, return_cov: bool = False):
+        """Posterior mean of h at the nodes nearest to X; with ``return_std`` also its posterior standard
+        deviation, with ``return_cov`` its posterior covariance (noise-free, see the class docstring)."""
+        self._check_fitted()
+        if return_std and return_cov:
+            raise ValueError("BFTRegressor.predict: ask for at most one of return_std and return_cov")
+        ix = self._nodes_of(X)
+        mean = self.h_[ix]
+        if return_std:
+            return mean, self.std_[ix]
+        if return_cov:
+            M = self.model_
+            E = np.zeros((M.n, ix.size))
+            E[ix, np.arange(ix.size)] = 1.0
+            within = M.solve_A(E)[ix, :] / self.beta_
+            d = M.component_solutions[:, ix] - mean
+            cov = 0.5 * (within + within.T) + (d.T * self.b_) @ d
+            return mean, cov
+        return mean
+
+    def sample_y(self, X, n_samples: int = 1, random_state=0) -> np.ndarray:
+        """Exact draws of h from the posterior at the nodes nearest to X, shape (len(X), n_samples) as in
+        scikit-learn (:meth:`bftcore.regression.RegressionModel.posterior_samples`; noise-free)."""
+        self._check_fitted()
+        ix = self._nodes_of(X)
+        if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
+            raise ValueError(f"BFTRegressor.sample_y: n_samples must be a whole number >= 1, got {n_samples!r}")
+        draws = self.model_.posterior_samples(self.beta_, int(n_samples), random_state)
+        return draws[:, ix].T
+
+    def log_marginal_likelihood(self, theta=None, eval_gradient: bool = False):
+        """ln p(y | X, lam, l0, beta, p), exact, at ``theta = ln [lam, beta]`` (None: the fitted values).  With
+        ``eval_gradient`` also its derivatives by ln lam and ln beta (as scikit-learn)."""
+        self._check_fitted()
+        if theta is None:
+            lam, beta = self.lam_, self.beta_
+        else:
+            th = np.asarray(theta, dtype=float)
+            if th.shape != (2,) or not np.all(np.isfinite(th)):
+                raise ValueError(f"BFTRegressor.log_marginal_likelihood: theta must be [ln lam, ln beta] (two "
+                                 f"finite numbers), got {theta!r}")
+            lam, beta = float(np.exp(th[0])), float(np.exp(th[1]))
+        ev = self.model_.evidence
+        value = ev.log_evidence(beta, lam=lam)
+        if not eval_gradient:
+            return value
+        g = ev.gradient(beta, lam=lam)
+        return value, np.array([g["lambda"], g["beta"]])
+
+    def score(self, X, y) -> float:
+        """Coefficient of determination R^2 of :meth:`predict` on (X, y), as scikit-learn's regressors."""
+        x, yv = _regression_xy(X, y)
+        r = yv - self.predict(x)
+        return float(1.0 - (r @ r) / np.sum((yv - yv.mean()) ** 2))
+
+
+def _regression_x(X, name: str) -> np.ndarray:
+    """Inputs of shape (n,) or (n, 1) as a finite (n,) array; otherwise a ValueError naming ``name``."""
+    try:
+        x = np.asarray(X, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"BFTRegressor: {name} must be numbers of shape (n,) or (n, 1)") from None
+    if x.ndim == 2 and x.shape[1] == 1:
+        x = x[:, 0]
+    if x.ndim != 1:
+        raise ValueError(f"BFTRegressor: {name} must have shape (n,) or (n, 1) (one input dimension), got shape "
+                         f"{x.shape}; reshape with X.reshape(-1, 1)")
+    if not np.all(np.isfinite(x)):
+        raise ValueError(f"BFTRegressor: {name} contains NaN or infinite values at positions "
+                         f"{np.flatnonzero(~np.isfinite(x))[:5].tolist()}; drop or impute them")
+    return x
+
+
+def _regression_xy(X, y) -> tuple[np.ndarray, np.ndarray]:
+    x = _regression_x(X, "X")
+    try:
+        yv = np.asarray(y, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError("BFTRegressor: y must be numbers of shape (n,)") from None
+    if yv.ndim == 2 and yv.shape[1] == 1:
+        yv = yv[:, 0]
+    if yv.shape != x.shape:
+        raise ValueError(f"BFTRegressor: y must have shape ({x.size},) like X, got shape {yv.shape}")
+    if x.size == 0:
+        raise ValueError("BFTRegressor: fit needs at least one data point (X and y are empty)")
+    if not np.all(np.isfinite(yv)):
+        raise ValueError(f"BFTRegressor: y contains NaN or infinite values at positions "
+                         f"{np.flatnonzero(~np.isfinite(yv))[:5].tolist()}; drop or impute them")
+    return x, yv

@@ -17,14 +17,19 @@ convention.  ``lambda_x``/``lambda_y`` of the JSON prior are not used by this mo
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from scipy.linalg.lapack import dtbtrs
+from scipy.optimize import minimize
 
-from .config import grid_from_config, validate_config
+from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, grid_from_config, validate_config
 from .grid import Axis
+from .limits import blas_threads
 from .mixing import (
     ReducedMixture,
     check_beta,
@@ -34,7 +39,7 @@ from .mixing import (
     mixing_coefficients,
     mixture_energy,
 )
-from .operators import axis_operator
+from .operators import axis_operator, axis_symbol
 from .records import FitResult, Record
 from .solvers import iterate as solver_iterate
 from .templates import template_values
@@ -237,29 +242,63 @@ class RegressionModel:
         so this equals the normalised p_j p(y_T | x_T, j) (see :meth:`log_evidences`)."""
         return mixing_coefficients(self.template_variances, self.weights, beta)
 
-    def log_evidences(self, beta: float) -> np.ndarray:
-        """ln p(y_T | x_T, D_0, j) of eq. (30) [001] for each component (no hyperprior), data on distinct nodes.
+    @property
+    def evidence(self) -> "RegressionEvidence":
+        """The exact evidence of this model as a function of the hyperparameters (:class:`RegressionEvidence`)."""
+        if "evidence" not in self._cache:
+            self._cache["evidence"] = RegressionEvidence.from_model(self)
+        return self._cache["evidence"]
 
-        ``-beta Ẽ_0j + 1/2 ln det(beta K̃ / 2 pi)`` with ``K̃ = (K_T^{-1} + K_0,TT^{-1})^{-1}`` (32), computed as
-        ``[K_T - K_T A^{-1} K_T]_TT`` (the sign of the printed text after (486) is wrong, see notes §8.6).
-        Requires a proper prior (prior.l0 > 0) and each datum on its own node; b_j needs neither.
-        """
+    def log_evidences(self, beta: float) -> np.ndarray:
+        """ln p(y_D | x_D, lambda, l0, beta, j) of eqs. (30)-(32) [001] for each component (no hyperprior), exact.
+
+        Raw-data evidence of all N data (repeated x included: their spread E_T(t_T) and counts), and for l0 = 0
+        the restricted evidence with a flat prior on the constants integrated out; see
+        :class:`RegressionEvidence`.  For distinct nodes and l0 > 0 it equals the printed form
+        ``-beta Ẽ_0j + 1/2 ln det(beta K̃ / 2 pi)`` with ``K̃ = (K_T^{-1} + K_0,TT^{-1})^{-1}`` (32) (the sign of the
+        text after (486) is wrong, see notes/lemm-ch4-7-algorithms.md and
+        notes/seeds-002-004 §4.2).  exp of it normalised with p_j is :meth:`exact_weights`."""
         beta = check_beta(beta)
-        D = np.flatnonzero(self.counts)
-        if np.any(self.counts[D] > 1):
-            raise ValueError("log_evidences needs every datum on its own x node (repeated x give an extra "
-                             "spread term); use exact_weights for b_j")
-        if self.coeffs["l0"] <= 0:
-            raise ValueError("the evidence of an improper prior (l0 = 0) is not defined; set prior.l0 > 0 "
-                             "(b_j from exact_weights do not need it)")
-        nD = self.counts[D]
-        E = np.zeros((self.n, D.size))
-        E[D, np.arange(D.size)] = nD
-        Kt = np.diag(nD) - nD[:, None] * self.solve_A(E)[D, :]
-        sign, logdet = np.linalg.slogdet(beta / (2 * np.pi) * 0.5 * (Kt + Kt.T))
-        if sign <= 0:
-            raise ValueError("K̃ is not positive definite; the prior covariance is singular on the data")
-        return -beta * self.template_variances + 0.5 * logdet
+        return self.evidence.log_evidences(beta)
+
+    def log_evidence(self, beta: float) -> float:
+        """ln p(y_D | x_D, lambda, l0, beta) = ln sum_j p_j p(y_D | j) of the mixture (log-sum-exp)."""
+        return self.evidence.log_evidence(check_beta(beta))
+
+    def posterior_samples(self, beta: float, n: int, rng=None) -> np.ndarray:
+        """n exact draws of h from the posterior mixture, shape (n, nodes): component j ~ b_j (28) [001], then
+        h ~ N(t̄_j, (beta A)^{-1}) (29), as h = t̄_j + U^{-1} z / sqrt(beta) with A = U^T U (Cholesky; banded
+        when A is, e.g. Neumann, dense otherwise, e.g. periodic wrap-around) and z standard normal.  ``rng``: a
+        numpy Generator or a seed."""
+        beta = check_beta(beta)
+        if not (isinstance(n, (int, np.integer)) and n >= 0):
+            raise ValueError(f"the number of posterior samples must be a whole number >= 0, got {n!r}")
+        rng = np.random.default_rng(rng)
+        b = self.exact_weights(beta)
+        comps = rng.choice(self.m, size=int(n), p=b)
+        z = rng.standard_normal((self.n, int(n)))
+        return self.component_solutions[comps] + self._cholesky_solve(z).T / np.sqrt(beta)
+
+    def _cholesky_solve(self, z) -> np.ndarray:
+        """U^{-1} z with A = U^T U, so that U^{-1} z has covariance A^{-1} for standard normal z."""
+        if "chol" not in self._cache:
+            self._factor()   # the singular cases raise with their message
+            A = sp.coo_matrix(self.A)
+            u = int(np.max(A.col - A.row)) if A.nnz else 0
+            if u < self.n // 4:
+                ab = np.zeros((u + 1, self.n))
+                Ac = self.A
+                for k in range(u + 1):
+                    ab[u - k, k:] = Ac.diagonal(k)
+                self._cache["chol"] = ("banded", u, sla.cholesky_banded(ab, lower=False))
+            else:
+                self._cache["chol"] = ("dense", u, sla.cholesky(self.A.toarray(), lower=False))
+        kind, u, U = self._cache["chol"]
+        if kind == "banded":
+            x, info = dtbtrs(U, z)
+            assert info == 0
+            return x
+        return sla.solve_triangular(U, z, lower=False)
 
     def exact(self, beta: float) -> dict:
         """Exact posterior summaries ([001] Sect. 4.3): weights b_j (28), predictive mean sum_j b_j t̄_j (27),
@@ -537,6 +576,531 @@ class RegressionFit(FitResult):
                 "component_solutions": model.component_solutions.tolist(),
                 "template_variances": model.template_variances.tolist(), "B": model.B.tolist(),
                 "stable": self.stable, "plateaus": detect_plateaus(history)}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the evidence: exact Gaussian marginal likelihood of the data as a function of the hyperparameters
+# --------------------------------------------------------------------------------------------------------------
+#: Hyperparameters the evidence can be maximised over (:func:`optimise_evidence`); the scalar ones can be walked
+#: (:func:`evidence_path`, :func:`evidence_surface`).
+EVIDENCE_PARAMETERS = ("lambda", "l0", "beta", "weights")
+SCALAR_PARAMETERS = ("lambda", "l0", "beta")
+#: Default box of :func:`optimise_evidence` (values, searched on a log scale).
+EVIDENCE_BOUNDS = {"lambda": (1e-6, 1e6), "l0": (1e-8, 1e4), "beta": (1e-6, 1e8)}
+#: Bounds of the softmax coordinates w_j = ln p_j + const of the weights: p_j >= e^-30 p_max.
+WEIGHT_LOG_BOUNDS = (-30.0, 0.0)
+_LOG_2PI = float(np.log(2 * np.pi))
+
+
+class EvidenceTerms:
+    """The (lambda, l0)-dependent pieces of the evidence, from one sparse LU factorisation of A = K_T + K_0.
+
+    ``tbar`` (t̄_j, (29) [001]), ``V`` (V_j = Ẽ_0j, (40)), ``prior_at_tbar`` (E_0j(t̄_j) = (lambda/2)|t̄_j - t_j|²_K_X),
+    ``dist2`` (sum_i (t̄_j - t_j)_i²), ``logdet_K0`` (ln det K_0, or the log pseudo-determinant on the range of
+    K_X when l0 = 0), ``logdet_A`` and ``null_dim`` (dimension of the flat, integrated-out null space: 0 when
+    l0 > 0).  Trace terms of the gradient are computed on first use (:meth:`traces`)."""
+
+    def __init__(self, ev: "RegressionEvidence", lam: float, l0: float):
+        self.lam, self.l0 = lam, l0
+        scale = lam * ev.hx
+        self.null_dim = ev.null_dim if l0 == 0 else 0
+        if self.null_dim and ev.N == 0:
+            raise ValueError(ev.null_space_message)
+        self.K0 = sp.csr_matrix(scale * (ev.KX_rest + l0 * sp.identity(ev.n, format="csr")))
+        A = sp.csc_matrix(sp.diags(ev.counts) + self.K0)
+        try:
+            self.lu = spla.splu(A, permc_spec="MMD_AT_PLUS_A")
+        except RuntimeError:
+            raise ValueError(ev.null_space_message if self.null_dim else
+                             "K_T + lambda hx K_X is singular; raise lambda or l0") from None
+        u = np.abs(self.lu.U.diagonal())
+        if not np.all(u > 1e-13 * u.max()):
+            raise ValueError(ev.null_space_message if self.null_dim else
+                             "K_T + lambda hx K_X is singular to working precision; raise lambda or l0")
+        self.logdet_A = float(np.sum(np.log(u)))              # A is positive definite: det A = prod |U_ii|
+        sym = ev.sym_rest + l0
+        live = ~ev.null if self.null_dim else np.ones(ev.n, bool)
+        self.sym = sym
+        self.logdet_K0 = float(live.sum() * np.log(scale) + np.sum(np.log(sym[live])))
+        rhs = ev.ysum[:, None] + self.K0 @ ev.templates.T
+        self.tbar = self.lu.solve(rhs).T.reshape(ev.m, ev.n)
+        r = self.tbar - ev.t_T
+        d = self.tbar - ev.templates
+        self.prior_at_tbar = 0.5 * np.einsum("ji,ji->j", d, (self.K0 @ d.T).T)
+        self.V = 0.5 * np.einsum("ji,i,ji->j", r, ev.counts, r) + self.prior_at_tbar
+        self.dist2 = np.einsum("ji,ji->j", d, d)
+        self._ev = ev
+        self._traces: tuple[float, float] | None = None
+
+    def log_evidences(self, beta) -> np.ndarray:
+        """ln p(y_D | lambda, l0, beta, j) for each component j (shape (m,), or (len(beta), m) for an array beta):
+
+        ``-beta (E_T(t_T) + V_j) + (N/2) ln(beta/2 pi) + 1/2 [ln det K_0 - ln det A] + (k/2) ln(2 pi/beta)``,
+
+        the Gaussian integral of ``(beta/2 pi)^{N/2} exp(-beta E_hj) det(beta K_0/2 pi)^{1/2}`` over h; k is the
+        dimension of the integrated-out null space (l0 = 0, see :class:`RegressionEvidence`), else 0."""
+        ev = self._ev
+        b = np.asarray(beta, dtype=float)[..., None]
+        return (-b * (ev.offset + self.V) + 0.5 * (ev.N - self.null_dim) * np.log(b)
+                + 0.5 * (self.logdet_K0 - self.logdet_A) - 0.5 * (ev.N - self.null_dim) * _LOG_2PI)
+
+    def traces(self) -> tuple[float, float]:
+        """(tr(A^{-1} K_T), tr(A^{-1})): the derivatives of ln det A by ln lambda and l0 (over lambda hx).
+
+        Data-space form: with S the unit columns of the ñ distinct data nodes, Y = A^{-1} S gives
+        tr(A^{-1} K_T) = sum_d n_d Y_dd, and A^{-1} = K_0^{-1} - A^{-1} K_T K_0^{-1} gives
+        tr(A^{-1}) = tr(K_0^{-1}) - sum_d n_d (Z^T Y)_dd with Z = K_0^{-1} S: 2 ñ sparse solves, no dense inverse.
+        tr(A^{-1}) is only needed (and only defined this way) for l0 > 0."""
+        if self._traces is None:
+            ev = self._ev
+            D, nD = ev.sites, ev.counts[ev.sites]
+            E = np.zeros((ev.n, D.size))
+            E[D, np.arange(D.size)] = 1.0
+            Y = self.lu.solve(E) if D.size else E
+            tr_KT = float(np.sum(nD * Y[D, np.arange(D.size)]))
+            tr_inv = np.nan
+            if self.l0 > 0:
+                scale = self.lam * ev.hx
+                Z = spla.splu(sp.csc_matrix(self.K0), permc_spec="MMD_AT_PLUS_A").solve(E) if D.size else E
+                tr_inv = float(np.sum(1.0 / (scale * self.sym)) - np.sum(nD * np.einsum("id,id->d", Z, Y)))
+            self._traces = (tr_KT, tr_inv)
+        return self._traces
+
+    def log_gradients(self, beta: float) -> dict:
+        """Derivatives of each component's ln evidence by ln lambda, ln l0 (l0 > 0) and ln beta; shape (m,) each.
+
+        d/d ln lambda = -beta E_0j(t̄_j) + (r - n)/2 + tr(A^{-1} K_T)/2   (r = rank of K_0; envelope theorem for V_j)
+        d/d ln l0     = l0 [-beta (lambda hx/2) |t̄_j - t_j|^2 + 1/2 sum_i 1/K_X,i - (lambda hx/2) tr(A^{-1})]
+        d/d ln beta   = -beta (E_T(t_T) + V_j) + (N - k)/2"""
+        ev = self._ev
+        tr_KT, tr_inv = self.traces()
+        out = {"lambda": -beta * self.prior_at_tbar - 0.5 * self.null_dim + 0.5 * tr_KT,
+               "beta": -beta * (ev.offset + self.V) + 0.5 * (ev.N - self.null_dim)}
+        if self.l0 > 0:
+            s = self.lam * ev.hx
+            out["l0"] = self.l0 * (-0.5 * beta * s * self.dist2 + 0.5 * np.sum(1.0 / self.sym) - 0.5 * s * tr_inv)
+        return out
+
+
+class RegressionEvidence:
+    """Exact log evidence ln p(y_D | lambda, l0, beta, p) of a regression mixture, its gradient, and its maximum.
+
+    Each component is a Gaussian model: h ~ N(t_j, (beta K_0)^{-1}) with K_0 = lambda hx K_X, and
+    y_d ~ N(h(x_d), 1/beta) ([001] eqs. (6), (7)).  h is integrated out exactly (no approximation):
+
+        ln p_j = -beta (E_T(t_T) + V_j) + (N/2) ln(beta/2 pi) + 1/2 [ln det K_0 - ln det A],  A = K_T + K_0,
+
+    the *raw-data* evidence of all N data: repeated x on one node keep their within-node spread E_T(t_T) (15), (17)
+    and their counts in K_T.  It equals the site-averaged evidence (30)-(32) [001] plus a constant in lambda and l0
+    (notes §2.3) that does depend on beta, so beta must be chosen with this form.  The mixture evidence is
+    ``ln sum_j p_j p_j(y)`` (log-sum-exp) and b_j = p_j p_j(y) / sum_k (...) is the exact posterior (28) [001].
+
+    Grid (precision) form with sparse LU factorisations of A, not the data-space form with C_DD: C = K_0^{-1} is
+    dense, and the grid form also covers l0 = 0, where C does not exist.  ln det K_0 comes from the eigenvalues of
+    K_X (:func:`bftcore.operators.axis_symbol`), exact and O(n).  Cost per (lambda, l0): one factorisation of the
+    banded A and m solves; beta and the weights cost nothing more.  The gradient adds 2 ñ solves (ñ = distinct
+    data nodes).
+
+    **l0 = 0 (improper prior).**  K_X = -l2 Delta + l4 Delta^2 - l6 Delta^3 annihilates the constants (the only
+    null vectors of the lattice Laplacian, periodic or Neumann), so the prior is flat along them.  As DEFT and
+    REML do, a flat prior of unit density in the orthonormal coordinate c = (1/sqrt(n)) sum_i h_i of the null space
+    is integrated out with h, giving the finite restricted evidence
+
+        ln p_j = -beta (E_T + V_j) + ((N - k)/2) ln(beta/2 pi) + 1/2 [ln pdet K_0 - ln det A],   k = 1,
+
+    pdet the product of the non-zero eigenvalues.  It is the limit of the proper one: with l0 > 0 the prior
+    precision of c is beta lambda hx l0, so ``ln p_j(l0) - (k/2) ln(beta lambda hx l0 / 2 pi) -> ln p_j(0)`` as
+    l0 -> 0.  It needs data that see the null space (one datum for the constants); without, a ValueError says so.
+    """
+
+    def __init__(self, axis: Axis, ix, y, templates, weights=None, lam: float = 1.0, l0: float = 0.0,
+                 l2: float = 1.0, l4: float = 0.0, l6: float = 0.0):
+        self.axis, self.n, self.hx = axis, axis.n, axis.h
+        self.ix = np.asarray(ix, dtype=int)
+        self.y = np.asarray(y, dtype=float)
+        self.templates = np.atleast_2d(np.asarray(templates, dtype=float))
+        self.m = len(self.templates)
+        self.weights = check_weights(weights, self.m)
+        self.lam, self.l0 = float(lam), float(l0)
+        self.KX_rest = sp.csr_matrix(axis_operator(axis, l2=l2, l4=l4, l6=l6))
+        self.sym_rest = axis_symbol(axis, l2=l2, l4=l4, l6=l6)
+        self.null = self.sym_rest <= 1e-14 * max(1.0, float(np.max(self.sym_rest)))
+        self.null_dim = int(self.null.sum())
+        self.counts = np.bincount(self.ix, minlength=self.n).astype(float)
+        self.ysum = np.bincount(self.ix, weights=self.y, minlength=self.n)
+        seen = self.counts > 0
+        self.t_T = np.where(seen, self.ysum / np.where(seen, self.counts, 1.0), 0.0)
+        self.offset = 0.5 * float(np.sum((self.y - self.t_T[self.ix]) ** 2))
+        self.N = int(self.y.size)
+        self.sites = np.flatnonzero(seen)
+        self._terms: OrderedDict = OrderedDict()
+
+    @classmethod
+    def from_model(cls, model: "RegressionModel") -> "RegressionEvidence":
+        return cls(model.axis, model.ix, model.y, model.templates, model.weights, lam=model.lam, **model.coeffs)
+
+    @classmethod
+    def from_config(cls, config: dict, validated: bool = False) -> "RegressionEvidence":
+        return cls.from_model(RegressionModel.from_config(config, validated=validated))
+
+    @property
+    def null_space_message(self) -> str:
+        what = "the constant functions" if self.null_dim == 1 else f"a {self.null_dim}-dimensional space"
+        return (f"the evidence with l0 = 0 integrates a flat prior over the null space of K_X ({what}), and the "
+                f"data do not determine h there ({self.N} data), so the evidence is not finite; add data "
+                f"(one datum fixes the constants) or set prior.l0 > 0")
+
+    # --- evaluation ---------------------------------------------------------------------------------------------
+    def _values(self, lam=None, l0=None, beta=None, weights=None):
+        lam = self.lam if lam is None else float(lam)
+        l0 = self.l0 if l0 is None else float(l0)
+        if not (np.isfinite(lam) and lam > 0):
+            raise ValueError(f"the evidence needs lambda > 0 (a finite number), got {lam!r}")
+        if not (np.isfinite(l0) and l0 >= 0):
+            raise ValueError(f"the evidence needs l0 >= 0 (a finite number), got {l0!r}")
+        p = self.weights if weights is None else check_weights(weights, self.m)
+        return lam, l0, (None if beta is None else check_beta(beta)), p
+
+    def terms(self, lam=None, l0=None) -> EvidenceTerms:
+        """The factorised pieces at (lambda, l0) (None: the model's), the last few kept."""
+        lam, l0, _, _ = self._values(lam, l0)
+        key = (lam, l0)
+        if key in self._terms:
+            self._terms.move_to_end(key)
+        else:
+            self._terms[key] = EvidenceTerms(self, lam, l0)
+            while len(self._terms) > 4:
+                self._terms.popitem(last=False)
+        return self._terms[key]
+
+    def log_evidences(self, beta: float, lam=None, l0=None) -> np.ndarray:
+        """ln p(y_D | lambda, l0, beta, j), one per component (see the class docstring)."""
+        lam, l0, beta, _ = self._values(lam, l0, beta)
+        return self.terms(lam, l0).log_evidences(beta)
+
+    def log_evidence(self, beta: float, lam=None, l0=None, weights=None) -> float:
+        """ln p(y_D | lambda, l0, beta, p) = ln sum_j p_j p(y_D | j) of the mixture, eq. (28) [001]'s denominator."""
+        lam, l0, beta, p = self._values(lam, l0, beta, weights)
+        return float(_logsumexp(_log(p) + self.terms(lam, l0).log_evidences(beta)))
+
+    def posterior_weights(self, beta: float, lam=None, l0=None, weights=None) -> np.ndarray:
+        """b_j = p_j p(y_D | j) / sum_k p_k p(y_D | k), eq. (28) [001]."""
+        lam, l0, beta, p = self._values(lam, l0, beta, weights)
+        return _softmax(_log(p) + self.terms(lam, l0).log_evidences(beta))
+
+    def gradient(self, beta: float, lam=None, l0=None, weights=None) -> dict:
+        """Gradient of the mixture log evidence: ``lambda``, ``l0`` (only for l0 > 0), ``beta`` are derivatives
+        by the logarithms; ``weights`` are derivatives by the softmax coordinates w_j of p_j = e^{w_j}/sum e^{w_k}
+        (``b_j - p_j``).  sum_j b_j of the component derivatives (:meth:`EvidenceTerms.log_gradients`)."""
+        lam, l0, beta, p = self._values(lam, l0, beta, weights)
+        t = self.terms(lam, l0)
+        b = _softmax(_log(p) + t.log_evidences(beta))
+        out = {k: float(b @ g) for k, g in t.log_gradients(beta).items()}
+        out["weights"] = b - p
+        return out
+
+    # --- paths and the maximum -------------------------------------------------------------------------------
+    def path(self, name: str, values, beta: float, lam=None, l0=None, weights=None) -> dict:
+        """ln evidence along one hyperparameter (``lambda``, ``l0`` or ``beta``), the others fixed.
+
+        Returns ``{name: values, "log_evidence": (k,), "components": (k, m) ln p(y|j), "b": (k, m),
+        "best": {name: value, "log_evidence": value}}``.  A path over beta costs one factorisation in all."""
+        _check_scalar_name(name)
+        vals = _positive_values(values, name, allow_zero=name == "l0")
+        lam, l0, beta, p = self._values(lam, l0, beta, weights)
+        if name == "beta":
+            for v in vals:
+                check_beta(v)
+            comps = np.atleast_2d(self.terms(lam, l0).log_evidences(vals))
+        else:
+            comps = np.array([self.terms(**{"lam": lam, "l0": l0, _KW[name]: v}).log_evidences(beta)
+                              for v in vals]).reshape(vals.size, self.m)
+        w = _log(p) + comps
+        L = _logsumexp(w, axis=1)
+        k = int(np.argmax(L))
+        return {name: vals, "log_evidence": L, "components": comps, "b": _softmax(w, axis=1),
+                "best": {name: float(vals[k]), "log_evidence": float(L[k])}}
+
+    def surface(self, first: tuple, second: tuple, beta: float, lam=None, l0=None, weights=None) -> dict:
+        """ln evidence over two hyperparameters: ``{"axes": (name1, name2), name1: values1, name2: values2,
+        "log_evidence": (k1, k2) array, "best": {name1: v, name2: v, "log_evidence": value}}``."""
+        (n1, v1), (n2, v2) = first, second
+        _check_scalar_name(n1)
+        _check_scalar_name(n2)
+        if n1 == n2:
+            raise ValueError(f"an evidence surface needs two different parameters, got {n1!r} twice")
+        v1 = _positive_values(v1, n1, allow_zero=n1 == "l0")
+        v2 = _positive_values(v2, n2, allow_zero=n2 == "l0")
+        lam, l0, beta, p = self._values(lam, l0, beta, weights)
+        base = {"lambda": lam, "l0": l0, "beta": beta}
+        S = np.empty((v1.size, v2.size))
+        for i, a in enumerate(v1):
+            fixed = {**base, n1: a}
+            row = self.path(n2, v2, beta=fixed["beta"], lam=fixed["lambda"], l0=fixed["l0"], weights=p)
+            S[i] = row["log_evidence"]
+        i1, i2 = (int(k) for k in np.unravel_index(int(np.argmax(S)), S.shape))
+        return {"axes": (n1, n2), n1: v1, n2: v2, "log_evidence": S,
+                "best": {n1: float(v1[i1]), n2: float(v2[i2]), "log_evidence": float(S[i1, i2])}}
+
+    def optimise(self, params=("lambda", "beta"), beta: float = 1.0, lam=None, l0=None, weights=None,
+                 bounds: dict | None = None, start: dict | None = None, grid_points: int = 7,
+                 starts: int = 3) -> dict:
+        """Maximise the mixture log evidence over ``params`` (a subset of :data:`EVIDENCE_PARAMETERS`).
+
+        L-BFGS-B (scipy) on ln lambda, ln l0, ln beta and the softmax coordinates of the weights, with the analytic
+        gradient (:meth:`gradient`) and the box :data:`EVIDENCE_BOUNDS` (``bounds`` overrides, {name: (lo, hi)}).
+        A coarse grid first (``grid_points`` log-spaced values per parameter among lambda and l0 over
+        :data:`bftcore.config.CHOOSE_DEFAULT_RANGE` within the bounds, 25 beta values, which cost nothing extra)
+        picks the ``starts`` best starts, so a bad local optimum of a multi-modal mixture evidence is unlikely;
+        ``start`` ({name: value}, e.g. the best points of evidence paths) is tried as well.
+        Choosing the weights: the evidence is linear in p, so its maximum is the vertex of the best component;
+        it is approached up to the bound p_j >= e^-30 p_max of the softmax coordinates.  An optimised l0 starts
+        above 0 (the search is on ln l0).
+
+        Returns ``{"lambda", "l0", "beta", "weights" (list), "log_evidence", "iterations" (of the winning
+        L-BFGS-B run), "evaluations" (all evidence evaluations, grid included), "converged", "gradient"
+        ({name: derivative by the log / softmax coordinate} at the result, for the chosen names),
+        "at_bound" (names whose value sits on a bound), "chosen" (the names optimised)}``."""
+        params = tuple(params)
+        bad = [q for q in params if q not in EVIDENCE_PARAMETERS]
+        if bad or not params or len(set(params)) != len(params):
+            raise ValueError(f"optimise the evidence over distinct names among {', '.join(EVIDENCE_PARAMETERS)}; "
+                             f"got {list(params)}")
+        lam, l0, beta, p = self._values(lam, l0, beta, weights)
+        box = {**EVIDENCE_BOUNDS, **(bounds or {})}
+        for q in SCALAR_PARAMETERS:
+            lo, hi = (float(v) for v in box[q])
+            if not (0 < lo < hi and np.isfinite(hi)):
+                raise ValueError(f"bounds[{q!r}] must be (lo, hi) with 0 < lo < hi, got {box[q]!r}")
+            box[q] = (lo, hi)
+        scalars = [q for q in SCALAR_PARAMETERS if q in params]
+        free_w = "weights" in params and self.m > 1
+        values = {"lambda": lam, "l0": l0, "beta": beta}
+        if "l0" in scalars and l0 == 0:
+            values["l0"] = float(np.sqrt(box["l0"][0] * box["l0"][1]))
+        evaluations = 0
+
+        def unpack(x):
+            v = dict(values)
+            for i, q in enumerate(scalars):
+                v[q] = float(np.exp(x[i]))
+            w = x[len(scalars):] if free_w else None
+            return v, (_softmax(w) if free_w else p)
+
+        def objective(x):
+            nonlocal evaluations
+            evaluations += 1
+            v, pw = unpack(x)
+            try:
+                L = self.log_evidence(v["beta"], v["lambda"], v["l0"], pw)
+                g = self.gradient(v["beta"], v["lambda"], v["l0"], pw)
+            except ValueError:
+                return np.inf, np.zeros_like(x)
+            grad = [g[q] for q in scalars] + (list(g["weights"]) if free_w else [])
+            return -L, -np.asarray(grad, dtype=float)
+
+        # the coarse grid: lambda x l0 (one factorisation each), beta and the weights' vertex in closed form
+        axes = {}
+        for q in ("lambda", "l0"):
+            if q in scalars:
+                lo, hi, _ = CHOOSE_DEFAULT_RANGE[q]
+                lo, hi = max(lo, box[q][0]), min(hi, box[q][1])
+                axes[q] = np.geomspace(lo, hi, grid_points) if lo < hi else np.array([box[q][0]])
+            else:
+                axes[q] = np.array([values[q]])
+        blo, bhi = _clip_range(CHOOSE_DEFAULT_RANGE["beta"][:2], box["beta"])
+        betas = np.geomspace(blo, bhi, 25) if "beta" in scalars else np.array([beta])
+        candidates = []
+        for a in axes["lambda"]:
+            for c in axes["l0"]:
+                try:
+                    comps = np.atleast_2d(self.terms(a, c).log_evidences(betas))
+                except ValueError:
+                    continue
+                evaluations += betas.size
+                if free_w:
+                    score, jbest = comps.max(axis=1), comps.argmax(axis=1)
+                else:
+                    score, jbest = _logsumexp(_log(p) + comps, axis=1), np.zeros(betas.size, int)
+                for k in range(betas.size):
+                    candidates.append((float(score[k]), a, c, float(betas[k]), int(jbest[k])))
+        if not candidates:
+            raise ValueError("the evidence is not finite anywhere on the starting grid; " + self.null_space_message)
+        candidates.sort(key=lambda t: -t[0])
+        candidates = candidates[:max(1, starts)]
+        if start:
+            unknown = set(start) - set(SCALAR_PARAMETERS)
+            if unknown:
+                raise ValueError(f"start names {sorted(unknown)}; give values of {', '.join(SCALAR_PARAMETERS)}")
+            s0 = {**values, **{q: float(v) for q, v in start.items()}}
+            s0 = {q: (float(np.clip(s0[q], *box[q])) if q in scalars else s0[q]) for q in SCALAR_PARAMETERS}
+            comps = self.terms(s0["lambda"], s0["l0"]).log_evidences(s0["beta"])
+            candidates.append((0.0, s0["lambda"], s0["l0"], s0["beta"], int(np.argmax(comps))))
+        lower = [np.log(box[q][0]) for q in scalars] + ([WEIGHT_LOG_BOUNDS[0]] * self.m if free_w else [])
+        upper = [np.log(box[q][1]) for q in scalars] + ([WEIGHT_LOG_BOUNDS[1]] * self.m if free_w else [])
+        best = None
+        for _, a, c, bb, jb in candidates:
+            start = {"lambda": a, "l0": c, "beta": bb}
+            x0 = [np.log(start[q]) for q in scalars]
+            if free_w:
+                x0 += list(np.where(np.arange(self.m) == jb, 0.0, np.log(0.1 / (self.m - 1))))
+            res = minimize(objective, np.asarray(x0), jac=True, method="L-BFGS-B", bounds=list(zip(lower, upper)),
+                           options={"maxiter": 500, "ftol": 1e-15, "gtol": 1e-10})
+            if best is None or res.fun < best.fun:
+                best = res
+        assert best is not None
+        # L-BFGS-B stops when the line search cannot see a decrease below the rounding of ln p (~1e-14), which
+        # leaves gradients ~1e-6; Newton steps on the analytic gradient (Hessian by its central differences) of
+        # the interior scalar parameters bring them to rounding level
+        x, fx, steps = _polish(objective, best.x, best.fun, len(scalars), np.asarray(lower), np.asarray(upper))
+        v, pw = unpack(x)
+        g = self.gradient(v["beta"], v["lambda"], v["l0"], pw)
+        at_bound = [q for i, q in enumerate(scalars) if min(abs(x[i] - lower[i]), abs(x[i] - upper[i])) < 1e-8]
+        interior = [abs(g[q]) for q in scalars if q not in at_bound]
+        return {"lambda": v["lambda"], "l0": v["l0"], "beta": v["beta"], "weights": [float(x) for x in pw],
+                "log_evidence": float(-fx), "iterations": int(best.nit) + steps, "evaluations": evaluations,
+                "converged": bool(max(interior, default=0.0) <= 1e-6), "chosen": list(params),
+                "gradient": {q: (list(map(float, g["weights"])) if q == "weights" else float(g[q]))
+                             for q in params if q in g},
+                "at_bound": at_bound}
+
+
+_KW = {"lambda": "lam", "l0": "l0"}
+
+
+def _polish(objective, x, fx, k: int, lower, upper, max_steps: int = 8):
+    """Newton steps on the first k coordinates (those strictly inside the box) of an L-BFGS-B result; a step is
+    kept only if it stays in the box, shrinks the gradient and does not raise the objective beyond rounding (the
+    Hessian is checked positive definite, so this is a maximum of the evidence)."""
+    x = np.array(x, dtype=float)
+    steps = 0
+    for _ in range(max_steps):
+        f0, g0 = objective(x)
+        free = [i for i in range(k) if lower[i] + 1e-8 < x[i] < upper[i] - 1e-8]
+        if not free or np.max(np.abs(g0[free])) < 1e-11:
+            break
+        h = 1e-5
+        H = np.empty((len(free), len(free)))
+        for a, i in enumerate(free):
+            e = np.zeros_like(x)
+            e[i] = h
+            H[a] = (objective(x + e)[1][free] - objective(x - e)[1][free]) / (2 * h)
+        H = 0.5 * (H + H.T)
+        try:
+            np.linalg.cholesky(H)
+            dx = np.linalg.solve(H, -g0[free])
+        except np.linalg.LinAlgError:
+            break
+        xn = x.copy()
+        xn[free] += dx
+        if np.any(xn < lower) or np.any(xn > upper):
+            break
+        f1, g1 = objective(xn)
+        # ln det A and ln det K_0 (hundreds each, of opposite sign) leave ln p exact to ~1e-10 only
+        if not (np.max(np.abs(g1[free])) < np.max(np.abs(g0[free])) and f1 <= f0 + 1e-9 * max(1.0, abs(f0))):
+            break
+        x, fx = xn, f1
+        steps += 1
+    return x, fx, steps
+
+
+def _log(p) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(p, dtype=float))
+
+
+def _logsumexp(w, axis=None):
+    w = np.asarray(w, dtype=float)
+    mx = np.max(w, axis=axis, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, 0.0)
+    with np.errstate(under="ignore"):
+        out = np.log(np.sum(np.exp(w - mx), axis=axis, keepdims=True)) + mx
+    return out.squeeze() if axis is None else np.squeeze(out, axis=axis)
+
+
+def _softmax(w, axis=None) -> np.ndarray:
+    w = np.asarray(w, dtype=float)
+    with np.errstate(under="ignore"):
+        e = np.exp(w - np.max(w, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _clip_range(rng, box):
+    lo, hi = max(rng[0], box[0]), min(rng[1], box[1])
+    return (lo, hi) if lo < hi else box
+
+
+def _check_scalar_name(name) -> None:
+    if name not in SCALAR_PARAMETERS:
+        raise ValueError(f"an evidence path runs over one of {', '.join(SCALAR_PARAMETERS)}, got {name!r}")
+
+
+def _positive_values(values, name: str, allow_zero: bool = False) -> np.ndarray:
+    try:
+        v = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise ValueError(f"the {name} values of an evidence path must be numbers, got {values!r}") from None
+    ok = np.isfinite(v) & ((v >= 0) if allow_zero else (v > 0))
+    if v.size == 0 or not ok.all():
+        need = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"the {name} values of an evidence path must be finite numbers {need} (at least one); "
+                         f"bad: {v[~ok][:5].tolist() if v.size else 'none given'}")
+    return v
+
+
+# --- the config-level functions the CLI calls ------------------------------------------------------------------
+def _evidence_setup(config: dict, validated: bool):
+    blas_threads()   # as every run of the API: one BLAS thread (bftcore.limits), which L-BFGS-B needs badly
+    cfg = config if validated else validate_config(config)
+    ev = RegressionEvidence.from_config(cfg, validated=True)
+    return cfg, ev
+
+
+def evidence(config: dict, validated: bool = False) -> dict:
+    """The evidence of a regression document at its hyperparameters: ``{"log_evidence" (mixture),
+    "components" (ln p(y|j), shape (m,)), "b" (posterior weights (28) [001]), "gradient" ({lambda, l0 (when
+    l0 > 0), beta: derivative by the log; weights: by the softmax coordinates})}``."""
+    cfg, ev = _evidence_setup(config, validated)
+    beta = cfg["beta"]
+    return {"log_evidence": ev.log_evidence(beta), "components": ev.log_evidences(beta),
+            "b": ev.posterior_weights(beta), "gradient": ev.gradient(beta)}
+
+
+def evidence_path(config: dict, name: str, values=None, validated: bool = False) -> dict:
+    """ln p(y_D | ...) along ``name`` (``"lambda"``, ``"l0"`` or ``"beta"``) over ``values`` (None: the
+    log-spaced default range of :data:`bftcore.config.CHOOSE_DEFAULT_RANGE`), the other hyperparameters as in the
+    document; :meth:`RegressionEvidence.path` (keys ``name``, ``log_evidence``, ``components``, ``b``, ``best``;
+    arrays).  The path is checked against the evidence budget of the gate."""
+    cfg, ev = _evidence_setup(config, validated)
+    _check_scalar_name(name)
+    if values is None:
+        values = np.geomspace(*CHOOSE_DEFAULT_RANGE[name])
+    vals = np.asarray(values, dtype=float).ravel()
+    check_evidence_path(int(vals.size), ev.n, where=f"the evidence path over {name}")
+    return ev.path(name, vals, beta=cfg["beta"])
+
+
+def evidence_surface(config: dict, first: tuple, second: tuple, validated: bool = False) -> dict:
+    """ln p(y_D | ...) over two hyperparameters, ``first = (name1, values1)``, ``second = (name2, values2)``;
+    :meth:`RegressionEvidence.surface` (keys ``axes``, name1, name2, ``log_evidence`` of shape (k1, k2),
+    ``best``).  Each axis is checked against the budget of an evidence path; the surface costs one factorisation
+    per pair of (lambda, l0) values (beta is free), so put beta on an axis where you can."""
+    cfg, ev = _evidence_setup(config, validated)
+    for name, values in (first, second):   # each axis within the budget of a path
+        check_evidence_path(int(np.asarray(values, dtype=float).size), ev.n,
+                            where=f"the evidence surface's axis {name}")
+    return ev.surface(first, second, beta=cfg["beta"])
+
+
+def optimise_evidence(config: dict, params=("lambda", "beta"), validated: bool = False,
+                      bounds: dict | None = None, start: dict | None = None) -> dict:
+    """Maximise the evidence of a regression document over ``params`` (names of :data:`EVIDENCE_PARAMETERS`),
+    the others fixed at the document's values; ``bounds`` {name: (lo, hi)} and ``start`` {name: value} as in
+    :meth:`RegressionEvidence.optimise` (keys ``lambda``, ``l0``, ``beta``,
+    ``weights``, ``log_evidence``, ``iterations``, ``evaluations``, ``converged``, ``gradient``, ``at_bound``,
+    ``chosen``)."""
+    cfg, ev = _evidence_setup(config, validated)
+    return ev.optimise(params, beta=cfg["beta"], bounds=bounds, start=start)
 
 
 def regression_presets() -> dict[str, dict]:
