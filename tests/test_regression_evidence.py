@@ -143,6 +143,13 @@ def test_no_data_give_the_prior_weights_and_pinned_nodes_the_prior_density_ratio
     assert err[2] < 1e-3 and err[2] < err[1] < err[0]
 
 
+def test_the_null_space_is_the_constants_even_for_a_stiff_prior_on_a_fine_grid():
+    """The smallest non-zero eigenvalue of an l6 prior is (pi/2n)^6 of the largest: not a null vector."""
+    ev = RegressionEvidence(Axis(0.0, 10.0, 800, "neumann"), [3, 500], [1.0, 2.0], np.zeros((1, 800)),
+                            l0=0.0, l2=0.0, l6=1.0)
+    assert ev.null_dim == 1
+
+
 # --------------------------------------------------------------------------------------------- gradients
 def _fd(f, h=1e-5):
     return (f(h) - f(-h)) / (2 * h)
@@ -239,6 +246,19 @@ def test_optimiser_reaches_zero_gradient_and_beats_a_grid(l0, params):
         t = ev.terms(res["lambda"], res["l0"])
         k = 1 if res["l0"] == 0 else 0
         assert res["beta"] == pytest.approx((ev.N - k) / (2 * (ev.offset + t.V[0])), rel=1e-8)
+
+
+def test_optimiser_respects_bounds_and_a_given_start():
+    cfg = validate_config(big_config(l0=0.0))
+    free = regression.optimise_evidence(cfg, params=("lambda", "beta"), validated=True)
+    box = {"lambda": (free["lambda"] * 3, free["lambda"] * 100), "beta": (0.1, 1e3)}
+    res = regression.optimise_evidence(cfg, params=("lambda", "beta"), validated=True, bounds=box,
+                                       start={"lambda": free["lambda"] * 10, "beta": 2.0})
+    assert res["lambda"] == pytest.approx(box["lambda"][0], rel=1e-9) and res["at_bound"] == ["lambda"]
+    assert res["log_evidence"] < free["log_evidence"] and res["converged"]
+    assert abs(res["gradient"]["beta"]) < 1e-6 and res["gradient"]["lambda"] < 0   # it wants a smaller lambda
+    with pytest.raises(ValueError, match="bounds"):
+        regression.optimise_evidence(cfg, params=("lambda",), validated=True, bounds={"lambda": (2.0, 1.0)})
 
 
 def test_optimising_the_weights_goes_to_the_vertex_of_the_best_component():
