@@ -129,7 +129,7 @@ def test_no_data_give_the_prior_weights_and_pinned_nodes_the_prior_density_ratio
     nodes = np.linspace(0, 4, 9)
     h_star = 1.2 + 0.3 * np.sin(2 * nodes)
     beta, err = 3.0, []
-    for reps in (100, 1000, 10000):
+    for reps in (30, 300, 3000):
         rng = np.random.default_rng(reps)
         x = np.repeat(nodes, reps)
         noise = rng.standard_normal((9, reps))
@@ -140,7 +140,8 @@ def test_no_data_give_the_prior_weights_and_pinned_nodes_the_prior_density_ratio
         d = h_star - M.templates
         w = np.log(M.weights) - 0.5 * beta * np.einsum("ji,ik,jk->j", d, K0, d)
         err.append(np.max(np.abs(M.evidence.posterior_weights(beta) - np.exp(w - logsumexp(w)))))
-    assert err[2] < 1e-3 and err[2] < err[1] < err[0]
+    assert err[2] < 1e-5 and err[2] < err[1] < err[0]
+    assert 0.05 < M.evidence.posterior_weights(beta)[0] < 0.2      # far from p = (0.4, 0.6): the data decided
 
 
 def test_the_null_space_is_the_constants_even_for_a_stiff_prior_on_a_fine_grid():
@@ -294,7 +295,7 @@ def test_posterior_samples_match_the_exact_mixture_mean_and_covariance(boundary)
     cov = Ainv / beta + (d.T * b) @ d                            # within-component plus spread of the t̄_j
     assert np.allclose(np.diag(cov), ex["var"])
     assert np.max(np.abs(np.cov(S.T) - cov)) < 0.05 * np.max(np.diag(cov))
-    assert np.array_equal(S, M.posterior_samples(beta, n, 3 and np.random.default_rng(3)))
+    assert np.array_equal(S, M.posterior_samples(beta, n, 3))          # a seed is a Generator's seed
 
 
 # ------------------------------------------------------------------------------------------ BFTRegressor
