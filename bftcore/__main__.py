@@ -1,4 +1,4 @@
-"""Command line: ``python -m bftcore fit|reproduce|sweep|basins|bench`` (CONVENTIONS.md §4).
+"""Command line: ``python -m bftcore fit|reproduce|sweep|basins|evidence|bench`` (CONVENTIONS.md §4).
 
 User errors (bad files, bad keys, points off the grid, a problem over the cost budget of
 :mod:`bftcore.limits`, a run over its time budget, ...) print one line naming the problem on stderr and exit with
@@ -15,7 +15,7 @@ import numpy as np
 
 from . import api
 from .bench import main as bench_main
-from .config import ConfigError, load_config, validate_sweep
+from .config import ConfigError, check_evidence_path, load_config, validate_config, validate_sweep
 from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
 from .operators import SingularOperatorError
 from .presets import figure_config
@@ -38,6 +38,10 @@ def _summary_fit(doc: dict) -> str:
         lines.insert(3, f"max P         {doc['max_P']:.6g}")
     if "exact" in doc:
         lines.append(f"exact b_j     {', '.join(f'{b:.4g}' for b in doc['exact']['b'])}")
+    if "evidence" in doc:
+        ev = doc["evidence"]
+        lines.append("chosen by evidence: " + ", ".join(f"{k} = {v:.6g}" for k, v in ev["chosen"].items())
+                     + f" (log evidence {ev['log_evidence']:.6f})")
     lines.append(f"solve time    {doc['elapsed_s'] * 1e3:.1f} ms")
     for n in doc.get("notes", []):
         lines.append(f"note: {n}")
@@ -64,20 +68,42 @@ def _summary_basins(doc: dict) -> str:
     return "\n".join(out)
 
 
-def _beta_range(text: str):
+def _summary_evidence(doc: dict) -> str:
+    name = doc["parameter"]
+    best = doc["best"]
+    out = [f"log evidence ({doc['method']}) of the {doc['model']} model along {name}:",
+           f"{name:>12}  {'log evidence':>14}"]
+    for v, e in zip(doc[name], doc["log_evidence"]):
+        out.append(f"{v:>12.5g}  {e:>14.6f}")
+    out.append(f"best: {name} = {best[name]:.6g}, log evidence {best['log_evidence']:.6f}")
+    return "\n".join(out)
+
+
+def _beta_range(text: str, flag: str = "--beta"):
     parts = text.split(":")
     if len(parts) != 3 or len(text) > 100:
-        raise ConfigError(f"--beta must be MIN:MAX:N (e.g. 0.5:4:50), got {text[:40]!r}")
+        raise ConfigError(f"{flag} must be MIN:MAX:N (e.g. 0.5:4:50), got {text[:40]!r}")
     try:
         lo, hi = float(parts[0]), float(parts[1])
         n = float(parts[2])
     except ValueError:
-        raise ConfigError(f"--beta must be MIN:MAX:N with numbers (e.g. 0.5:4:50), got {text!r}") from None
+        raise ConfigError(f"{flag} must be MIN:MAX:N with numbers (e.g. 0.5:4:50), got {text!r}") from None
     if not (np.isfinite(lo) and np.isfinite(hi) and np.isfinite(n)):
-        raise ConfigError(f"--beta needs finite numbers, got {text!r}")
+        raise ConfigError(f"{flag} needs finite numbers, got {text!r}")
     if n != int(n):
-        raise ConfigError(f"--beta: N must be a whole number, got {parts[2]!r}")
+        raise ConfigError(f"{flag}: N must be a whole number, got {parts[2]!r}")
     return lo, hi, int(n)
+
+
+def _evidence_values(text: str, flag: str, nodes: int):
+    """Log-spaced values of an evidence path from MIN:MAX:N (0 < MIN < MAX, 2 <= N within the budget)."""
+    lo, hi, n = _beta_range(text, flag)
+    if not 0 < lo < hi:
+        raise ConfigError(f"{flag} needs 0 < MIN < MAX (the values are log-spaced), got {text!r}")
+    if n < 2:
+        raise ConfigError(f"{flag}: N must be at least 2, got {n}")
+    check_evidence_path(n, nodes, where=flag)
+    return np.geomspace(lo, hi, n)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,6 +137,16 @@ def _run(args) -> tuple[dict | int, str]:
 def _run_config(args, cfg) -> tuple[dict, str]:
     if args.command == "fit":
         return api.fit(cfg), "fit"
+    if args.command == "evidence":
+        given = [(name, text) for name, text in (("lambda", args.lam), ("l0", args.l0), ("beta", args.beta))
+                 if text is not None]
+        if len(given) > 1:
+            raise ConfigError("give one of --lambda, --l0, --beta: the path follows one hyperparameter")
+        name, text = given[0] if given else ("lambda", None)
+        valid = validate_config(cfg)
+        nodes = valid["grid"]["x"]["n"] * (valid["grid"]["y"]["n"] if valid["model"] == "density" else 1)
+        values = None if text is None else _evidence_values(text, f"--{name}", nodes)
+        return api.evidence_document(valid, name, values), "evidence"
     if args.command == "sweep":
         lo, hi, n = validate_sweep(cfg, *_beta_range(args.beta))
         return api.sweep_document(cfg, lo, hi, n, spacing=args.spacing), "sweep"
@@ -139,6 +175,14 @@ def main(argv=None) -> int:
     p = sub.add_parser("basins", parents=[common], help="solve from several starts and list the distinct minima")
     p.add_argument("config")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("evidence", parents=[common],
+                       help="the log evidence along lambda (or --l0, --beta) and its maximum")
+    p.add_argument("config")
+    p.add_argument("--lambda", dest="lam", metavar="MIN:MAX:N", help="log-spaced lambda values (default: the "
+                   "model's own range)")
+    p.add_argument("--l0", metavar="MIN:MAX:N", help="follow the prior mass l0 instead")
+    p.add_argument("--beta", metavar="MIN:MAX:N", help="follow beta, the inverse noise variance (regression)")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("bench", help="the performance benchmark (prints a table)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="skip the 128x128 cases")
@@ -148,7 +192,8 @@ def main(argv=None) -> int:
         if isinstance(doc, int):  # the benchmark printed its table; this is its exit code
             return doc
         text = _dump(doc) if args.json else \
-            {"fit": _summary_fit, "sweep": _summary_sweep, "basins": _summary_basins}[kind](doc)
+            {"fit": _summary_fit, "sweep": _summary_sweep, "basins": _summary_basins,
+             "evidence": _summary_evidence}[kind](doc)
     except (ConfigError, SingularOperatorError, RunBudgetExceeded, ValueError) as e:
         return _fail(e)
     except MemoryError:

@@ -8,6 +8,9 @@ records or results out; everything here is a thin call into the layer that owns 
   :func:`fit` returns its result document (CONVENTIONS.md §4).
 * :func:`sweep_document`, :func:`basins_document`, :func:`fig7_document`: the workflows over many fits
   (:mod:`bftcore.workflows`).
+* :func:`evidence_document`: the log evidence along one hyperparameter and its maximum (density: the Laplace
+  approximation of :mod:`bftcore.evidence`; regression: exact, :mod:`bftcore.regression`);
+  :func:`choose_hyperparameters` sets what a document's ``choose`` asks for, and :func:`fit` reports it.
 
 Warm start: pass the previous field as ``init`` (L for field L, P for field P, h for regression).
 
@@ -17,8 +20,12 @@ config (the one gate) -> energies, active set, solvers -> the problems (:mod:`bf
 """
 from __future__ import annotations
 
-from . import density, regression
-from .config import ConfigError, default_config, grid_from_config, validate_config
+import copy
+
+import numpy as np
+
+from . import density, evidence, regression
+from .config import ConfigError, check_evidence_path, default_config, grid_from_config, validate_config
 from .density import (  # noqa: F401 - the density problem's parts, part of the API
     EMPIRICAL_EPS,
     DensityFit,
@@ -38,7 +45,108 @@ from .templates import paper_true_density, template_density, template_field  # n
 from .workflows import basins_document, fig7_document, sweep_document  # noqa: F401 - part of the API
 
 __all__ = ["ConfigError", "default_config", "validate_config", "grid_from_config", "build_density", "iterate",
-           "run", "fit", "Record", "FitResult", "sweep_document", "basins_document", "fig7_document"]
+           "run", "fit", "Record", "FitResult", "sweep_document", "basins_document", "fig7_document",
+           "evidence_document", "choose_hyperparameters", "posterior_summary"]
+
+#: The hyperparameters an evidence path can follow, per model, and where each lives in the document.
+EVIDENCE_PARAMETERS = {"density": ("lambda", "l0"), "regression": ("lambda", "l0", "beta")}
+
+
+def _set_hyperparameter(cfg: dict, name: str, value: float) -> None:
+    if name == "beta":
+        cfg["beta"] = float(value)
+    else:
+        cfg["prior"][name] = float(value)
+
+
+def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
+    """The log evidence along ``param`` (log-spaced ``values``, or the problem's default range) and its maximum:
+    ``{param: [...], "log_evidence": [...], "best": {param: ..., "log_evidence": ...}, "parameter": param,
+    "model": ..., "method": "laplace" | "exact"}`` (the keys of issue 14's CLI contract, others added)."""
+    cfg = validate_config(config)
+    model = cfg["model"]
+    if param not in EVIDENCE_PARAMETERS[model]:
+        raise ConfigError(f"the evidence path of the {model} model follows one of "
+                          f"{', '.join(EVIDENCE_PARAMETERS[model])}; got {param!r}")
+    nodes = cfg["grid"]["x"]["n"] * (cfg["grid"]["y"]["n"] if model == "density" else 1)
+    if values is not None:
+        values = np.asarray(values, dtype=float)
+        check_evidence_path(len(values), nodes)
+    if model == "regression":
+        doc = dict(regression.evidence_path(cfg, param, values, validated=True))
+        lo, hi = float(np.min(doc[param])), float(np.max(doc[param]))
+        # the optimum between the path's ends, refined from its best point (the path alone stops at a grid value)
+        opt = regression.optimise_evidence(cfg, (param,), validated=True, bounds={param: (lo, hi)},
+                                           start={param: float(doc["best"][param])})
+        if opt["log_evidence"] >= doc["best"]["log_evidence"]:
+            doc["best"] = {param: float(opt[param]), "log_evidence": float(opt["log_evidence"])}
+        doc["method"] = "exact"
+    else:
+        doc = dict(evidence.evidence_path(cfg, param=param, values=values))
+        doc.pop("fields", None)
+        for key in ("log_evidence", "data_fit", "occam", "logdet_stderr"):  # JSON has no NaN: a gap is null
+            doc[key] = [v if v is not None and np.isfinite(v) else None for v in doc[key]]
+        doc["method"] = "laplace"
+    doc["parameter"], doc["model"] = param, model
+    return doc
+
+
+def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9, seed: int = 0) -> dict:
+    """What is uncertain about the fit, for a picture: density (field L): the pointwise ``level`` credible band
+    of the regression function h(x) of p(y|x) from ``n`` Laplace samples about the MAP ``field`` (solved here if
+    None) -> ``{"x", "h_lo", "h_hi", "h_median", "kind": "laplace"}``; regression: ``n`` exact posterior draws of
+    h on the x nodes -> ``{"x", "draws", "kind": "exact"}``."""
+    cfg = validate_config(config)
+    rng = np.random.default_rng(seed)
+    grid = grid_from_config(cfg)
+    if cfg["model"] == "regression":
+        model = regression.RegressionModel.from_config(cfg, validated=True)
+        draws = model.posterior_samples(cfg["beta"], n, rng)
+        return {"x": grid.x.nodes.tolist(), "draws": np.asarray(draws).tolist(), "kind": "exact"}
+    problem = build_density(cfg, validated=True)
+    if field is None:
+        fit = run(cfg)
+        assert isinstance(fit, DensityFit)
+        L = fit.L
+    else:
+        L = np.asarray(field, dtype=float)
+    samples = evidence.laplace_samples(problem, L, n, rng)
+    y, hy = grid.y.nodes, grid.y.h
+    h = np.einsum("sij,j->si", np.exp(samples), y) * hy
+    q = (1 - level) / 2
+    return {"x": grid.x.nodes.tolist(), "h_lo": np.quantile(h, q, axis=0).tolist(),
+            "h_hi": np.quantile(h, 1 - q, axis=0).tolist(), "h_median": np.median(h, axis=0).tolist(),
+            "kind": "laplace", "level": level}
+
+
+def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
+    """A validated copy of ``config`` with the hyperparameters its ``choose`` key names set to their evidence
+    maximum, and what was chosen: ``{"chosen": {name: value}, "log_evidence": ..., "paths": {name: {...}}}``
+    (None when the document chooses nothing).  Density: lambda along its path (Laplace evidence).  Regression:
+    the named hyperparameters jointly, by the exact evidence's optimiser started from the best point of each
+    path."""
+    cfg = validate_config(config)
+    choose = cfg.pop("choose", None)
+    if not choose:
+        return cfg, None
+    paths = {}
+    for name, spec in choose.items():
+        values = np.geomspace(spec["min"], spec["max"], spec["n"])
+        paths[name] = evidence_document(cfg, name, values)
+        _set_hyperparameter(cfg, name, paths[name]["best"][name])
+    best = max(paths.values(), key=lambda d: d["best"]["log_evidence"])["best"]["log_evidence"]
+    chosen = {name: float(paths[name]["best"][name]) for name in choose}
+    if cfg["model"] == "regression" and len(choose) > 1:
+        bounds = {name: (spec["min"], spec["max"]) for name, spec in choose.items()}
+        opt = regression.optimise_evidence(cfg, params=tuple(choose), start=chosen, bounds=bounds)
+        chosen = {name: float(opt[name]) for name in choose}
+        best = float(opt["log_evidence"])
+        for name, value in chosen.items():
+            _set_hyperparameter(cfg, name, value)
+    elif len(choose) == 1:
+        best = float(next(iter(paths.values()))["best"]["log_evidence"])
+    return validate_config(cfg), {"chosen": chosen, "log_evidence": best,
+                                  "paths": {k: {k: v[k], "log_evidence": v["log_evidence"]} for k, v in paths.items()}}
 
 
 def iterate(config: dict, init=None):
@@ -66,5 +174,11 @@ def run(config: dict, init=None, callback=None, check_stability: bool = False) -
 
 
 def fit(config: dict, init=None, callback=None, check_stability: bool = False) -> dict:
-    """The result document (CONVENTIONS.md §4) of :func:`run`."""
-    return run(config, init, callback, check_stability).to_document()
+    """The result document (CONVENTIONS.md §4) of :func:`run`.  A document with ``choose`` has those
+    hyperparameters set by :func:`choose_hyperparameters` first; the result then carries ``evidence``: what was
+    chosen, its log evidence and the paths."""
+    cfg, chosen = choose_hyperparameters(config)
+    doc = run(cfg, init, callback, check_stability).to_document()
+    if chosen is not None:
+        doc["evidence"] = copy.deepcopy(chosen)
+    return doc

@@ -64,6 +64,38 @@ def _points(X, y=None) -> np.ndarray:
     return X
 
 
+def _is_one_d(X) -> bool:
+    """X holds the y values of a one-dimensional density: a 1-D array, or an (n, 1) one."""
+    try:
+        a = np.asarray(X, dtype=float)
+    except (TypeError, ValueError):
+        return False
+    return a.ndim == 1 or (a.ndim == 2 and a.shape[1] == 1)
+
+
+def _points_1d(X) -> np.ndarray:
+    y = np.asarray(X, dtype=float).ravel()
+    return np.column_stack([np.zeros_like(y), y])
+
+
+def _grid_1d(grid, y: np.ndarray) -> dict:
+    """The grid of a one-dimensional density: ``grid`` if given (a y-only JSON grid, or a Grid with one x node),
+    else 200 Neumann nodes over the data's range padded by 10 % (0.5 for one value)."""
+    if grid is None:
+        finite = y[np.isfinite(y)]
+        if finite.size == 0:
+            raise ConfigError("BFTDensity.fit: give at least one finite y value for a one-dimensional density "
+                              "(parameter X)")
+        lo, hi = float(finite.min()), float(finite.max())
+        pad = 0.1 * (hi - lo) if hi > lo else 0.5
+        return {"y": {"min": lo - pad, "max": hi + pad, "n": 200, "boundary": "neumann"}}
+    doc = _grid_doc(grid)
+    if "x" in doc and doc["x"] is not None and not (isinstance(doc["x"], dict) and doc["x"].get("n") == 1):
+        raise ConfigError("BFTDensity.fit: 1-D data (y values) need a one-dimensional grid: a JSON grid with only "
+                          "\"y\", or a Grid with one x node (parameter grid)")
+    return {"y": doc["y"]} if "y" in doc else doc
+
+
 class BFTDensity:
     """Nonparametric conditional density p(y|x) with a Gaussian (mixture) prior on L = ln P or on P.
 
@@ -74,7 +106,15 @@ class BFTDensity:
 
     Fitted attributes: ``density_`` (P), ``log_density_`` (L), ``energy_``, ``mixing_`` (a_j), ``n_iter_``,
     ``converged_``, ``energy_history_``, ``train_error_history_``, ``test_error_history_``, ``result_`` (the
-    result document).
+    result document), ``lam_`` (the lambda used).
+
+    ``lam="evidence"`` chooses lambda in ``fit`` by the maximum of the Laplace evidence (:mod:`bftcore.evidence`)
+    along ``lam_range`` = (min, max, n) log-spaced values (default (1e-3, 1e3, 30)), refined between grid values;
+    then ``log_evidence_`` and ``evidence_path_`` ({"lambda": [...], "log_evidence": [...]}) are set too.
+
+    One-dimensional densities p(y): ``fit(y)`` with a 1-D array of y values (or an (n, 1) array).  Without a
+    ``grid`` the y axis is 200 Neumann nodes over the data's range padded by 10 % of it on each side (0.5 for
+    a single value); a ``grid`` for 1-D data is a JSON grid object with only ``"y"``, or a Grid with one x node.
     """
 
     density_: np.ndarray  # fitted attributes exist only after fit (hasattr tells)
@@ -84,15 +124,16 @@ class BFTDensity:
                  lambda_y: float = 1.0, l0: float = 0.0, l2: float = 1.0, l4: float = 0.0, l6: float = 0.0,
                  templates=None, weights=None, beta: float = 1.0, method: str = "newton", mass2: float = 0.01,
                  init: str = "kernel", init_mass2: float = 0.1, min_iter: int = 4, max_iter: int = 50,
-                 tol: float = 1e-8, truth: str | None = None, warm_start: bool = False):
-        self.grid, self.field, self.lam = grid, field, lam
+                 tol: float = 1e-8, truth: str | None = None, warm_start: bool = False, lam_range=(1e-3, 1e3, 30)):
+        self.grid, self.field, self.lam, self.lam_range = grid, field, lam, lam_range
         self.lambda_x, self.lambda_y, self.l0, self.l2, self.l4, self.l6 = lambda_x, lambda_y, l0, l2, l4, l6
         self.templates, self.weights, self.beta = templates, weights, beta
         self.method, self.mass2, self.init, self.init_mass2 = method, mass2, init, init_mass2
         self.min_iter, self.max_iter, self.tol, self.truth, self.warm_start = min_iter, max_iter, tol, truth, warm_start
 
     _PARAMS = ("grid", "field", "lam", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6", "templates", "weights",
-               "beta", "method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol", "truth", "warm_start")
+               "beta", "method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol", "truth", "warm_start",
+               "lam_range")
 
     def get_params(self, deep: bool = True) -> dict:
         return {k: getattr(self, k) for k in self._PARAMS}
@@ -104,10 +145,24 @@ class BFTDensity:
             setattr(self, k, v)
         return self
 
+    def _by_evidence(self) -> bool:
+        return isinstance(self.lam, str) and self.lam == "evidence"
+
+    def _choose(self) -> dict:
+        r = self.lam_range
+        if not (isinstance(r, (tuple, list)) and len(r) == 3):
+            raise ConfigError(f"lam_range must be (min, max, n), got {str(r)[:60]!r}")
+        return {"lambda": {"by": "evidence", "min": r[0], "max": r[1], "n": r[2]}}
+
     def to_config(self, X) -> dict:
-        """The JSON configuration this estimator fits for data X (an (n, 2) array of (x, y))."""
-        return {"model": "density", "grid": _grid_doc(self.grid), "data": _points(X),
-                "prior": {"field": self.field, "lambda": self.lam, "lambda_x": self.lambda_x,
+        """The JSON configuration this estimator fits for data X: an (n, 2) array of (x, y), or the y values of a
+        one-dimensional density (a 1-D array)."""
+        one_d = _is_one_d(X)
+        pts = _points_1d(X) if one_d else _points(X)
+        grid = _grid_1d(self.grid, pts[:, 1]) if one_d else _grid_doc(self.grid)
+        doc = {"model": "density", "grid": grid, "data": pts,
+               "prior": {"field": self.field, "lambda": 1.0 if self._by_evidence() else self.lam,
+                         "lambda_x": self.lambda_x,
                           "lambda_y": self.lambda_y, "l0": self.l0, "l2": self.l2, "l4": self.l4, "l6": self.l6},
                 "templates": [] if self.templates is None else self.templates,
                 "weights": [] if self.weights is None else self.weights, "beta": self.beta,
@@ -115,17 +170,27 @@ class BFTDensity:
                            "init_mass2": self.init_mass2, "min_iter": self.min_iter, "max_iter": self.max_iter,
                            "tol": self.tol},
                 "truth": self.truth}
+        if self._by_evidence():
+            doc["choose"] = self._choose()
+        return doc
 
     def fit(self, X, y=None) -> "BFTDensity":
-        """Fit to data X, an (n, 2) array of (x, y) points, or to x = X and y = y given separately."""
-        X = _points(X, y)
+        """Fit to data X, an (n, 2) array of (x, y) points, or to x = X and y = y given separately; a 1-D X (and no
+        y) is a one-dimensional density's y values."""
+        X = X if (y is None and _is_one_d(X)) else _points(X, y)
         init = None
         if self.warm_start and hasattr(self, "log_density_"):
             init = self.log_density_ if self.field == "L" else self.density_
+        if isinstance(self.lam, str) and not self._by_evidence():
+            raise ConfigError(f"lam must be a number > 0 or \"evidence\", got {self.lam[:40]!r} (parameter 'lam')")
         try:
-            cfg = api.validate_config(self.to_config(X))
+            cfg, chosen = api.choose_hyperparameters(self.to_config(X))
         except ConfigError as e:
             raise ConfigError(_name_parameter(str(e))) from None
+        self.lam_ = float(cfg["prior"]["lambda"])
+        if chosen is not None:
+            self.log_evidence_ = float(chosen["log_evidence"])
+            self.evidence_path_ = chosen["paths"]["lambda"]
         result = api.run(cfg, init=init)
         assert isinstance(result, DensityFit)
         self.config_ = cfg

@@ -123,11 +123,8 @@ def test_exact_weights_equal_brute_force_evidence(beta, repeated):
     b = np.exp(w - w.max())
     b /= b.sum()
     assert np.allclose(M.exact_weights(beta), b, rtol=1e-10, atol=1e-14)
-    if not repeated:
-        assert np.allclose(M.log_evidences(beta), logev, rtol=1e-10)   # (30)-(32) in full
-    else:
-        with pytest.raises(ValueError, match="own x node"):
-            M.log_evidences(beta)
+    # (30)-(32) in full, and with repeated x the raw-data evidence (issue 14: no longer refused)
+    assert np.allclose(M.log_evidences(beta), logev, rtol=1e-10)
 
 
 def test_exact_mean_and_variance_equal_the_dense_gaussian_mixture_posterior():
