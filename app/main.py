@@ -21,6 +21,7 @@ from app.transport import user_action  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
 from app.views.common import ARIA, ARIA_JS, LiveText, install_browser_patches  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
+from app.views.evidence import EvidenceView  # noqa: E402
 from app.views.mixing import MixingView  # noqa: E402
 from app.views.presets import PresetsView  # noqa: E402
 from app.views.prior import PriorView  # noqa: E402
@@ -119,6 +120,7 @@ canvas.toBlob((blob) => { const a = document.createElement("a"); a.href = URL.cr
 pn.extension("katex", notifications=False, raw_css=[CSS])
 
 
+
 def apply_theme(doc, dark: bool) -> None:
     """Colour every Bokeh plot of the document for the theme (the canvas' white points stay white)."""
     from bokeh.models import Plot
@@ -169,7 +171,15 @@ def build():
     # the live plots first, all on screen at 1280×720 (mixing bars, a_j, energy, errors with the overfitting mark);
     # their equations and "What this shows" cards below them (issue 13: the errors were under the fold)
     mixing_view, traces_view = MixingView(session=session, thumbnails=prior.thumbnails()), TracesView(session=session)
-    side = pn.Column(mixing_view, traces_view, prior.slice_panel(), RegressionView(session=session),
+    regression_view = RegressionView(session=session)
+    evidence_view = EvidenceView(session=session, canvas=canvas, regression=regression_view)
+    # beside the heatmap, so that its curve and the band on the heatmap follow the clicks; it computes only while
+    # open (30 sessions of a class would otherwise each solve a path of 25 fits after every click)
+    evidence_card = pn.Card(evidence_view, title="Evidence: choose λ from the data", collapsed=True,
+                            sizing_mode="stretch_width", margin=(5, 0), css_classes=["bft-evidence-card"],
+                            header_background="#f3f3f3")
+    evidence_card.param.watch(user_action(lambda event: evidence_view.set_active(not event.new)), "collapsed")
+    side = pn.Column(mixing_view, traces_view, prior.slice_panel(), regression_view, evidence_card,
                      mixing_view.explanation(), traces_view.explanation(), styles=SIDE_STYLE, margin=0,
                      stylesheets=NO_SHRINK,
                      css_classes=["bft-side"])

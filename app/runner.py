@@ -176,6 +176,12 @@ def _sweep_within_budget(cfg, beta_min, beta_max, n, progress=None):
         return api.sweep_document(cfg, beta_min, beta_max, n, spacing="log", progress=progress)
 
 
+def _within_budget(fn, *args):
+    """``fn(*args)`` stopped after :data:`RUN_COMPUTE_S` seconds (a background job's budget)."""
+    with deadline(RUN_COMPUTE_S):
+        return fn(*args)
+
+
 def _nodes(cfg: dict) -> int:
     return cfg["grid"]["x"]["n"] * (cfg["grid"]["y"]["n"] if cfg["model"] == "density" else 1)
 
@@ -337,6 +343,7 @@ class FramePump:
         self.playing = False     # the runner keeps going while True
         self.steps = 0           # single steps requested while paused
         self.task = None         # the session's runner task (served only)
+        self._jobs: dict = {}     # background jobs by key: None while one runs, or the next request waiting
         self.frame_serial = 0    # frames with records applied (the canvas sends it to the browser with the image)
         self.frame_acked = None  # the last serial the browser reported as applied; None: it never reported
         self.closed = False      # the browser session ended (close)
@@ -633,6 +640,38 @@ class FramePump:
                 await asyncio.sleep(max(0.0, self.session.frame_ms / 1000 - (time.perf_counter() - t0)))
             else:
                 await asyncio.sleep(0)
+
+    # --- background jobs (the evidence path) ---------------------------------------------------------------------
+    def background(self, key: str, fn, done, *args):
+        """``fn(*args)`` on the heavy worker thread within :data:`RUN_COMPUTE_S` (served; at once otherwise), then
+        ``done(result)`` on the document (an exception is passed as the result).  One job per ``key`` at a time: a
+        request made while one runs is kept (the newest only) and started when it ends, so a burst of clicks
+        costs two jobs, not one per click."""
+        if not self.served:
+            try:
+                result = _within_budget(fn, *args)
+            except Exception as e:  # noqa: BLE001 - handed to done, which tells the user
+                result = e
+            done(result)
+            return
+        if key in self._jobs:
+            self._jobs[key] = (fn, done, args)  # replaces an older waiting request
+            return
+        self._jobs[key] = None
+
+        async def work(job):
+            while job is not None:
+                fn_, done_, args_ = job
+                try:
+                    result = await asyncio.get_running_loop().run_in_executor(_HEAVY_POOL, _within_budget, fn_,
+                                                                               *args_)
+                except Exception as e:  # noqa: BLE001
+                    result = e
+                self.push(done_, result)
+                job = self._jobs.get(key)
+                self._jobs[key] = None
+            self._jobs.pop(key, None)
+        asyncio.ensure_future(work((fn, done, args)))
 
     # --- beta sweep -------------------------------------------------------------------------------------------
     def sweep(self, cfg: dict, beta_min: float, beta_max: float, n: int):

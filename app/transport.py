@@ -126,7 +126,8 @@ def one_message(doc):
 def after_user_action(doc, fn) -> bool:
     """Run ``fn()`` just after the message of the :func:`user_action` running on ``doc`` has gone out, in a
     next-tick callback of the document (with Bokeh's lock, its changes as one message of their own); False (and
-    nothing scheduled) outside a user action: a frame of a run keeps everything in its own message.  For what need not travel with a user action's answer and would only delay it: the
+    nothing scheduled) outside a user action: a frame of a run keeps everything in its own message.  For what
+    need not travel with a user action's answer and would only delay it: the
     playback row follows a click a few milliseconds after the heatmap that answers it.  A callback scheduled twice
     before it runs runs once."""
     if doc is None or id(doc) not in _IN_USER_ACTION:
