@@ -1,0 +1,219 @@
+"""Evidence benchmark (issue 14): bftcore's evidence against DEFT (``suftware``) and scikit-learn, side by side in one
+run, and the speed of the 64×64 evidence path and of the Laplace samples.  Prints tables of medians.
+
+    python scripts/bench_evidence.py [--repeats 3] [--samples 5] [--quick]
+
+The peers are installed by this script in a venv of their own (``$BFT_PEERS_VENV``, default
+``<tmp>/bftcore-peers``: ``pip install suftware scikit-learn``), never in bftcore's; their side runs in
+``scripts/evidence_peers.py`` with that venv's Python and answers in JSON.
+
+1. 1-D bimodal density 0.5 N(-1.5, 0.5²) + 0.5 N(1, 0.8²) on 200 nodes of [-4, 4], n = 100 and 500, ``--samples``
+   data sets each: KL(truth || estimate) on the nodes for bftcore at the λ of highest (Laplace) evidence, l6 prior
+   (the analogue of DEFT's α = 3) and l2, and for DEFT α = 3 with its ℓ* by its own evidence; the time of the
+   whole evidence path against DEFT's whole estimate.
+2. Regression, y = sin x + 0.3 x + N(0, 0.3²) at 50 points of [0, 10], 200 test points: bftcore's exact log
+   marginal likelihood against scikit-learn's with the identical kernel ``a C0 + b I`` (C0 = (hx K_X)^{-1}, the
+   prior covariance of λ = β = 1 on bftcore's grid; a = 1/(βλ), b = 1/β), at fixed points and at both
+   optimisers' maxima; the test MSE of λ and β chosen by evidence against scikit-learn's usual optimised GP
+   (``ConstantKernel * RBF + WhiteKernel``).
+3. 64×64 density (200 points, l2 = 1): the evidence path over 30 λ values, and Laplace samples per second.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bftcore import api, evidence, regression
+from bftcore.bench import random_problem
+from bftcore.density import build_density
+from bftcore.operators import axis_operator
+
+HERE = Path(__file__).resolve().parent
+PEERS_VENV = Path(os.environ.get("BFT_PEERS_VENV", Path(tempfile.gettempdir()) / "bftcore-peers"))
+LO, HI, NODES = -4.0, 4.0, 200
+
+
+def peers_python() -> str:
+    """The peers' venv (made and filled on first use)."""
+    py = PEERS_VENV / "bin" / "python"
+    ok = py.exists() and subprocess.run([str(py), "-c", "import suftware, sklearn"],
+                                        capture_output=True).returncode == 0
+    if not ok:
+        print(f"installing the peers (suftware, scikit-learn) into {PEERS_VENV} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "suftware", "scikit-learn"], check=True)
+    return str(py)
+
+
+def peer(task: dict) -> dict:
+    out = subprocess.run([peers_python(), str(HERE / "evidence_peers.py")], input=json.dumps(task), text=True,
+                         capture_output=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"the peers' script failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout)
+
+
+# ------------------------------------------------------------------------------------------------ 1. 1-D density
+def bimodal(y):
+    g = lambda m, s: np.exp(-0.5 * ((y - m) / s) ** 2) / (s * np.sqrt(2 * np.pi))  # noqa: E731
+    return 0.5 * g(-1.5, 0.5) + 0.5 * g(1.0, 0.8)
+
+
+def sample_bimodal(n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    k = rng.random(n) < 0.5
+    y = np.where(k, rng.normal(-1.5, 0.5, n), rng.normal(1.0, 0.8, n))
+    return np.clip(y, LO, HI)  # 3 in 10 000 fall outside; they sit on the edge node, for bftcore and DEFT alike
+
+
+def kl_on_nodes(p_est: np.ndarray) -> float:
+    """KL(truth || estimate) by the rectangle rule on the nodes, both normalised there."""
+    y = np.linspace(LO, HI, NODES)
+    h = (HI - LO) / (NODES - 1)
+    p = bimodal(y)
+    p, q = p / (p.sum() * h), np.maximum(p_est, 1e-300) / (np.sum(p_est) * h)
+    return float(np.sum(p * np.log(p / q)) * h)
+
+
+def one_d_config(y: np.ndarray, order: str) -> dict:
+    prior = {"l2": 0.0, order: 1.0}
+    return {"grid": {"y": {"min": LO, "max": HI, "n": NODES, "boundary": "neumann"}}, "data": y.tolist(),
+            "prior": {"field": "L", **prior}, "solver": {"method": "newton", "max_iter": 200, "tol": 1e-9}}
+
+
+def bft_one_d(y: np.ndarray, order: str, repeats: int) -> tuple[float, float, float]:
+    """(KL at the evidence-chosen lambda, median seconds of the whole evidence path, chosen lambda)."""
+    cfg = api.validate_config(one_d_config(y, order))
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        path = api.evidence_document(cfg, "lambda")
+        times.append(time.perf_counter() - t0)
+    lam = path["best"]["lambda"]
+    cfg["prior"]["lambda"] = lam
+    P = np.asarray(api.fit(cfg)["P"])[0]
+    return kl_on_nodes(P), statistics.median(times), lam
+
+
+def density_table(ns, samples: int, repeats: int) -> list[str]:
+    rows = [f"{'n':>5} {'method':<34} {'KL median':>10} {'KL per sample':<48} {'time median':>11}"]
+    for n in ns:
+        data = [sample_bimodal(n, seed) for seed in range(samples)]
+        deft = peer({"task": "deft", "samples": [d.tolist() for d in data], "lo": LO, "hi": HI, "n": NODES,
+                     "alpha": 3, "repeats": repeats})
+        kl_deft = [kl_on_nodes(np.asarray(p)) for p in deft["density"]]
+        for order in ("l6", "l2"):
+            res = [bft_one_d(d, order, repeats) for d in data]
+            kls, ts = [r[0] for r in res], [r[1] for r in res]
+            lams = ", ".join(f"{r[2]:.3g}" for r in res)
+            rows.append(f"{n:>5} {'bftcore ' + order + ', λ by evidence':<34} {statistics.median(kls):>10.4f} "
+                        f"{' '.join(f'{k:.4f}' for k in kls):<48} {statistics.median(ts):>10.3f}s  (λ* {lams})")
+        rows.append(f"{n:>5} {'DEFT α = 3, ℓ* by evidence':<34} {statistics.median(kl_deft):>10.4f} "
+                    f"{' '.join(f'{k:.4f}' for k in kl_deft):<48} {statistics.median(deft['seconds']):>10.3f}s")
+    return rows
+
+
+# ------------------------------------------------------------------------------------------------- 2. regression
+def regression_case(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    f = lambda x: np.sin(x) + 0.3 * x  # noqa: E731
+    x, xt = rng.uniform(0, 10, 50), rng.uniform(0, 10, 200)
+    y, yt = f(x) + rng.normal(0, 0.3, 50), f(xt) + rng.normal(0, 0.3, 200)
+    cfg = {"model": "regression", "grid": {"x": {"min": 0, "max": 10, "n": 200, "boundary": "neumann"}},
+           "data": np.column_stack([x, y]).tolist(), "templates": [{"kind": "constant", "value": 0.0}],
+           "prior": {"lambda": 1.0, "l0": 0.05, "l2": 1.0}, "beta": 1.0}
+    return api.validate_config(cfg), x, y, xt, yt
+
+
+def regression_table() -> list[str]:
+    cfg, x, y, xt, yt = regression_case()
+    model = regression.RegressionModel.from_config(cfg, validated=True)
+    axis = model.axis
+    C0 = np.linalg.inv((axis.h * axis_operator(axis, **model.coeffs)).toarray())  # lambda = beta = 1
+    ix, ixt = axis.snap(x), axis.snap(xt)
+    idx = np.concatenate([ix, ixt])
+    fixed = [(1.0, 1.0), (0.5, 0.1), (3.0, 0.05)]   # (lambda, beta)
+    ab = [(1 / (b * lam), 1 / b) for lam, b in fixed]
+    peers = peer({"task": "gp", "gram": C0[np.ix_(ix, ix)].tolist(), "gram_full": C0[np.ix_(idx, idx)].tolist(),
+                  "y": y.tolist(), "a": 1.0, "b": 1.0, "fixed": ab, "x": x.tolist(), "x_test": xt.tolist()})
+    rows = [f"{'what':<46} {'bftcore':>16} {'scikit-learn':>16} {'difference':>11}"]
+    for (lam, b), sk in zip(fixed, peers["lml_at_fixed"]):
+        c = dict(cfg, beta=b, prior=dict(cfg["prior"], **{"lambda": lam}))
+        ours = float(regression.RegressionModel.from_config(c, validated=True).log_evidence(b))
+        rows.append(f"{f'log marginal likelihood, λ = {lam:g}, β = {b:g}':<46} {ours:>16.10f} {sk:>16.10f} "
+                    f"{abs(ours - sk):>11.2e}")
+    t0 = time.perf_counter()
+    opt = regression.optimise_evidence(cfg, params=("lambda", "beta"))
+    t_opt = time.perf_counter() - t0
+    a_ours, b_ours = 1 / (opt["beta"] * opt["lambda"]), 1 / opt["beta"]
+    rows.append(f"{'maximum of the log marginal likelihood':<46} {opt['log_evidence']:>16.10f} "
+                f"{peers['opt_lml']:>16.10f} {abs(opt['log_evidence'] - peers['opt_lml']):>11.2e}")
+    rows.append(f"{'argmax a = 1/(βλ)':<46} {a_ours:>16.10g} {peers['opt_a']:>16.10g} "
+                f"{abs(a_ours / peers['opt_a'] - 1):>10.2e}r")
+    rows.append(f"{'argmax b = 1/β (noise variance)':<46} {b_ours:>16.10g} {peers['opt_b']:>16.10g} "
+                f"{abs(b_ours / peers['opt_b'] - 1):>10.2e}r")
+    c = dict(cfg, beta=opt["beta"], prior=dict(cfg["prior"], **{"lambda": opt["lambda"]}))
+    h = np.asarray(api.fit(c)["exact"]["mean"])
+    mse_ours = float(np.mean((h[ixt] - yt) ** 2))
+    mse_same = float(np.mean((np.asarray(peers["opt_pred"]) - yt) ** 2))
+    mse_rbf = float(np.mean((np.asarray(peers["rbf_pred"]) - yt) ** 2))
+    rows.append(f"{'test MSE, hyperparameters by evidence':<46} {mse_ours:>16.6f} {mse_same:>16.6f} "
+                f"{'(same kernel)':>11}")
+    rows.append(f"{'test MSE, sklearn RBF + White, optimised':<46} {'':>16} {mse_rbf:>16.6f}   "
+                f"{peers['rbf_kernel']}")
+    rows.append(f"{'optimiser time':<46} {t_opt:>15.3f}s {peers['opt_seconds']:>15.3f}s")
+    return rows
+
+
+# -------------------------------------------------------------------------------------------------- 3. 64 x 64
+def speed_table(repeats: int) -> list[str]:
+    cfg = api.validate_config(random_problem(64, {"l2": 1.0}, seed=0))
+    lams = np.geomspace(0.01, 100, 30)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        path = api.evidence_document(cfg, "lambda", lams)
+        times.append(time.perf_counter() - t0)
+    cfg["prior"]["lambda"] = path["best"]["lambda"]
+    problem = build_density(cfg, validated=True)
+    L = api.run(cfg).L
+    rng = np.random.default_rng(0)
+    evidence.laplace_samples(problem, L, 2, rng)  # warm-up: the factorisation is the same for every draw
+    st = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        evidence.laplace_samples(problem, L, 20, rng)
+        st.append(20 / (time.perf_counter() - t0))
+    return [f"{'what':<52} {'median':>10} {'target':>10}",
+            f"{'64×64 evidence path, 30 λ values (whole path)':<52} {statistics.median(times):>9.3f}s {'< 2 s':>10}",
+            f"{'64×64 Laplace samples of L, per second':<52} {statistics.median(st):>10.1f} {'>= 10':>10}",
+            f"  (best λ = {path['best']['lambda']:.4g}, log evidence {path['best']['log_evidence']:.4f})"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeats", type=int, default=3, help="timing repeats (medians are printed)")
+    ap.add_argument("--samples", type=int, default=5, help="data sets per n in the 1-D comparison")
+    ap.add_argument("--quick", action="store_true", help="n = 100 only, 2 data sets")
+    a = ap.parse_args()
+    ns = (100,) if a.quick else (100, 500)
+    samples = 2 if a.quick else a.samples
+    print("1. 1-D bimodal density, 200 nodes of [-4, 4]: KL(truth || estimate), lower is better")
+    print("\n".join(density_table(ns, samples, a.repeats)))
+    print("\n2. Regression against scikit-learn (identical kernel, then its usual RBF model)")
+    print("\n".join(regression_table()))
+    print("\n3. Speed on 64×64")
+    print("\n".join(speed_table(a.repeats)))
+
+
+if __name__ == "__main__":
+    main()
