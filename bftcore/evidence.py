@@ -52,7 +52,6 @@ interior mode has no meaning: use field L); prior mixtures (more than one templa
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 
@@ -126,10 +125,15 @@ class BorderedHessian:
         self.n, self.m = n, nx
         p = point.P * grid.hy
         self.p = p
-        H = (pr.lam * grid.cell) * pr.K.matrix + sp.diags((point.lagrange_multiplier[:, None] * p).ravel())
-        C = sp.csr_matrix((p.ravel(), (np.repeat(np.arange(nx), ny), np.arange(n))), shape=(nx, n))
-        self.H, self.C = H.tocsr(), C
-        self.B = sp.bmat([[H, C.T], [C, None]], format="csc")
+        # B from its entries in one conversion (sparse sums and bmat cost 2.4 ms of its 2.7 ms on 200 nodes):
+        # lambda cell K, the multipliers' diagonal Lambda_x P hy, and the constraint rows and columns
+        K = pr.K.matrix.tocoo()
+        idx, rows_c = np.arange(n), n + np.repeat(np.arange(nx), ny)
+        rows = np.concatenate([K.row, idx, rows_c, idx])
+        cols = np.concatenate([K.col, idx, idx, rows_c])
+        vals = np.concatenate([(pr.lam * grid.cell) * K.data, (point.lagrange_multiplier[:, None] * p).ravel(),
+                               p.ravel(), p.ravel()])
+        self.B = sp.csc_matrix((vals, (rows, cols)), shape=(n + nx, n + nx))
         self.lu = spl.splu(self.B, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.1,
                            options={"SymmetricMode": True})
 
@@ -465,8 +469,7 @@ class _PathProblem:
             K = PriorOperator(b.grid, c["lambda_x"], c["lambda_y"], c["l0"], c["l2"], c["l4"], c["l6"])
             lam = pr.lam
         prior = Prior(K, lam, None if self.template is None else [self.template])
-        cfg = copy.deepcopy(self.cfg)
-        cfg["prior"][self.param] = float(v)
+        cfg = {**self.cfg, "prior": {**self.cfg["prior"], self.param: float(v)}}  # shared data: not copied
         return DensityProblem(cfg, b.grid, b.N, K, LogDensityEnergy(b.grid, b.N, prior), b.P_true)
 
     def normaliser(self, problem: DensityProblem) -> PriorNormaliser:
@@ -544,7 +547,7 @@ def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool =
             return -res["log_evidence"]
 
         opt = sopt.minimize_scalar(negative, bounds=(math.log(vals[kbest - 1]), math.log(vals[kbest + 1])),
-                                   method="bounded", options={"xatol": 1e-3, "maxiter": 25})
+                                   method="bounded", options={"xatol": 1e-2, "maxiter": 25})
         if -opt.fun >= best["log_evidence"]:
             best = {param: float(math.exp(opt.x)), "log_evidence": float(-opt.fun), "at_edge": False}
     return {param: vals.tolist(), "log_evidence": logev.tolist(),
