@@ -138,10 +138,12 @@ def _run_config(args, cfg) -> tuple[dict, str]:
     if args.command == "fit":
         return api.fit(cfg), "fit"
     if args.command == "evidence":
-        given = [(name, text) for name, text in (("lambda", args.lam), ("l0", args.l0), ("beta", args.beta))
+        given = [(name, text) for name, text in (("lambda", args.lam), ("l0", args.l0), ("l2", args.l2),
+                                                 ("l4", args.l4), ("l6", args.l6), ("beta", args.beta))
                  if text is not None]
         if len(given) > 1:
-            raise ConfigError("give one of --lambda, --l0, --beta: the path follows one hyperparameter")
+            raise ConfigError("give one of --lambda, --l0, --l2, --l4, --l6, --beta: the path follows one "
+                              "hyperparameter")
         name, text = given[0] if given else ("lambda", None)
         valid = validate_config(cfg)
         nodes = valid["grid"]["x"]["n"] * (valid["grid"]["y"]["n"] if valid["model"] == "density" else 1)
@@ -181,6 +183,8 @@ def main(argv=None) -> int:
     p.add_argument("--lambda", dest="lam", metavar="MIN:MAX:N", help="log-spaced lambda values (default: the "
                    "model's own range)")
     p.add_argument("--l0", metavar="MIN:MAX:N", help="follow the prior mass l0 instead")
+    for order in ("l2", "l4", "l6"):
+        p.add_argument(f"--{order}", metavar="MIN:MAX:N", help=f"follow the order coefficient {order} (density)")
     p.add_argument("--beta", metavar="MIN:MAX:N", help="follow beta, the inverse noise variance (regression)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("bench", help="the performance benchmark (prints a table)")

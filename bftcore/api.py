@@ -49,7 +49,7 @@ __all__ = ["ConfigError", "default_config", "validate_config", "grid_from_config
            "evidence_document", "choose_hyperparameters", "posterior_summary"]
 
 #: The hyperparameters an evidence path can follow, per model, and where each lives in the document.
-EVIDENCE_PARAMETERS = {"density": ("lambda", "l0"), "regression": ("lambda", "l0", "beta")}
+EVIDENCE_PARAMETERS = {"density": ("lambda", "l0", "l2", "l4", "l6"), "regression": ("lambda", "l0", "beta")}
 
 
 def _set_hyperparameter(cfg: dict, name: str, value: float) -> None:

@@ -45,6 +45,8 @@ def test_the_evidence_command_prints_the_path_and_its_maximum(tmp_path):
     assert 0.01 <= res["best"]["lambda"] <= 100 and res["method"] == "laplace"
     text = cli("evidence", doc=doc, tmp_path=tmp_path)
     assert text.returncode == 0 and "best: lambda = " in text.stdout
+    order = json.loads(cli("evidence", "--l2", "0.1:10:4", "--json", doc=doc, tmp_path=tmp_path).stdout)
+    assert np.allclose(order["l2"], np.geomspace(0.1, 10, 4)) and order["parameter"] == "l2"
 
 
 def test_the_evidence_command_of_a_regression_refines_the_exact_maximum(tmp_path):
@@ -62,7 +64,7 @@ def test_the_evidence_command_of_a_regression_refines_the_exact_maximum(tmp_path
     (("--lambda", "10:1:5"), "0 < MIN < MAX"),
     (("--lambda", "0.1:10:1"), "at least 2"),
     (("--lambda", "0.1:10:5", "--l0", "0.1:1:3"), "give one of"),
-    (("--beta", "0.1:10:5"), "follows one of lambda, l0"),
+    (("--beta", "0.1:10:5"), "follows one of lambda, l0, l2, l4, l6"),
     (("--lambda", "0.1:10:100000"), "exceed the limit"),
 ])
 def test_the_evidence_command_refuses_bad_ranges_in_one_line(tmp_path, args, message):
