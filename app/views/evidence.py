@@ -53,26 +53,36 @@ class EvidenceView(pn.viewable.Viewer):
         # the posterior over the main plots: a band of h(x) on the heatmap, draws of h on the regression curve
         self.band = ColumnDataSource(dict(x=[], lo=[], hi=[], mid=[]), name="bft-posterior-band")
         self.draws = ColumnDataSource(dict(xs=[], ys=[]), name="bft-posterior-draws")
-        if canvas is not None:
-            f = canvas.figure
-            f.line("x", "lo", source=self.band, color="white", line_dash="dashed", line_width=2)
-            f.line("x", "hi", source=self.band, color="white", line_dash="dashed", line_width=2)
-            f.line("x", "mid", source=self.band, color="white", line_width=1.5, line_alpha=0.8)
-            f.multi_line("xs", "ys", source=self.draws, color="white", line_alpha=0.6, line_width=1)
-        if regression is not None:
-            # unlabelled: a legend entry would stand there in density mode and with the card closed
-            regression.figure.multi_line("xs", "ys", source=self.draws, color=SERIES[0], line_alpha=0.5,
-                                         line_width=1)
+        self._canvas, self._regression, self._drawn = canvas, regression, False
         s.param.watch(self._show, ["evidence", "posterior", "evidence_busy"])
         s.param.watch(self._mark, ["lam"])
         s.param.watch(self._changed, list(CONFIG_PARAMS))
         s.param.watch(self._converged, ["converged"])
         self._show()
 
+    def _draw_on_main_plots(self):
+        """The band and the draws join the heatmap and the regression curve when the card is first opened: four
+        renderers more on the canvas cost every click's repaint, also with nothing to draw (click latency,
+        issue 13)."""
+        if self._drawn:
+            return
+        self._drawn = True
+        if self._canvas is not None:
+            f = self._canvas.figure
+            f.line("x", "lo", source=self.band, color="white", line_dash="dashed", line_width=2)
+            f.line("x", "hi", source=self.band, color="white", line_dash="dashed", line_width=2)
+            f.line("x", "mid", source=self.band, color="white", line_width=1.5, line_alpha=0.8)
+            f.multi_line("xs", "ys", source=self.draws, color="white", line_alpha=0.6, line_width=1)
+        if self._regression is not None:
+            # unlabelled: a legend entry would stand there in density mode and with the card closed
+            self._regression.figure.multi_line("xs", "ys", source=self.draws, color=SERIES[0], line_alpha=0.5,
+                                               line_width=1)
+
     def set_active(self, active: bool):
-        """The evidence tab was opened (compute now) or left (stop following, hide the band)."""
+        """The evidence card was opened (compute now) or closed (stop following, hide the band)."""
         self.active = bool(active)
         if self.active:
+            self._draw_on_main_plots()
             self.session.compute_evidence()
         else:
             self.band.data = dict(x=[], lo=[], hi=[], mid=[])
