@@ -230,6 +230,27 @@ def test_what_follows_a_user_action_goes_out_after_its_message_in_one_of_its_own
     assert not transport.after_user_action(doc, follow)   # the action is over
 
 
+@pytest.mark.skipif(not transport.BOKEH_TESTED, reason="an untested Bokeh: the transport is Bokeh's own")
+def test_a_patch_that_arrives_after_its_page_closed_is_dropped_not_an_error():
+    """Bokeh's PATCH-DOC handler asserted on a connection whose session on_close had detached (a message still
+    being received when the page closed): an ERROR and a traceback in the server log per message."""
+    from bokeh.protocol import Protocol as P
+    from bokeh.server.session import ServerSession
+    doc, src, mapper, session, _ctx, conns = served_document()
+    conn = conns[0]
+    msg = P().create("PATCH-DOC", _one_event(doc, mapper))
+    conn.detach_session()
+    assert conn._session is None                       # the attribute the guard reads
+    assert ServerSession.patch(msg, conn) is None      # dropped, nothing raised
+    with pytest.raises(AssertionError):
+        conn.session                                   # what Bokeh itself would have hit
+
+
+def _one_event(doc, model):
+    from bokeh.document.events import ModelChangedEvent
+    return [ModelChangedEvent(doc, model, "high", 0.9)]
+
+
 def test_bokehs_own_unhold_sends_one_message_per_change():
     """The reason for the transport, on the real session: Bokeh's unhold writes each held event on its own."""
     doc, src, mapper, session, _ctx, conns = served_document()
