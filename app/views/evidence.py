@@ -10,7 +10,7 @@ from bokeh.models import ColumnDataSource, Span
 from ..configuration import CONFIG_PARAMS
 from ..session import BFTSession
 from ..transport import user_action
-from .common import SERIES, LiveText, legend_outside, make_figure, teaching
+from .common import SERIES, legend_outside, make_figure, teaching
 
 EQUATION = (r"$\ln p(D\,|\,\lambda) \approx -E(L^*) - \tfrac12 \ln\det H_T + \tfrac12 \ln\det(\lambda K)_T"
             r" + \ldots$ (density, Laplace); exact for regression")
@@ -24,7 +24,7 @@ Laplace samples of the posterior (density), or five exact posterior draws of h (
 
 class EvidenceView(pn.viewable.Viewer):
     session = param.ClassSelector(class_=BFTSession)
-    follow = param.Boolean(True, label="follow the data")
+    follow = param.Boolean(True, label="follow", doc="Recompute after every change of the data.")
 
     def __init__(self, canvas=None, regression=None, **params):
         super().__init__(**params)
@@ -47,8 +47,10 @@ class EvidenceView(pn.viewable.Viewer):
         self.choose.on_click(user_action(lambda _: s.choose_lambda_by_evidence()))
         self.refresh = pn.widgets.Button(name="Recompute", width=110, css_classes=["bft-evidence-refresh"])
         self.refresh.on_click(user_action(lambda _: s.compute_evidence()))
-        self.info = LiveText(css_classes=["bft-evidence-info"], name="bft-evidence-info",
-                             styles={"white-space": "normal"}, sizing_mode="stretch_width")
+        # a Markdown pane, not LiveText (preformatted, one line: cut at the column's edge); it changes only when a
+        # path arrives or lambda moves, never per frame
+        self.info = pn.pane.Markdown("", css_classes=["bft-evidence-info"], sizing_mode="stretch_width",
+                                     margin=(0, 10), styles={"font-size": "13px"})
         self.active = False  # the evidence tab is open: only then does it follow the data
         # the posterior over the main plots: a band of h(x) on the heatmap, draws of h on the regression curve
         self.band = ColumnDataSource(dict(x=[], lo=[], hi=[], mid=[]), name="bft-posterior-band")
@@ -107,7 +109,7 @@ class EvidenceView(pn.viewable.Viewer):
         if "error" in ev:
             self.path.data = dict(lam=[], logev=[])
             self.best.data = dict(lam=[], logev=[])
-            self.info.set(ev["error"])
+            self._say(ev["error"])
         elif "best" in ev:
             lam, logev = np.asarray(ev["lambda"], float), np.asarray(ev["log_evidence"], float)
             ok = np.isfinite(logev)
@@ -115,10 +117,10 @@ class EvidenceView(pn.viewable.Viewer):
             b = ev["best"]
             self.best.data = dict(lam=[b["lambda"]], logev=[b["log_evidence"]])
             how = "exact" if ev.get("method") == "exact" else "Laplace approximation"
-            self.info.set(f"Maximum at λ = {b['lambda']:.3g} (ln p = {b['log_evidence']:.2f}, {how}); "
+            self._say(f"Maximum at λ = {b['lambda']:.3g} (ln p = {b['log_evidence']:.2f}, {how}); "
                           f"the current λ is {s.lam:.3g}." + (" Updating…" if s.evidence_busy else ""))
         else:
-            self.info.set("Computing the evidence…" if s.evidence_busy else "Open this tab to compute the evidence.")
+            self._say("Computing the evidence…" if s.evidence_busy else "Open this card to compute the evidence.")
         self.choose.disabled = "best" not in ev
         post = s.posterior if self.active else None
         if post and post.get("kind") == "laplace":
@@ -132,8 +134,12 @@ class EvidenceView(pn.viewable.Viewer):
             self.band.data = dict(x=[], lo=[], hi=[], mid=[])
             self.draws.data = dict(xs=[], ys=[])
 
+    def _say(self, text: str) -> None:
+        if self.info.object != text:
+            self.info.object = text
+
     def __panel__(self):
-        controls = pn.Row(self.choose, self.refresh, pn.widgets.Checkbox.from_param(self.param.follow, width=140),
+        controls = pn.Row(self.choose, self.refresh, pn.widgets.Checkbox.from_param(self.param.follow, width=80),
                           sizing_mode="stretch_width")
         return pn.Column(controls, self.info, pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
                          teaching(EQUATION, TEXT), sizing_mode="stretch_width")
