@@ -110,13 +110,9 @@ def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9,
         L = fit.L
     else:
         L = np.asarray(field, dtype=float)
-    samples = evidence.laplace_samples(problem, L, n, rng)
-    y, hy = grid.y.nodes, grid.y.h
-    h = np.einsum("sij,j->si", np.exp(samples), y) * hy
-    q = (1 - level) / 2
-    return {"x": grid.x.nodes.tolist(), "h_lo": np.quantile(h, q, axis=0).tolist(),
-            "h_hi": np.quantile(h, 1 - q, axis=0).tolist(), "h_median": np.median(h, axis=0).tolist(),
-            "kind": "laplace", "level": level}
+    bands = evidence.credible_bands(problem, evidence.laplace_samples(problem, L, n, rng), level)
+    return {"x": grid.x.nodes.tolist(), "h_lo": bands["h_lower"].tolist(), "h_hi": bands["h_upper"].tolist(),
+            "h_median": bands["h_median"].tolist(), "kind": "laplace", "level": level}
 
 
 def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
@@ -134,17 +130,14 @@ def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
         values = np.geomspace(spec["min"], spec["max"], spec["n"])
         paths[name] = evidence_document(cfg, name, values)
         _set_hyperparameter(cfg, name, paths[name]["best"][name])
-    best = max(paths.values(), key=lambda d: d["best"]["log_evidence"])["best"]["log_evidence"]
     chosen = {name: float(paths[name]["best"][name]) for name in choose}
-    if cfg["model"] == "regression" and len(choose) > 1:
+    best = float(paths[next(iter(choose))]["best"]["log_evidence"])
+    if len(choose) > 1:  # regression only (the gate): jointly, started from the paths' best points
         bounds = {name: (spec["min"], spec["max"]) for name, spec in choose.items()}
         opt = regression.optimise_evidence(cfg, params=tuple(choose), start=chosen, bounds=bounds)
-        chosen = {name: float(opt[name]) for name in choose}
-        best = float(opt["log_evidence"])
+        chosen, best = {name: float(opt[name]) for name in choose}, float(opt["log_evidence"])
         for name, value in chosen.items():
             _set_hyperparameter(cfg, name, value)
-    elif len(choose) == 1:
-        best = float(next(iter(paths.values()))["best"]["log_evidence"])
     return validate_config(cfg), {"chosen": chosen, "log_evidence": best,
                                   "paths": {k: {k: v[k], "log_evidence": v["log_evidence"]} for k, v in paths.items()}}
 
