@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from . import api
 from .bench import main as bench_main
 from .config import ConfigError, check_evidence_path, load_config, validate_config, validate_sweep
+from .evidence import PATH_MAX_DROP
 from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
 from .operators import SingularOperatorError
 from .presets import figure_config
@@ -73,8 +75,14 @@ def _summary_evidence(doc: dict) -> str:
     best = doc["best"]
     out = [f"log evidence ({doc['method']}) of the {doc['model']} model along {name}:",
            f"{name:>12}  {'log evidence':>14}"]
+    skipped = set(doc.get("skipped") or [])
     for v, e in zip(doc[name], doc["log_evidence"]):
-        out.append(f"{v:>12.5g}  {e:>14.6f}")
+        if e is not None and math.isfinite(e):
+            out.append(f"{v:>12.5g}  {e:>14.6f}")
+        elif v in skipped:  # the path stopped: the evidence had fallen far below its maximum
+            out.append(f"{v:>12.5g}  {'-':>14}  (not solved: the path stopped {PATH_MAX_DROP:g} below the maximum)")
+        else:
+            out.append(f"{v:>12.5g}  {'-':>14}  (no Laplace evidence here: see \"failed\" in --json)")
     out.append(f"best: {name} = {best[name]:.6g}, log evidence {best['log_evidence']:.6f}")
     return "\n".join(out)
 

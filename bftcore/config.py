@@ -29,7 +29,7 @@ import numpy as np
 
 from .grid import Axis, Grid
 from .limits import MAX_CONDITION, MAX_COORDINATE, MAX_MAGNITUDE, MAX_TEMPLATE_VALUE, MIN_BETA, Limits, active
-from .operators import axis_symbol
+from .operators import FREE_AXIS_MAX_NODES, axis_symbol
 from .solvers import METHODS
 from .templates import KINDS, template_field
 from .templates import kinds as template_kinds
@@ -253,7 +253,10 @@ def _axis(d, where, default, limits: Limits):
     if n > 1 and (hi - lo) / (n - 1) <= 1e-9 * max(1.0, abs(lo), abs(hi)):
         raise ConfigError(f"{where}: the node spacing {(hi - lo) / (n - 1):g} is too small to resolve at "
                           f"coordinates of {max(abs(lo), abs(hi)):g}; widen the axis or use fewer nodes")
-    boundary = _str(d["boundary"], f"{where}.boundary", ("periodic", "neumann"))
+    boundary = _str(d["boundary"], f"{where}.boundary", ("periodic", "neumann", "free"))
+    if boundary == "free" and n > FREE_AXIS_MAX_NODES:
+        raise ConfigError(f"{where}: a free boundary takes at most {FREE_AXIS_MAX_NODES} nodes (its eigenbasis is a "
+                          f"dense eigendecomposition), got {_fmt_int(n)}; use fewer nodes or a neumann boundary")
     return {"min": lo, "max": hi, "n": n, "boundary": boundary}
 
 
@@ -437,6 +440,10 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
               limits)
     y = _axis(g.get("y"), "grid.y", {"min": 1, "max": 15, "n": 15, "boundary": "periodic"}, limits)
     grid = Grid(Axis(**x), Axis(**y))
+    if model == "density" and x["boundary"] == "free" and x["n"] > 1:
+        raise ConfigError("grid.x.boundary \"free\" is for the y axis of a density (and the x axis of a regression): "
+                          "the solver's preconditioners transform the x axis of a density by FFT/DCT; use "
+                          "\"neumann\" or \"periodic\" for x")
     if model == "density":  # before anything is evaluated on the grid
         _within(grid.size, limits.max_nodes, f"a grid {x['n']} x {y['n']} of {{}} nodes", "use a coarser grid")
     data = _list(doc, "data", "[x, y] pairs")

@@ -66,7 +66,8 @@ from . import metrics
 from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, validate_config
 from .density import DensityProblem, build_density
 from .energies import LogDensityEnergy, LogPoint, Prior, normalise_log
-from .operators import PriorOperator, _forward, _inverse
+from .limits import blas_threads
+from .operators import PriorOperator, free_null_dim
 from .solvers import iterate as solver_iterate
 
 #: Grids up to this many nodes get the exact log-determinant (sparse LU of the bordered Hessian, 10-20 ms at
@@ -74,8 +75,27 @@ from .solvers import iterate as solver_iterate
 EXACT_LOGDET_MAX_NODES = 16_384
 #: Exact traces of d_log_evidence_d_log_lambda (one LU solve per node) up to this many nodes; Hutchinson above.
 EXACT_TRACE_MAX_NODES = 4_096
-#: Laplace samples use a dense Cholesky factor of H_g (d x d): grids up to this many nodes.
-SAMPLE_MAX_NODES = 4_096
+#: Laplace samples factor H_g (d x d, d = nx (ny - 1)) by a banded Cholesky factor (half-bandwidth
+#: u = (r_x + 1)(ny - 1) - 1, r_x the reach of the prior's x stencil; the factor takes (u + 1) d 8 bytes, 13 MiB at
+#: 96 x 96 with l2) unless x is periodic or the band is too wide to pay, then by a dense one (d^2 8 bytes): grids up
+#: to this many nodes.  96 x 96 draws 10 samples in about 1 s with l2, 2 s with l6 (one BLAS thread, 2 cores), most
+#: of it the sparse product W^T H W; 64 x 64 in 0.15-0.25 s.
+SAMPLE_MAX_NODES = 9_216
+#: ... and within these estimates of the cost (:func:`_sample_plan`), checked before anything is built (a tall grid
+#: or a periodic x axis reaches them first): peak working memory, floating-point operations of the factorisation,
+#: multiply-adds of the sparse product that builds H_g (scalar code: ~0.3-0.5e9 a second here).
+_SAMPLE_MAX_BYTES = 512 * 2**20
+_SAMPLE_MAX_FLOPS = 3e10
+_SAMPLE_MAX_PRODUCT = 1e9
+#: The banded route builds H_g this many nonzeros at a time (block rows of the sparse product), at about
+#: _SAMPLE_BYTES_PER_NNZ bytes of working memory per nonzero.
+_SAMPLE_CHUNK_NNZ = 2**20
+_SAMPLE_BYTES_PER_NNZ = 64
+#: An evidence path stops descending once the log evidence has fallen this far below the best value so far (the
+#: values left are reported in ``skipped``): DEFT's ``max_log_evidence_ratio_drop`` (20) does the same.  A
+#: posterior probability ratio of e^-20 to the best lambda is no contender, and below the data's own scale every
+#: further value only costs Newton steps.
+PATH_MAX_DROP = 20.0
 #: Hyperparameters an evidence path may vary.
 PATH_PARAMS = ("lambda", "l0", "l2", "l4", "l6")
 
@@ -92,6 +112,31 @@ def check_model(problem: DensityProblem) -> None:
         raise ValueError("the evidence for prior mixtures (several templates) is not implemented; keep at most one "
                          "template, or compare the templates' evidences one at a time")
     check_proper(problem.K)
+    check_flat_modes_pinned(problem)
+
+
+def flat_mode_count(K: PriorOperator) -> int:
+    """Number of spectral modes with ky != 0 that the prior leaves flat: the polynomials of y (degree 1 .. k-1)
+    that a free y boundary does not penalise (:mod:`bftcore.operators`), once per x null mode.  Integrated with a
+    flat prior of unit density in their orthonormal coordinates, as DEFT does with the kernel of its Delta; the
+    evidence is then defined up to a constant that depends on neither lambda nor the data."""
+    if K.grid.y.n == 1:
+        return 0
+    return int(np.sum(K.flat_modes[:, 1:]))
+
+
+def check_flat_modes_pinned(problem: DensityProblem) -> None:
+    """Refuse flat prior directions that the data cannot determine (the posterior would be improper too)."""
+    K = problem.K
+    if not flat_mode_count(K):
+        return
+    N = problem.N
+    per_x = K.lambda_x == 0 or K.grid.x.n == 1
+    if (per_x and np.any(N.sum(axis=1) == 0)) or N.sum() == 0:
+        raise ValueError("the free y boundary leaves polynomials of y unpenalised, and "
+                         + ("some x column has no data to determine them (with lambda_x = 0 every column is on its "
+                            "own)" if per_x else "there are no data to determine them")
+                         + "; add data or use a neumann y boundary")
 
 
 def check_proper(K: PriorOperator) -> None:
@@ -104,7 +149,10 @@ def check_proper(K: PriorOperator) -> None:
     # (its lowest y-mode was taken for a null mode by a relative 1e-12); the symbol's entries at ky != 0 are sums of
     # non-negative terms, so they are 0 exactly when the prior has no hold on that mode
     sym = K.symbol
-    if np.max(np.abs(sym)) == 0 or np.any(sym[:, 1:] <= 0):
+    allowed = np.zeros(sym.shape, bool)  # the polynomials a free y boundary leaves flat (flat_mode_count)
+    if grid.y.boundary == "free" and K.lambda_y > 0:
+        allowed[:, :free_null_dim(grid.y, K.l0, K.l2, K.l4, K.l6)] = True
+    if np.max(np.abs(sym)) == 0 or np.any((sym[:, 1:] <= 0) & ~allowed[:, 1:]):
         raise ValueError("the prior is improper on the normalised densities: K does not penalise some density "
                          f"that varies in y (lambda_y = {K.lambda_y:g}, l0 = {K.l0:g}; with lambda_y = 0 and l0 = 0 "
                          "every function of y alone is free), so the evidence is not defined; set lambda_y > 0 "
@@ -112,6 +160,27 @@ def check_proper(K: PriorOperator) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the Hessian
+def _bordered_pattern(K: PriorOperator):
+    """The sparsity pattern of the bordered Hessian of K's grid, cached with K: the entries of K (COO order), the
+    order that sorts ``[K, diagonal, constraint rows, constraint columns]`` by column then row, the slot of each
+    sorted entry in B's CSC data (duplicates share one) and B's ``indices`` and ``indptr``."""
+    if "bordered" not in K._cache:
+        grid = K.grid
+        nx, ny = grid.shape
+        n = grid.size
+        Kc = K.matrix.tocoo()
+        idx, rows_c = np.arange(n), n + np.repeat(np.arange(nx), ny)
+        rows = np.concatenate([Kc.row, idx, rows_c, idx])
+        cols = np.concatenate([Kc.col, idx, idx, rows_c])
+        order = np.lexsort((rows, cols))
+        r, c = rows[order], cols[order]
+        new = np.concatenate([[True], (r[1:] != r[:-1]) | (c[1:] != c[:-1])])
+        slot = np.cumsum(new) - 1
+        indptr = np.searchsorted(c[new], np.arange(n + nx + 1)).astype(np.int32)
+        K._cache["bordered"] = (np.array(Kc.data), order, slot, r[new].astype(np.int32), indptr)
+    return K._cache["bordered"]
+
+
 class BorderedHessian:
     """The bordered Hessian ``B = [[H, C^T], [C, 0]]`` of the Lagrangian of E_L at a normalised L, eq. (160) with
     the normalisation as constraint rows ``C[i] = P[i, :] hy``, and its sparse LU (symmetric minimum-degree
@@ -125,15 +194,14 @@ class BorderedHessian:
         self.n, self.m = n, nx
         p = point.P * grid.hy
         self.p = p
-        # B from its entries in one conversion (sparse sums and bmat cost 2.4 ms of its 2.7 ms on 200 nodes):
-        # lambda cell K, the multipliers' diagonal Lambda_x P hy, and the constraint rows and columns
-        K = pr.K.matrix.tocoo()
-        idx, rows_c = np.arange(n), n + np.repeat(np.arange(nx), ny)
-        rows = np.concatenate([K.row, idx, rows_c, idx])
-        cols = np.concatenate([K.col, idx, idx, rows_c])
-        vals = np.concatenate([(pr.lam * grid.cell) * K.data, (point.lagrange_multiplier[:, None] * p).ravel(),
+        # B from its entries: lambda cell K, the multipliers' diagonal Lambda_x P hy, and the constraint rows and
+        # columns, summed into B's fixed sparsity pattern (kept with K: an evidence path factorises B a hundred
+        # times, and the conversion from coordinates was a third of each build)
+        Kdata, order, slot, indices, indptr = _bordered_pattern(pr.K)
+        vals = np.concatenate([(pr.lam * grid.cell) * Kdata, (point.lagrange_multiplier[:, None] * p).ravel(),
                                p.ravel(), p.ravel()])
-        self.B = sp.csc_matrix((vals, (rows, cols)), shape=(n + nx, n + nx))
+        data = np.bincount(slot, weights=vals[order], minlength=indices.size)
+        self.B = sp.csc_matrix((data, indices, indptr), shape=(n + nx, n + nx))
         self.lu = spl.splu(self.B, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.1,
                            options={"SymmetricMode": True})
 
@@ -189,8 +257,11 @@ def tangent_hessp(point: LogPoint, v: np.ndarray) -> np.ndarray:
 
 def prior_logdet_G(K: PriorOperator, scale: float, shift=0.0) -> float:
     """``sum ln(scale symbol + shift)`` over the spectral modes with ky != 0: ``ln det`` of ``scale K + shift`` on G
-    (exact, the eigenvalues of K in the DCT/FFT basis)."""
+    (exact, the eigenvalues of K in the DCT/FFT basis); with ``shift = 0`` the flat modes are left out (a
+    pseudo-determinant, :func:`flat_mode_count`)."""
     vals = scale * K.symbol[:, 1:] + shift
+    if shift == 0:
+        vals = vals[~K.flat_modes[:, 1:]]
     if np.any(vals <= 0):
         raise ValueError("the prior's Hessian is not positive on the tangent space at the uniform density")
     return float(np.sum(np.log(vals)))
@@ -213,7 +284,7 @@ def logdet_stochastic(point: LogPoint, rng: np.random.Generator | None = None, p
     root[:, 1:] = 1.0 / np.sqrt(sym[:, 1:])
 
     def precond(v):  # A_G^{-1/2} v, zero on the y-mode 0
-        return _inverse(_forward(v, grid) * root, grid)
+        return K.inverse(K.forward(v) * root)
 
     def op(v):
         return precond(tangent_hessp(point, precond(v)))
@@ -282,6 +353,8 @@ def map_newton(energy, L: np.ndarray, tol: float | None = None, max_iter: int = 
                                  or (slope < 0 and full.value <= point.value + 1e-4 * slope)):
             point = full  # near the minimum the energy's change drowns in rounding: the residual decides
             continue
+        if full is not None and not slope < 0 and point.residual <= 1e4 * tol:
+            return point, fac  # at the rounding floor the step's slope is rounding too, not negative curvature
         if full is None or not slope < 0:  # no descent direction (negative curvature): the package's solver
             if fallback_used:
                 break
@@ -307,15 +380,18 @@ def map_newton(energy, L: np.ndarray, tol: float | None = None, max_iter: int = 
 
 @dataclasses.dataclass(frozen=True)
 class PriorNormaliser:
-    """``ln Z_0(lambda) - (d/2) ln 2 pi = -lambda e0 - (d/2) ln lambda - 1/2 logdet1`` for one K and template."""
+    """``ln Z_0(lambda) - (d/2) ln 2 pi = -lambda e0 - ((d - f)/2) ln lambda - 1/2 logdet1 - (f/2) ln 2 pi`` for one
+    K and template, f = ``flat`` modes integrated with unit density (:func:`flat_mode_count`)."""
 
     mode: np.ndarray
     e0: float
     logdet1: float
     d: int
+    flat: int = 0
 
     def log_z(self, lam: float) -> float:
-        return -lam * self.e0 - 0.5 * self.d * math.log(lam) - 0.5 * self.logdet1
+        return (-lam * self.e0 - 0.5 * (self.d - self.flat) * math.log(lam) - 0.5 * self.logdet1
+                - 0.5 * self.flat * math.log(2 * math.pi))
 
 
 def prior_normaliser(K: PriorOperator, template: np.ndarray | None) -> PriorNormaliser:
@@ -332,8 +408,13 @@ def prior_normaliser(K: PriorOperator, template: np.ndarray | None) -> PriorNorm
         L0 = np.full(grid.shape, -math.log(ny * grid.hy))
         point = energy.at(L0)
         shift = float(point.lagrange_multiplier[0]) / ny
+        if flat_mode_count(K) and K.l0 == 0:  # K annihilates the constants: the multiplier is 0 but for rounding
+            shift = 0.0
         logdet = prior_logdet_G(K, grid.cell, shift)
-        return PriorNormaliser(L0, float(point.prior_energy), logdet, d)
+        return PriorNormaliser(L0, float(point.prior_energy), logdet, d, flat_mode_count(K) if shift == 0 else 0)
+    if flat_mode_count(K):
+        raise ValueError("a free y boundary (flat polynomial directions) is supported with no template or a constant "
+                         "one: the prior's mode about a varying template is not unique along the flat directions")
     point, fac = map_newton(energy, t, tol=1e-12 * max(1.0, float(np.max(np.abs(K.symbol)))))
     logdet = fac.logdet_g() if grid.size <= EXACT_LOGDET_MAX_NODES else logdet_stochastic(point)[0]
     return PriorNormaliser(point.phi, float(point.prior_energy), logdet, d)
@@ -421,7 +502,7 @@ def d_log_evidence_d_log_lambda(problem: DensityProblem, L: np.ndarray, rng=None
         z = rng.choice([-1.0, 1.0], size=(size, 64))
         trace = float(np.mean(np.sum(z * fac.solve(dB @ z), axis=0)))
     prior_q = float(point.prior_energy)  # (lambda/2)(L* - t, K (L* - t))
-    return float(-prior_q + lam * norm.e0 + 0.5 * norm.d - 0.5 * lam * trace)
+    return float(-prior_q + lam * norm.e0 + 0.5 * (norm.d - norm.flat) - 0.5 * lam * trace)
 
 
 # ---------------------------------------------------------------------------------------------- evidence paths
@@ -486,7 +567,7 @@ class _PathProblem:
 
 
 def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool = True, refine: bool = True,
-                  logdet: str = "auto") -> dict:
+                  logdet: str = "auto", max_drop: float | None = PATH_MAX_DROP) -> dict:
     """Laplace evidence along one hyperparameter (``"lambda"``, or the order coefficients ``"l0"`` (mass),
     ``"l2"``, ``"l4"``, ``"l6"``) of a density document, and its maximum.
 
@@ -500,7 +581,9 @@ def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool =
     "best": {param: x, "log_evidence": y, "at_edge": bool}, "logdet_method": ..., "fields": [MAP L arrays],
     "failed": [{param: v, "reason": ...}]}``, values ascending.  A value where the approximation does not exist
     (no minimum to expand about, e.g. a prior far too weak for two data points) is NaN in the lists, its field
-    None and its reason in ``failed``; the path goes on from the last good MAP.  Measured: 30 lambdas on 64 x 64
+    None and its reason in ``failed``; the path goes on from the last good MAP.  Once the log evidence has fallen
+    more than ``max_drop`` below the best value so far (:data:`PATH_MAX_DROP`; None: never), the smaller values
+    are not solved: they are NaN and listed in ``skipped``.  Measured: 30 lambdas on 64 x 64
     (l2, 200 data, 2 cores) in 1.2-1.6 s, 1.8-2.1 s with
     the Brent refinement."""
     cfg = validate_config(config)
@@ -513,9 +596,16 @@ def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool =
     fields: list = [None] * vals.size
     results: list = [None] * vals.size
     L = None
-    failed = []
+    failed: list = []
+    skipped: list = []
+    top, stopped = -math.inf, False
     for k in range(vals.size - 1, -1, -1):
         v = float(vals[k])
+        if stopped:
+            skipped.append(v)
+            results[k] = {"log_evidence": math.nan, "data_fit": math.nan, "occam": math.nan,
+                          "logdet_stderr": math.nan, "logdet_method": "none"}
+            continue
         try:
             point, fac, res = path.solve(v, L if warm else None, logdet)
         except ValueError as e:  # e.g. no minimum to expand about (a prior too weak for the data): a gap
@@ -524,6 +614,8 @@ def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool =
                           "logdet_stderr": math.nan, "logdet_method": "none"}
             continue
         fields[k], results[k] = point.phi, res
+        top = max(top, res["log_evidence"])
+        stopped = max_drop is not None and res["log_evidence"] < top - max_drop
         if warm:
             L = point.phi
             if param == "lambda" and k > 0:  # tangent predictor dL*/d ln lambda = -lambda dL... from B
@@ -554,7 +646,8 @@ def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool =
             "data_fit": [r["data_fit"] for r in results], "occam": [r["occam"] for r in results],
             "logdet_stderr": [r["logdet_stderr"] for r in results],
             "logdet_method": next(r["logdet_method"] for r in results if r["logdet_method"] != "none"),
-            "best": best, "fields": fields, "failed": sorted(failed, key=lambda f: f[param])}
+            "best": best, "fields": fields, "failed": sorted(failed, key=lambda f: f[param]),
+            "skipped": sorted(skipped)}
 
 
 # ------------------------------------------------------------------------------------------- Laplace samples
@@ -563,9 +656,11 @@ def _y_basis(ny: int) -> np.ndarray:
     return sfft.idct(np.eye(ny)[:, 1:], type=2, norm="ortho", axis=0)
 
 
-def tangent_hessian_dense(point: LogPoint) -> tuple[np.ndarray, np.ndarray]:
-    """``H_g`` as a dense ``(d, d)`` matrix in the orthonormal coordinates ``c`` of G (``g[i] = U c[i]`` with
-    :func:`_y_basis` U), and U: ``W^T H W`` with W block-diagonal, ``W_i = U - 1 (P_i hy)^T U`` (the map J)."""
+def _tangent_parts(point: LogPoint) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+    """``(W, H, U)`` of ``H_g = W^T H W``: U the basis of :func:`_y_basis`, W block-diagonal with one dense
+    ``(ny, ny - 1)`` block ``W_i = U - 1 (P_i hy)^T U`` per x (the map J; coordinate ``i (ny - 1) + k``) and
+    ``H = lambda cell K + diag(Lambda_X P hy)`` (sparse, x-major nodes).  H_g couples x nodes only within the reach
+    of K's x stencil, so it is block-banded."""
     E = point.energy
     grid, pr = E.grid, E.prior
     nx, ny = grid.shape
@@ -574,34 +669,189 @@ def tangent_hessian_dense(point: LogPoint) -> tuple[np.ndarray, np.ndarray]:
     blocks = [U - np.outer(np.ones(ny), p[i] @ U) for i in range(nx)]
     W = sp.block_diag(blocks, format="csr")
     H = (pr.lam * grid.cell) * pr.K.matrix + sp.diags((point.lagrange_multiplier[:, None] * p).ravel())
-    Hg = (W.T @ (H @ W)).toarray()
-    return 0.5 * (Hg + Hg.T), U
+    return W, sp.csr_matrix(H), U
+
+
+def _tangent_hessian_sparse(point: LogPoint) -> tuple[sp.csr_matrix, np.ndarray]:
+    """``H_g = W^T H W`` (:func:`_tangent_parts`) as a sparse ``(d, d)`` matrix, not symmetrised, and U."""
+    W, H, U = _tangent_parts(point)
+    return sp.csr_matrix(W.T @ (H @ W)), U
+
+
+def tangent_hessian_dense(point: LogPoint) -> tuple[np.ndarray, np.ndarray]:
+    """``H_g`` as a dense ``(d, d)`` matrix in the orthonormal coordinates ``c`` of G (``g[i] = U c[i]`` with
+    :func:`_y_basis` U), and U: ``W^T H W`` with W block-diagonal, ``W_i = U - 1 (P_i hy)^T U`` (the map J)."""
+    Hg, U = _tangent_hessian_sparse(point)
+    A = Hg.toarray()
+    return 0.5 * (A + A.T), U
+
+
+def _add_upper_banded(ab: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray) -> None:
+    """Add the entries ``A[rows, cols] = vals`` (no repeated pair) of a square A to ``ab``, the LAPACK upper banded
+    storage ``ab[u + i - j, j] = S[i, j]`` (i <= j, ``u = ab.shape[0] - 1``) of its symmetric part
+    ``S = (A + A^T) / 2``: an entry above the diagonal goes to ``(i, j) = (row, col)``, one below to its mirror."""
+    u = ab.shape[0] - 1
+    off = cols - rows  # the row and column dtype (int32 up to 2^31 coordinates): no overflow, |off| < d
+    if off.size and np.max(np.abs(off)) > u:
+        raise RuntimeError(f"an entry of H_g lies outside the band: offset {np.max(np.abs(off))} > u = {u}")
+    dg, up = off == 0, off > 0
+    ab[u, cols[dg]] += vals[dg]
+    ab[u - off[up], cols[up]] += 0.5 * vals[up]  # the pairs are unique within one statement, so += is exact
+    lo = off < 0
+    ab[u + off[lo], rows[lo]] += 0.5 * vals[lo]
+
+
+def _tangent_hessian_banded(point: LogPoint, chunk_nnz: int | None = None) -> tuple[np.ndarray, int, np.ndarray]:
+    """``H_g`` in LAPACK upper banded storage ``ab[u + i - j, j] = H_g[i, j]`` (i <= j; Fortran order, ready to be
+    factorised in place), its half-bandwidth u and the basis U: the sparse product ``W^T H W`` of
+    :func:`_tangent_parts`, symmetrised ``(H_g + H_g^T) / 2`` as :func:`tangent_hessian_dense` does, but never dense
+    and never whole: block rows of about ``chunk_nnz`` nonzeros at a time (default :data:`_SAMPLE_CHUNK_NNZ`), so
+    the working memory beyond ``(u + 1) d 8`` bytes is bounded.  u is ``(r_x + 1)(ny - 1) - 1`` (r_x the reach of
+    K's x stencil, :func:`_x_reach`; at most d - 1) unless the product's far diagonals are all zero, then less."""
+    W, H, U = _tangent_parts(point)
+    grid = point.energy.grid
+    nx, ny = grid.shape
+    m = ny - 1
+    d = nx * m
+    reach = _x_reach(H, ny)
+    ub = min(d - 1, (reach + 1) * m - 1)
+    ab = np.zeros((ub + 1, d), order="F")
+    per_x = (2 * min(reach, nx - 1) + 1) * m * m  # nonzeros of one block row of H_g
+    step = max(1, int(chunk_nnz or _SAMPLE_CHUNK_NNZ) // per_x)
+    WT = sp.csr_matrix(W.T)
+    for a in range(0, nx, step):
+        b = min(nx, a + step)
+        # block rows a..b-1 of W^T H W: W^T's rows there have their entries in the nodes of x_a..x_{b-1}
+        C = (WT[a * m:b * m, a * ny:b * ny] @ (H[a * ny:b * ny] @ W)).tocoo()  # SpGEMM: no repeated pairs
+        _add_upper_banded(ab, C.row + a * m, C.col, C.data)
+        del C
+    nonzero = np.flatnonzero(np.any(ab != 0, axis=1))
+    k0 = int(nonzero[0]) if nonzero.size else ub
+    if k0 > 0:  # the far diagonals are zero (a uniform P decouples them): a narrower band
+        ab = np.asfortranarray(ab[k0:])
+    return ab, ub - k0, U
+
+
+def _x_reach(K: sp.spmatrix, ny: int) -> int:
+    """Largest ``|i - i'|`` over the entries ``K[(i, j), (i', j')]``: the reach of the prior's x stencil (1 for l2,
+    2 for l4, 3 for l6), ``nx - 1`` when a periodic x axis wraps around."""
+    C = sp.coo_matrix(K)
+    return int(np.max(np.abs(C.row // ny - C.col // ny))) if C.nnz else 0
+
+
+def _x_pairs(K: sp.spmatrix, nx: int, ny: int) -> int:
+    """How many ordered pairs of x nodes ``(i, i')`` K couples (i = i' included): H_g has as many nonzero
+    ``(ny - 1) x (ny - 1)`` blocks."""
+    C = sp.coo_matrix(K)
+    X = sp.csr_matrix((np.ones(C.nnz), (C.row // ny, C.col // ny)), shape=(nx, nx))
+    X.sum_duplicates()
+    return int(max(X.nnz, nx))
+
+
+def _sample_plan(problem: DensityProblem) -> tuple[bool, int, float, float, float]:
+    """How :func:`laplace_samples` factors ``H_g`` on this problem, from the prior's structure alone (nothing
+    built): ``(banded, u, bytes, flops, product)``, u the half-bandwidth bound ``(r_x + 1)(ny - 1) - 1``
+    (``d - 1``: full), bytes the estimated peak working memory, flops those of the factorisation and product the
+    multiply-adds of the sparse product ``W^T (H W)`` (``ny`` per nonzero of H_g).  Banded when it takes fewer flops
+    than dense (``d (u + 1)^2 < d^3 / 3``): never for a periodic x axis (its wrap-around fills the band)."""
+    nx, ny = problem.grid.shape
+    m = ny - 1
+    d = nx * m
+    K = problem.energy.prior.K.matrix
+    reach = _x_reach(K, ny)
+    u = min(d - 1, (reach + 1) * m - 1)
+    nnz = _x_pairs(K, nx, ny) * m * m  # of the sparse H_g
+    product = float(nnz) * ny
+    base = 12.0 * nx * ny * m  # W (CSR, 12 bytes a nonzero)
+    if 3 * (u + 1) ** 2 < d * d:
+        chunk = min(nnz, max(_SAMPLE_CHUNK_NNZ, (2 * reach + 1) * m * m))  # at least one block row at a time
+        return True, u, 9.0 * (u + 1) * d + base + _SAMPLE_BYTES_PER_NNZ * chunk, float(d) * (u + 1) ** 2, product
+    return False, u, 24.0 * d * d + base + _SAMPLE_BYTES_PER_NNZ * nnz, d ** 3 / 3.0, product
+
+
+@dataclasses.dataclass
+class _TangentFactor:
+    """A Cholesky factor ``H_g = R^T R`` (R upper triangular) of the Hessian in the coordinates c of G, and the
+    basis U of :func:`_y_basis`: banded (``R`` in LAPACK upper storage ``R[u + i - j, j]``, half-bandwidth u) or
+    dense (``R`` the ``(d, d)`` matrix, u = d - 1)."""
+    R: np.ndarray
+    u: int
+    banded: bool
+    basis: np.ndarray
+
+    def draw(self, xi: np.ndarray) -> np.ndarray:
+        """``R^{-1} xi``: ``N(0, H_g^{-1})`` for ``xi ~ N(0, 1)`` (covariance ``R^{-1} R^{-T} = H_g^{-1}``)."""
+        if self.banded:
+            c, info = sla.lapack.dtbtrs(self.R, xi, uplo="U", trans="N", diag="N")
+            if info != 0:
+                raise ValueError(f"the banded triangular solve failed (LAPACK dtbtrs info {info})")
+            return c
+        return sla.solve_triangular(self.R.T, xi, lower=True, trans="T")
+
+    def upper(self) -> np.ndarray:
+        """R as a dense ``(d, d)`` upper-triangular matrix (for tests and small grids)."""
+        if not self.banded:
+            return np.triu(self.R)
+        d = self.R.shape[1]
+        R = np.zeros((d, d))
+        for k in range(self.u + 1):  # row k of the storage is the diagonal k - u
+            i = np.arange(max(0, self.u - k), d)
+            R[i - (self.u - k), i] = self.R[k, i]
+        return R
+
+
+def _tangent_factor(point: LogPoint, banded: bool, chunk_nnz: int | None = None) -> _TangentFactor:
+    """The Cholesky factor of ``H_g`` at ``point``: banded (:func:`_tangent_hessian_banded`, factorised in place by
+    LAPACK ``pbtrf``: ``d (u + 1)^2`` flops) or dense (:func:`tangent_hessian_dense`); the same ValueError either
+    way when ``H_g`` is not positive definite."""
+    try:
+        if banded:
+            ab, u, U = _tangent_hessian_banded(point, chunk_nnz)
+            R = sla.cholesky_banded(ab, overwrite_ab=True, lower=False, check_finite=False)
+            return _TangentFactor(R, u, True, U)
+        A, U = tangent_hessian_dense(point)
+        return _TangentFactor(np.linalg.cholesky(A).T, A.shape[0] - 1, False, U)
+    except np.linalg.LinAlgError:
+        raise ValueError("the field is not a local minimum of the energy on the normalised densities (the Hessian "
+                         "on the tangent space is not positive definite); solve to a minimum first") from None
 
 
 def laplace_samples(problem: DensityProblem, L: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` fields L ``(n, nx, ny)`` from the Laplace posterior: ``g = g* + delta`` with ``delta ~ N(0, H_g^{-1})``
     on G (the Gaussian of the Laplace approximation, in the coordinates in which the measure is Lebesgue), mapped
     back to M by normalising per x.  Equivalently ``dL ~ N(0, (H|_T)^{-1})`` on T, then renormalised: the per-x
-    constants are what normalisation fixes.  Exact Gaussian draws through a dense Cholesky factor of ``H_g``
-    (grids up to :data:`SAMPLE_MAX_NODES` nodes)."""
+    constants are what normalisation fixes.  Exact Gaussian draws through a Cholesky factor of ``H_g``, banded
+    (H_g couples x nodes within the prior's stencil only) unless x is periodic (grids up to
+    :data:`SAMPLE_MAX_NODES` nodes, and a bounded cost: :func:`_sample_plan`)."""
     check_model(problem)
+    blas_threads()  # as every run of the API: multithreaded OpenBLAS makes pbtrf 100x slower on shared cores
     grid = problem.grid
-    if grid.size > SAMPLE_MAX_NODES:
-        raise ValueError(f"Laplace samples are drawn for grids up to {SAMPLE_MAX_NODES} nodes (a dense factor of the "
-                         f"Hessian), this one has {grid.size}; use a coarser grid")
-    point, _ = map_newton(problem.energy, L)
     nx, ny = grid.shape
+    if grid.size > SAMPLE_MAX_NODES:
+        raise ValueError(f"Laplace samples are drawn for grids up to {SAMPLE_MAX_NODES} nodes (a Cholesky factor of "
+                         f"the Hessian on the normalised densities, banded unless x is periodic), this one has "
+                         f"{grid.size}; use a coarser grid")
+    banded = False
+    if ny > 1:
+        banded, u, mem, flops, product = _sample_plan(problem)
+        if mem > _SAMPLE_MAX_BYTES or flops > _SAMPLE_MAX_FLOPS or product > _SAMPLE_MAX_PRODUCT:
+            d = nx * (ny - 1)
+            kind = (f"banded (half-bandwidth {u})" if banded else
+                    "dense (a periodic x axis couples the first and last x nodes)" if grid.x.boundary == "periodic"
+                    and nx > 1 else "dense (the band would be about as wide as the matrix)")
+            raise ValueError(f"Laplace samples on this {nx} x {ny} grid need a {kind} Cholesky factor of the "
+                             f"{d} x {d} Hessian on the normalised densities: about {mem / 2**20:.0f} MiB, "
+                             f"{product:.2g} multiply-adds to build it and {flops:.2g} floating-point operations to "
+                             f"factorise it, above the limits ({_SAMPLE_MAX_BYTES / 2**20:.0f} MiB, "
+                             f"{_SAMPLE_MAX_PRODUCT:.0e}, {_SAMPLE_MAX_FLOPS:.0e}); use a coarser grid, or fewer y "
+                             f"nodes")
+    point, _ = map_newton(problem.energy, L)
     if ny == 1:
         return np.repeat(point.phi[None], int(n), axis=0)
-    Hg, U = tangent_hessian_dense(point)
-    try:
-        chol = np.linalg.cholesky(Hg)
-    except np.linalg.LinAlgError:
-        raise ValueError("the field is not a local minimum of the energy on the normalised densities (the Hessian "
-                         "on the tangent space is not positive definite); solve to a minimum first") from None
-    xi = rng.standard_normal((Hg.shape[0], int(n)))
-    c = sla.solve_triangular(chol, xi, lower=True, trans="T")  # L^{-T} xi ~ N(0, H_g^{-1})
-    delta = np.einsum("yk,ikn->niy", U, c.reshape(nx, ny - 1, int(n)))
+    fac = _tangent_factor(point, banded)
+    xi = rng.standard_normal((nx * (ny - 1), int(n)))
+    c = fac.draw(xi)  # R^{-1} xi ~ N(0, H_g^{-1})
+    delta = np.einsum("yk,ikn->niy", fac.basis, c.reshape(nx, ny - 1, int(n)))
     out = point.phi[None] + delta
     m = np.max(out, axis=-1, keepdims=True)
     return out - (m + np.log(np.sum(np.exp(out - m), axis=-1, keepdims=True) * grid.hy))

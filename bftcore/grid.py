@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-BOUNDARIES = ("periodic", "neumann")
+BOUNDARIES = ("periodic", "neumann", "free")
 
 
 @dataclass(frozen=True)
