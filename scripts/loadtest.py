@@ -15,7 +15,9 @@ session) in one headless Debian chromium, clicking the canvas with the mouse.  T
 project's machine to the server as far as a real browser allows, the harness itself is kept cheap: the heatmap is
 watched through BokehJS change signals instead of a polling timer (a click waits on a promise the change itself
 resolves), and the pages ask for reduced motion.  The viewport is the 1280×720 of a projector (``--viewport``).
-The clicks of the N sessions start at random offsets within one interval and then repeat every interval ±20 %.
+The clicks of the N sessions start at random offsets within one interval and then follow a fixed schedule, one
+every interval ±20 % (a click falling due before the previous one's answer waits for it), so that runs of different
+deployments are offered the same clicks.
 Pages are opened a few at a time (the page load is not what is measured), and the measurement starts when all
 are loaded.
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import random
 import re
@@ -85,7 +88,14 @@ async def session(browser, url, k, duration, interval, out, gate, start_barrier)
     try:
         await start_barrier.wait()
         end = time.time() + duration
-        await asyncio.sleep(rng.uniform(0, interval))
+        # a fixed schedule: click k is due at start + offset + the sum of k intervals (each interval ±20 %),
+        # whatever the answers took, so that every run offers the server the same clicks per second; a click whose
+        # time has come while the previous one is still unanswered goes as soon as that answer arrives (its
+        # latency would otherwise be ambiguous).  Waiting a full interval *after* each answer, as this script did
+        # first, let a slower deployment receive fewer clicks: the one-worker runs got 213-260 clicks against the
+        # two workers' 309-368, and their latencies were not compared at the same load.
+        due = time.time() + rng.uniform(0, interval)
+        await asyncio.sleep(max(0.0, due - time.time()))
         while time.time() < end:
             x, y = rng.randint(1, 10), rng.randint(1, 15)
             # one round trip for where to click, how many heatmap changes so far and the start time: t0 is taken
@@ -98,7 +108,8 @@ async def session(browser, url, k, duration, interval, out, gate, start_barrier)
             except Exception as e:  # noqa: BLE001
                 out["failures"].append(f"session {k}: no heatmap update within 15 s of the click at ({x}, {y}) "
                                        f"({type(e).__name__})")
-            await asyncio.sleep(interval * rng.uniform(0.8, 1.2))
+            due += interval * rng.uniform(0.8, 1.2)
+            await asyncio.sleep(max(0.0, due - time.time()))
         # let the last run finish before counting frames and closing the page: a tab closed while its frames are
         # still being written leaves "connection was closed" errors in the server log (a real user closing a tab
         # mid-animation gets the same; see README), which would hide errors of the measured period among them
@@ -211,6 +222,7 @@ def main():
     ap.add_argument("--profile", help="write a py-spy flame graph (SVG) of the server to this file")
     ap.add_argument("--viewport", type=viewport, default="1280x720", help="page size WIDTHxHEIGHT (default 1280x720)")
     ap.add_argument("--classroom", type=int, metavar="N", help="go through nginx to N workers of deploy/classroom.sh")
+    ap.add_argument("--json", metavar="FILE", help="also write each click's latency (ms) and the figures to FILE")
     a = ap.parse_args()
     VIEWPORT.update(a.viewport)
     log = Path(".panel-serve-loadtest.log").resolve()
@@ -246,6 +258,11 @@ def main():
     for e in errors[:10]:
         print("  log:", e)
     print("target: median < 1000 ms, every click updated, no errors in the server log")
+    if a.json:
+        Path(a.json).write_text(json.dumps({
+            "workers": a.classroom or 0, "sessions": a.sessions, "duration": a.duration, "interval": a.interval,
+            "wall": wall, "clicks": clicks, "latencies_ms": lat, "failures": len(out["failures"]),
+            "log_errors": len(errors), "server_cpu": cpu / wall, "frames_per_click": frames / clicks if clicks else 0}))
     if not errors:
         log.unlink(missing_ok=True)
     else:
