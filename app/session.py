@@ -190,8 +190,8 @@ class BFTSession(param.Parameterized):
     y_min = param.Number(Y_RANGE[0], bounds=COORDINATE)
     y_max = param.Number(Y_RANGE[1], bounds=COORDINATE)
     ny = param.Integer(15, bounds=(1, 1024))
-    boundary_x = param.Selector(default="periodic", objects=["periodic", "neumann"], label="x boundary")
-    boundary_y = param.Selector(default="periodic", objects=["periodic", "neumann"], label="y boundary")
+    boundary_x = param.Selector(default="periodic", objects=["periodic", "neumann", "free"], label="x boundary")
+    boundary_y = param.Selector(default="periodic", objects=["periodic", "neumann", "free"], label="y boundary")
     truth = param.Selector(default="paper", objects=["paper", "none"], label="true density")
     regression_truth = param.ClassSelector(default=None, class_=(dict, list), allow_None=True,
                                            doc="Regression 'truth' of a loaded file (a template object or values "

@@ -309,3 +309,17 @@ def test_an_old_link_with_mass2_sets_l0():
     assert both.l0 == 0.7
     bad = opened(link(mass2="-1"))
     assert bad.l0 == 0.0 and "l0=-1" in bad.message
+
+
+def test_a_document_with_a_free_boundary_loads_and_a_free_x_for_a_density_is_explained():
+    """The gate accepts boundary "free" (DEFT's operator) on a density's y axis; the session's selectors must too,
+    or loading such a file would fail half-way.  On a density's x axis the run says why it cannot solve."""
+    s = BFTSession(live=False)
+    doc = {"grid": {"y": {"min": -4, "max": 4, "n": 60, "boundary": "free"}}, "data": [0.1, 0.5, -1.0, 2.0],
+           "prior": {"l2": 0, "l6": 1, "lambda": 0.1}}
+    assert s.load_config(json.dumps(doc)), s.message
+    assert s.boundary_y == "free" and s.to_config()["grid"]["y"]["boundary"] == "free"
+    s2 = BFTSession(live=False)
+    s2.boundary_x = "free"
+    s2.reset(play=False)
+    assert "for the y axis of a density" in s2.message
