@@ -60,10 +60,13 @@ def _ignore_patches_after_close() -> None:
         return
     original = ServerSession.patch  # the classmethod, bound to the class
 
+    async def dropped():  # Bokeh's ProtocolHandler awaits what the handler returns: an awaitable of no work
+        return None
+
     def patch(cls, message, connection):
         if getattr(connection, "_session", None) is None:
             log.debug("a PATCH-DOC arrived after its connection closed; dropped")
-            return None
+            return dropped()
         return original(message, connection)
     patch._bft_after_close = True  # type: ignore[attr-defined]
     ServerSession.patch = classmethod(patch)  # type: ignore[method-assign, assignment]
