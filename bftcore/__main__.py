@@ -16,11 +16,12 @@ import numpy as np
 
 from . import api
 from .bench import main as bench_main
-from .config import ConfigError, check_evidence_path, load_config, validate_config, validate_sweep
+from .config import ConfigError, check_evidence_path, load_config, read_document, validate_config, validate_sweep
 from .evidence import PATH_MAX_DROP
 from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
 from .operators import SingularOperatorError
 from .presets import figure_config
+from .tables import data_document, read_table
 
 FIGURES = [f"fig{k}" for k in (14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28)]
 
@@ -137,9 +138,26 @@ def _run(args) -> tuple[dict | int, str]:
             return api.fig7_document(), "sweep"
         return api.fit(figure_config(args.name)), "fit"
     with using(lim):
-        cfg = load_config(args.config)
+        cfg = _document(args)
         with deadline(lim.run_seconds):
             return _run_config(args, cfg)
+
+
+#: File names read as data tables (CSV or whitespace) rather than JSON configurations.
+TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".dat", ".tab")
+
+
+def _document(args) -> dict:
+    """The validated configuration of a command: a JSON file, or a data table (by its suffix, or whenever
+    ``--config`` is given) with the configuration of ``--config`` (or the defaults) and, unless that configuration
+    gives a grid, a grid fitted to the data (:mod:`bftcore.tables`)."""
+    path, base = args.config, getattr(args, "with_config", None)
+    if base is None and not str(path).lower().endswith(TABLE_SUFFIXES):
+        return load_config(path)
+    doc = read_document(base) if base is not None else None
+    if doc is not None and not isinstance(doc, dict):
+        raise ConfigError(f"{base}: the configuration must be a JSON object")
+    return validate_config(data_document(read_table(path), doc))
 
 
 def _run_config(args, cfg) -> tuple[dict, str]:
@@ -165,13 +183,19 @@ def _run_config(args, cfg) -> tuple[dict, str]:
 
 def main(argv=None) -> int:
     common = _Parser(add_help=False)
+    common.add_argument("--config", dest="with_config", metavar="CONFIG.json",
+                        help="with a data table as the file: the configuration (model, prior, solver; a grid of "
+                             "its own or none, to fit one to the data) to use with it")
     common.add_argument("--no-limits", action="store_true",
                         help="lift the cost budget (grid size, iterations, time) for your own machine; the checks "
                              "of finite numbers and conditioning stay")
     parser = _Parser(prog="python -m bftcore", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    p = sub.add_parser("fit", parents=[common], help="fit the configuration in a JSON file and print the result")
-    p.add_argument("config")
+    data_help = ("CONFIG.json, or a data table (.csv, .tsv, .txt, .dat: one column y, or two x y) whose grid is "
+                 "fitted to the data")
+    p = sub.add_parser("fit", parents=[common], help="fit the configuration in a JSON file (or your data in a CSV "
+                       "table) and print the result")
+    p.add_argument("config", help=data_help)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p = sub.add_parser("reproduce", help="run a paper preset: " + ", ".join(FIGURES + ["fig7"]))
     p.add_argument("name")

@@ -104,6 +104,12 @@ def parse_document(raw, where: str = "the configuration", limits: Limits | None 
 def load_config(path, limits: Limits | None = None) -> dict:
     """Read and validate a JSON configuration file; errors name the file and the problem."""
     limits = limits or active()
+    return validate_config(read_document(path, limits), limits)
+
+
+def read_document(path, limits: Limits | None = None):
+    """Read and parse (not validate) a JSON configuration file; errors name the file and the problem."""
+    limits = limits or active()
     path = os.fspath(path)
     if not os.path.exists(path):
         raise ConfigError(f"no such configuration file: {path}")
@@ -118,7 +124,7 @@ def load_config(path, limits: Limits | None = None) -> dict:
             raw = fh.read(limits.max_document_bytes + 1 if limits.max_document_bytes is not None else -1)
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    return validate_config(parse_document(raw, path, limits), limits)
+    return parse_document(raw, path, limits)
 
 
 # ----------------------------------------------------------------------------------------------- plain values
@@ -414,6 +420,55 @@ def _check_cost(cfg: dict, grid: Grid, limits: Limits) -> None:
          "lower max_iter or use a coarser grid")
 
 
+#: Padding of an axis fitted to the data (``"grid": {"fit": true}``), a fraction of the data's range on each side.
+FIT_PAD = 0.1
+
+
+def _fitted_axis(values: list, given, where: str, n: int) -> dict:
+    if given is not None and not isinstance(given, dict):
+        raise ConfigError(f"{where} must be an object, got {_show(given)}")
+    given = dict(given or {})
+    for key in ("min", "max"):
+        if key in given:
+            raise ConfigError(f"{where}.{key}: with grid.fit the axis spans the data, so give only n and boundary "
+                              f"(or drop grid.fit and give min and max)")
+    lo, hi = min(values), max(values)
+    pad = FIT_PAD * (hi - lo) if hi > lo else 0.5
+    return {"min": lo - pad, "max": hi + pad, "n": given.get("n", n), "boundary": given.get("boundary", "neumann")}
+
+
+def _fitted_grid(g: dict, data, model: str, limits: Limits) -> dict:
+    """The grid of ``"grid": {"fit": true}``: each axis spans the data's values padded by :data:`FIT_PAD` of their
+    range on both sides (0.5 when they are all equal), with the axis's own ``n`` and ``boundary`` if given, else
+    Neumann and 200 nodes (y of a density whose data are plain y values, x of a regression) or 30 x 40 (a
+    conditional density).  The data's numbers are checked here first; the rest of the gate checks them again."""
+    if g["fit"] is not True:
+        raise ConfigError(f"grid.fit must be true (fit the grid to the data) or absent, got {_show(g['fit'])}")
+    if not isinstance(data, list) or not data:
+        raise ConfigError("grid.fit fits the grid to the data, and the document has none; add data or give the "
+                          "grid's min and max")
+    _within(len(data), limits.max_points, "a data set of {} points", "use fewer points")
+    plain = model == "density" and all(not isinstance(p, (list, dict, str, bool)) and p is not None for p in data)
+    xs, ys = [], []
+    for k, p in enumerate(data):
+        if plain:
+            ys.append(_num(p, f"data[{k}] (y)", mag=MAX_COORDINATE))
+            continue
+        if not isinstance(p, list) or len(p) != 2:
+            raise ConfigError(f"data[{k}] must be an [x, y] pair, got {_show(p)} (with grid.fit a one-dimensional "
+                              f"density's data are all plain y values)")
+        xs.append(_num(p[0], f"data[{k}][0] (x)", mag=MAX_COORDINATE))
+        ys.append(_num(p[1], f"data[{k}][1] (y)", mag=MAX_COORDINATE))
+    if model == "regression":
+        return {"x": _fitted_axis(xs, g.get("x"), "grid.x", 200)}
+    if plain:
+        if g.get("x") is not None:
+            raise ConfigError("grid.x: plain y values are a one-dimensional density, which has no x axis; give "
+                              "[x, y] pairs for a conditional density")
+        return {"y": _fitted_axis(ys, g.get("y"), "grid.y", 200)}
+    return {"x": _fitted_axis(xs, g.get("x"), "grid.x", 30), "y": _fitted_axis(ys, g.get("y"), "grid.y", 40)}
+
+
 def validate_config(doc, limits: Limits | None = None) -> dict:
     """Check a configuration document and return a complete copy with defaults; raise ConfigError otherwise.
 
@@ -432,7 +487,9 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
     g = doc.get("grid", {})
     if g is None:
         g = {}
-    _keys(g, ("x", "y"), "grid")
+    _keys(g, ("x", "y", "fit"), "grid")
+    if "fit" in g:
+        g = _fitted_grid(g, doc.get("data"), model, limits)
     # a density grid with y and without x is one-dimensional: p(y) on one x node (a document without any grid
     # stays the paper mesh)
     one_d = model == "density" and isinstance(g, dict) and g.get("y") is not None and g.get("x") is None

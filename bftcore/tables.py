@@ -1,0 +1,125 @@
+"""Data tables: your own data as CSV or a whitespace table, and a grid fitted to them.
+
+A table has one column (y values: a one-dimensional density) or two (x, y: a conditional density, or a regression).
+Separators: commas, semicolons, tabs or runs of spaces, the same on every line.  A first line that is not numbers is
+a header and is skipped; blank lines and lines starting with ``#`` are skipped.  Every other line must hold the same
+number of finite numbers (1 or 2); the first line that does not is named in the error.  The size is checked before
+anything is parsed (:mod:`bftcore.limits`: bytes of a document, points of a data set).
+
+A table without a configuration, or with one that has no grid, gets ``"grid": {"fit": true}``: each axis spans the
+data's range padded by 10 % of that range on both sides (0.5 when all values are equal), with the axis's own ``n``
+and ``boundary`` if the document gives them, else 200 Neumann nodes for y of a 1-D density and x of a regression,
+and 30 x 40 Neumann nodes for a conditional density (the rule's home: :func:`bftcore.config._fitted_grid`).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+
+import numpy as np
+
+from .config import ConfigError, _fmt_int
+from .limits import Limits, active
+
+_SEPARATORS = re.compile(r"\s*[,;\t]\s*|\s+")
+
+
+def parse_table(raw, where: str = "the data table", limits: Limits | None = None) -> np.ndarray:
+    """Text or bytes of a table -> an ``(n, k)`` float array, k = 1 or 2; :class:`ConfigError` saying what was
+    wrong (size, encoding, a line that is not numbers, a column count that changes, NaN or infinity)."""
+    limits = limits or active()
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        raw = bytes(raw)
+        if limits.max_document_bytes is not None and len(raw) > limits.max_document_bytes:
+            raise ConfigError(f"{where} has {_fmt_int(len(raw))} bytes, over the limit of "
+                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller table")
+        try:
+            raw = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise ConfigError(f"{where} is not UTF-8 text (byte {e.start}); save it as UTF-8 CSV") from None
+    if not isinstance(raw, str):
+        raise ConfigError(f"{where} must be text, got {type(raw).__name__}")
+    if limits.max_document_bytes is not None and len(raw) > limits.max_document_bytes:
+        raise ConfigError(f"{where} has {_fmt_int(len(raw))} characters, over the limit of "
+                          f"{_fmt_int(limits.max_document_bytes)}; use a smaller table")
+    rows: list[list[float]] = []
+    width = None
+    header_seen = False
+    for number, line in enumerate(raw.splitlines(), start=1):
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        cells = [c for c in _SEPARATORS.split(text) if c != ""]
+        try:
+            values = [float(c) for c in cells]
+        except ValueError:
+            if not rows and not header_seen:  # a header line
+                header_seen = True
+                continue
+            bad = next(c for c in cells if not _is_number(c))
+            raise ConfigError(f"{where}, line {number}: {bad[:40]!r} is not a number; a table holds numbers only "
+                              f"(one column y, or two columns x y), after at most one header line") from None
+        if width is None:
+            width = len(values)
+            if width not in (1, 2):
+                raise ConfigError(f"{where}, line {number}: {width} columns; a data table has one column (y values) "
+                                  f"or two (x, y)")
+        elif len(values) != width:
+            raise ConfigError(f"{where}, line {number}: {len(values)} columns where the first data line had "
+                              f"{width}; every line needs the same columns")
+        if not all(math.isfinite(v) for v in values):
+            raise ConfigError(f"{where}, line {number}: NaN or infinity; every value must be a finite number")
+        rows.append(values)
+        if limits.max_points is not None and len(rows) > limits.max_points:
+            raise ConfigError(f"{where} has more than {_fmt_int(limits.max_points)} data lines, the limit of a data "
+                              f"set; use fewer points")
+    if not rows:
+        raise ConfigError(f"{where} has no data lines; give one column of y values or two columns x, y")
+    return np.asarray(rows, dtype=float)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def read_table(path, limits: Limits | None = None) -> np.ndarray:
+    """:func:`parse_table` of a file; errors name the file."""
+    limits = limits or active()
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise ConfigError(f"no such data file: {path}")
+    if os.path.isdir(path):
+        raise ConfigError(f"{path} is a directory; give the path of a CSV or whitespace table")
+    try:
+        size = os.path.getsize(path)
+        if limits.max_document_bytes is not None and size > limits.max_document_bytes:
+            raise ConfigError(f"{path} has {_fmt_int(size)} bytes, over the limit of "
+                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller table")
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+    return parse_table(raw, path, limits)
+
+
+def data_document(table: np.ndarray, config: dict | None = None) -> dict:
+    """A configuration for a table: ``config`` (a raw document, or None for the defaults) with the table as its
+    ``data`` (plain y values for one column, [x, y] pairs for two); its grid fitted to the data
+    (``"grid": {"fit": true}``, the rule of :func:`bftcore.config.validate_config`) when it has no grid.  A
+    document that gives a grid keeps it, and a point outside it is refused by the gate as usual."""
+    doc = dict(config or {})
+    t = np.asarray(table, dtype=float)
+    if doc.get("model", "density") == "regression" and t.shape[1] != 2:
+        raise ConfigError(f"a regression needs a table of two columns (x, y), got {t.shape[1]}")
+    if doc.get("data"):
+        raise ConfigError("the configuration has data of its own and a data table was given too; keep one of them "
+                          "(drop the configuration's \"data\")")
+    if doc.get("grid") is None:
+        doc["grid"] = {"fit": True}
+    doc["data"] = t[:, 0].tolist() if t.shape[1] == 1 else t.tolist()
+    return doc
