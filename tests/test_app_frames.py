@@ -252,6 +252,32 @@ def test_a_patch_that_arrives_after_its_page_closed_is_dropped_not_an_error(capl
         conn.session                                   # what Bokeh itself would have hit
 
 
+@pytest.mark.skipif(not transport.BOKEH_TESTED, reason="an untested Bokeh: the transport is Bokeh's own")
+def test_a_socket_the_keep_alive_already_lost_closes_without_an_error():
+    """Bokeh's keep-alive ping detaches the session of a socket it finds closed; Tornado's on_close came after and
+    asserted on the detached session (an uncaught exception in the server log)."""
+    from bokeh.server.views.ws import WSHandler
+    doc, src, mapper, session, _ctx, conns = served_document(n_connections=2)
+    conn = conns[0]
+    lost = []
+
+    class App:
+        def client_lost(self, c):
+            lost.append(c)
+            c.detach_session()
+
+    handler = WSHandler.__new__(WSHandler)  # on_close reads only these attributes
+    handler.connection, handler.application, handler.close_code, handler.close_reason = conn, App(), None, None
+    App().client_lost(conn)                  # what _keep_alive does on WebSocketClosedError
+    WSHandler.on_close(handler)              # no AssertionError
+    assert lost == [conn]
+    # a connection with its session: Bokeh's own on_close runs (notify, then client_lost)
+    other = conns[1]
+    handler.connection = other
+    WSHandler.on_close(handler)
+    assert lost[-1] is other and other._session is None
+
+
 def _one_event(doc, model):
     from bokeh.document.events import ModelChangedEvent
     return [ModelChangedEvent(doc, model, "high", 0.9)]
