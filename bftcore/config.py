@@ -70,24 +70,50 @@ def _parse_int(text: str):
     return float(text) if len(text.lstrip("-")) > 15 else int(text)
 
 
-def parse_document(raw, where: str = "the configuration", limits: Limits | None = None):
-    """JSON text or bytes -> a Python object, or :class:`ConfigError` saying what was wrong (size, encoding,
-    syntax, nesting, numbers beyond the float range, NaN/Infinity, which are not JSON)."""
-    limits = limits or active()
+def decode_text(raw, where: str, limits: Limits, kind: str = "JSON", noun: str = "document") -> str:
+    """Text or bytes of a ``kind`` file within the budget's bytes, as ``str``; :class:`ConfigError` for a size over
+    the budget, bytes that are not UTF-8 (a BOM is dropped) or anything that is not text."""
     if isinstance(raw, (bytes, bytearray, memoryview)):
         raw = bytes(raw)
         if limits.max_document_bytes is not None and len(raw) > limits.max_document_bytes:
             raise ConfigError(f"{where} has {_fmt_int(len(raw))} bytes, over the limit of "
-                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller document")
+                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller {noun}")
         try:
             raw = raw.decode("utf-8-sig")
         except UnicodeDecodeError as e:
-            raise ConfigError(f"{where} is not UTF-8 text (byte {e.start}); save it as UTF-8 JSON") from None
+            raise ConfigError(f"{where} is not UTF-8 text (byte {e.start}); save it as UTF-8 {kind}") from None
     if not isinstance(raw, str):
-        raise ConfigError(f"{where} must be JSON text, got {type(raw).__name__}")
+        raise ConfigError(f"{where} must be {kind} text, got {type(raw).__name__}")
     if limits.max_document_bytes is not None and len(raw) > limits.max_document_bytes:
         raise ConfigError(f"{where} has {_fmt_int(len(raw))} characters, over the limit of "
-                          f"{_fmt_int(limits.max_document_bytes)}; use a smaller document")
+                          f"{_fmt_int(limits.max_document_bytes)}; use a smaller {noun}")
+    return raw
+
+
+def read_bytes(path, limits: Limits, name: str = "configuration", what: str = "a JSON configuration file",
+               noun: str = "document") -> bytes:
+    """The bytes of a file within the budget's bytes; :class:`ConfigError` naming the file otherwise."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise ConfigError(f"no such {name} file: {path}")
+    if os.path.isdir(path):
+        raise ConfigError(f"{path} is a directory; give the path of {what}")
+    try:
+        size = os.path.getsize(path)
+        if limits.max_document_bytes is not None and size > limits.max_document_bytes:
+            raise ConfigError(f"{path} has {_fmt_int(size)} bytes, over the limit of "
+                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller {noun}")
+        with open(path, "rb") as fh:
+            return fh.read(limits.max_document_bytes + 1 if limits.max_document_bytes is not None else -1)
+    except OSError as e:
+        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def parse_document(raw, where: str = "the configuration", limits: Limits | None = None):
+    """JSON text or bytes -> a Python object, or :class:`ConfigError` saying what was wrong (size, encoding,
+    syntax, nesting, numbers beyond the float range, NaN/Infinity, which are not JSON)."""
+    limits = limits or active()
+    raw = decode_text(raw, where, limits, "JSON", "document")
     try:
         return json.loads(raw, parse_int=_parse_int)
     except json.JSONDecodeError as e:
@@ -110,21 +136,7 @@ def load_config(path, limits: Limits | None = None) -> dict:
 def read_document(path, limits: Limits | None = None):
     """Read and parse (not validate) a JSON configuration file; errors name the file and the problem."""
     limits = limits or active()
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise ConfigError(f"no such configuration file: {path}")
-    if os.path.isdir(path):
-        raise ConfigError(f"{path} is a directory; give the path of a JSON configuration file")
-    try:
-        size = os.path.getsize(path)
-        if limits.max_document_bytes is not None and size > limits.max_document_bytes:
-            raise ConfigError(f"{path} has {_fmt_int(size)} bytes, over the limit of "
-                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller document")
-        with open(path, "rb") as fh:
-            raw = fh.read(limits.max_document_bytes + 1 if limits.max_document_bytes is not None else -1)
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    return parse_document(raw, path, limits)
+    return parse_document(read_bytes(path, limits), os.fspath(path), limits)
 
 
 # ----------------------------------------------------------------------------------------------- plain values

@@ -19,7 +19,7 @@ import re
 
 import numpy as np
 
-from .config import ConfigError, _fmt_int
+from .config import ConfigError, _fmt_int, decode_text, read_bytes
 from .limits import Limits, active
 
 _SEPARATORS = re.compile(r"\s*[,;\t]\s*|\s+")
@@ -29,20 +29,7 @@ def parse_table(raw, where: str = "the data table", limits: Limits | None = None
     """Text or bytes of a table -> an ``(n, k)`` float array, k = 1 or 2; :class:`ConfigError` saying what was
     wrong (size, encoding, a line that is not numbers, a column count that changes, NaN or infinity)."""
     limits = limits or active()
-    if isinstance(raw, (bytes, bytearray, memoryview)):
-        raw = bytes(raw)
-        if limits.max_document_bytes is not None and len(raw) > limits.max_document_bytes:
-            raise ConfigError(f"{where} has {_fmt_int(len(raw))} bytes, over the limit of "
-                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller table")
-        try:
-            raw = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            raise ConfigError(f"{where} is not UTF-8 text (byte {e.start}); save it as UTF-8 CSV") from None
-    if not isinstance(raw, str):
-        raise ConfigError(f"{where} must be text, got {type(raw).__name__}")
-    if limits.max_document_bytes is not None and len(raw) > limits.max_document_bytes:
-        raise ConfigError(f"{where} has {_fmt_int(len(raw))} characters, over the limit of "
-                          f"{_fmt_int(limits.max_document_bytes)}; use a smaller table")
+    raw = decode_text(raw, where, limits, "CSV", "table")
     rows: list[list[float]] = []
     width = None
     header_seen = False
@@ -90,21 +77,8 @@ def _is_number(text: str) -> bool:
 def read_table(path, limits: Limits | None = None) -> np.ndarray:
     """:func:`parse_table` of a file; errors name the file."""
     limits = limits or active()
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise ConfigError(f"no such data file: {path}")
-    if os.path.isdir(path):
-        raise ConfigError(f"{path} is a directory; give the path of a CSV or whitespace table")
-    try:
-        size = os.path.getsize(path)
-        if limits.max_document_bytes is not None and size > limits.max_document_bytes:
-            raise ConfigError(f"{path} has {_fmt_int(size)} bytes, over the limit of "
-                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller table")
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as e:
-        raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
-    return parse_table(raw, path, limits)
+    raw = read_bytes(path, limits, "data", "a CSV or whitespace table", "table")
+    return parse_table(raw, os.fspath(path), limits)
 
 
 def data_document(table: np.ndarray, config: dict | None = None) -> dict:
