@@ -104,7 +104,8 @@ def test_the_cli_fits_a_csv_with_and_without_a_configuration(tmp_path):
     # a regression from two columns, and the evidence of a table
     x = rng.uniform(0, 5, 30)
     (tmp_path / "xy.txt").write_text("\n".join(f"{a} {np.sin(a):.5f}" for a in x))
-    (tmp_path / "r.json").write_text(json.dumps({"model": "regression", "templates": [{"kind": "constant", "value": 0.0}]}))
+    (tmp_path / "r.json").write_text(json.dumps({"model": "regression",
+                                                 "templates": [{"kind": "constant", "value": 0.0}]}))
     out = cli("fit", str(tmp_path / "xy.txt"), "--config", str(tmp_path / "r.json"), "--json")
     assert out.returncode == 0, out.stderr
     out = cli("evidence", str(tmp_path / "y.csv"), "--json")
