@@ -9,8 +9,8 @@ The ``"free"`` boundary is DEFT's (Kinney 2014): the order-k term is the sum of 
 ``n - k`` places where they exist, ``(l_2k / h^2k) D_k^T D_k``, so polynomials of degree < k cost nothing (l6 alone
 leaves 1, y, y^2 free: a Gaussian's log-density, ln P quadratic, is not penalised at all), where the Neumann
 Delta^3 penalises every slope at the ends.  No fixed transform diagonalises it: its eigenbasis is computed once per
-axis and coefficients (a dense ``eigh``, axes up to :data:`FREE_AXIS_MAX_NODES` nodes) and applied as a matrix
-product, and the null space gets exact zero eigenvalues with the orthonormalised polynomials (the constant first)
+axis and coefficients (a dense SVD of its square root, axes up to :data:`FREE_AXIS_MAX_NODES` nodes) and applied as a
+matrix product, and the null space gets exact zero eigenvalues with the orthonormalised polynomials (the constant first)
 as its basis, so that "mode 0 is the constant" holds for every boundary.  For l2 alone it equals Neumann.
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ def laplacian_1d(axis: Axis) -> sp.csr_matrix:
     return sp.csr_matrix((vals, (rows, cols)), shape=(n, n))
 
 
-#: Largest free-boundary axis: its eigenbasis is a dense ``eigh`` (about 0.3 s and 8 MB at 1024 nodes).
+#: Largest free-boundary axis: its eigenbasis is a dense SVD of an (up to 3n, n) matrix.
 FREE_AXIS_MAX_NODES = 1024
 
 
@@ -66,6 +66,14 @@ def difference_matrix(n: int, k: int, h: float) -> sp.csr_matrix:
     rows = np.repeat(np.arange(n - k), k + 1)
     cols = (np.arange(n - k)[:, None] + np.arange(k + 1)[None, :]).ravel()
     return sp.csr_matrix((np.tile(coeff, n - k), (rows, cols)), shape=(n - k, n))
+
+
+def free_root(axis: Axis, l0=0.0, l2=0.0, l4=0.0, l6=0.0) -> sp.csr_matrix:
+    """G with ``G^T G`` the free-boundary axis operator: ``sqrt(l0) I`` and ``sqrt(l_2k) D_k`` stacked."""
+    n = axis.n
+    parts = [np.sqrt(l0) * sp.identity(n, format="csr")] if l0 > 0 else []
+    parts += [np.sqrt(c) * difference_matrix(n, k, axis.h) for k, c in ((1, l2), (2, l4), (3, l6)) if c and n > k]
+    return sp.csr_matrix(sp.vstack(parts)) if parts else sp.csr_matrix((1, n))
 
 
 def free_null_dim(axis: Axis, l0=0.0, l2=0.0, l4=0.0, l6=0.0) -> int:
@@ -90,11 +98,7 @@ def free_axis_spectrum(axis: Axis, l0=0.0, l2=0.0, l4=0.0, l6=0.0) -> tuple[np.n
     # K = G^T G with G the stacked sqrt(l_2k) D_k (and sqrt(l0) I): its eigenvalues are the squared singular values
     # of G, accurate relative to each other (an eigh of K loses the smallest ones, 13 decades below the largest
     # for l6 on 200 nodes, to the rounding of the largest)
-    parts = [np.sqrt(l0) * np.eye(n)] if l0 > 0 else []
-    for k, c in ((1, l2), (2, l4), (3, l6)):
-        if c and n > k:
-            parts.append(np.sqrt(c) * difference_matrix(n, k, axis.h).toarray())
-    G = np.concatenate(parts, axis=0) if parts else np.zeros((1, n))
+    G = free_root(axis, l0, l2, l4, l6).toarray()
     r = free_null_dim(axis, l0, l2, l4, l6)
     t = np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
     Q = np.linalg.qr(np.stack([t ** k for k in range(r)], axis=1))[0] if r else np.zeros((n, 0))
@@ -125,12 +129,8 @@ def axis_operator(axis: Axis, l0=0.0, l2=0.0, l4=0.0, l6=0.0) -> sp.csr_matrix:
     """K_X = l0 I - l2 Delta + l4 Delta^2 - l6 Delta^3, eqs. (700), (701); on a free boundary
     ``l0 I + sum_k (l_2k / h^2k) D_k^T D_k`` (module docstring)."""
     if axis.boundary == "free" and axis.n > 1:
-        K = l0 * sp.identity(axis.n, format="csr")
-        for k, c in ((1, l2), (2, l4), (3, l6)):
-            if c:
-                D = difference_matrix(axis.n, k, axis.h)
-                K = K + c * (D.T @ D)
-        return sp.csr_matrix(K)
+        G = free_root(axis, l0, l2, l4, l6)
+        return sp.csr_matrix(G.T @ G)
     D, eye = laplacian_1d(axis), sp.identity(axis.n, format="csr")
     if axis.n <= 256:  # small axes: dense powers are far cheaper than sparse products
         D, eye = D.toarray(), np.eye(axis.n)
