@@ -1,4 +1,5 @@
-"""Command line: ``python -m bftcore fit|reproduce|sweep|basins|evidence|bench`` (CONVENTIONS.md §4).
+"""Command line: ``python -m bftcore fit|reproduce|sweep|basins|evidence|learning-curve|bootstrap|bench``
+(CONVENTIONS.md §4).
 
 User errors (bad files, bad keys, points off the grid, a problem over the cost budget of
 :mod:`bftcore.limits`, a run over its time budget, ...) print one line naming the problem on stderr and exit with
@@ -11,13 +12,16 @@ import argparse
 import json
 import math
 import sys
+import time
 
 import numpy as np
 
 from . import api
 from .bench import main as bench_main
 from .config import ConfigError, check_evidence_path, load_config, read_document, validate_config, validate_sweep
+from .distributed import Cancelled, parse_scheduler
 from .evidence import PATH_MAX_DROP
+from .learning import parse_sizes
 from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
 from .operators import SingularOperatorError
 from .presets import figure_config
@@ -88,6 +92,64 @@ def _summary_evidence(doc: dict) -> str:
     return "\n".join(out)
 
 
+def _cell(v, fmt: str = ".4g") -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _summary_learning(doc: dict) -> str:
+    out = [f"learning curve of the {doc['model']} model ({doc['mode']}, {doc['resamples']} resamples a size, "
+           f"{doc['fits']} fits, {doc['elapsed_s']:.1f} s on {doc['scheduler']}); headline {doc['headline']}",
+           f"{'n':>6}  {'train mean':>10} {'sd':>8}  {'test mean':>10} {'sd':>8}  {'best lambda':>11}"]
+    tr, te = doc["train_error"], doc["test_error"]
+    for i, n in enumerate(doc["n"]):
+        out.append(f"{n:>6}  {_cell(tr['mean'][i]):>10} {_cell(tr['sd'][i], '.2g'):>8}  "
+                   f"{_cell(te['mean'][i]):>10} {_cell(te['sd'][i], '.2g'):>8}  {_cell(doc['best_lambda'][i]):>11}")
+    if doc["mode"] == "bootstrap":
+        out.append("test error = out-of-bag error (points never drawn); the in-bag fraction of distinct points is "
+                   "in --json (unique_fraction)")
+    failed = sum(sum(c["failed"]) for c in doc["curves"])
+    if failed:
+        out.append(f"note: {failed} fits failed and are left out of the means (see curves[].first_failure)")
+    return "\n".join(out)
+
+
+def _summary_bootstrap(doc: dict) -> str:
+    out = [f"bootstrap of the {doc['model']} model: {doc['used']} of {doc['resamples']} resamples, "
+           f"{doc['level']:.0%} band of h(x) ({doc['elapsed_s']:.1f} s on {doc['scheduler']})",
+           f"{'x':>9}  {'h (all data)':>12}  {'mean':>9}  {'sd':>8}  {'lo':>9}  {'hi':>9}"]
+    for i, x in enumerate(doc["x"]):
+        out.append(f"{x:>9.4g}  {doc['h'][i]:>12.5g}  {doc['h_mean'][i]:>9.5g}  {doc['h_sd'][i]:>8.3g}  "
+                   f"{doc['h_lo'][i]:>9.5g}  {doc['h_hi'][i]:>9.5g}")
+    return "\n".join(out)
+
+
+class _Bar:
+    """A progress bar on stderr (a terminal, or ``--progress``): fits done of the total, and the time so far."""
+
+    def __init__(self, what: str, stream=None, width: int = 30):
+        self.what, self.stream, self.width, self.t0 = what, stream or sys.stderr, width, time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        k = int(self.width * done / max(1, total))
+        end = "\n" if done >= total else ""
+        self.stream.write(f"\r{self.what} [{'#' * k}{'.' * (self.width - k)}] {done}/{total} data sets "
+                          f"({time.perf_counter() - self.t0:.1f} s){end}")
+        self.stream.flush()
+
+
+def _progress(args, what: str):
+    return _Bar(what) if getattr(args, "progress", False) or sys.stderr.isatty() else None
+
+
+def _lambda_values(text: str | None):
+    if text is None:
+        return None
+    lo, hi, n = _beta_range(text, "--lambda")
+    if not 0 < lo <= hi or n < 1:
+        raise ConfigError(f"--lambda needs 0 < MIN <= MAX and N >= 1 (log-spaced), got {text!r}")
+    return np.geomspace(lo, hi, n).tolist()
+
+
 def _beta_range(text: str, flag: str = "--beta"):
     parts = text.split(":")
     if len(parts) != 3 or len(text) > 100:
@@ -139,6 +201,7 @@ def _run(args) -> tuple[dict | int, str]:
         return api.fit(figure_config(args.name)), "fit"
     with using(lim):
         cfg = _document(args)
+        args.validated = validate_config(cfg)
         with deadline(lim.run_seconds):
             return _run_config(args, cfg)
 
@@ -175,6 +238,16 @@ def _run_config(args, cfg) -> tuple[dict, str]:
         nodes = valid["grid"]["x"]["n"] * (valid["grid"]["y"]["n"] if valid["model"] == "density" else 1)
         values = None if text is None else _evidence_values(text, f"--{name}", nodes)
         return api.evidence_document(valid, name, values), "evidence"
+    if args.command == "learning-curve":
+        parse_scheduler(args.scheduler)
+        return api.learning_curve_document(cfg, parse_sizes(args.n), args.resamples, _lambda_values(args.lam),
+                                           evidence=args.evidence, mode=args.mode, seed=args.seed,
+                                           scheduler=args.scheduler,
+                                           progress=_progress(args, "learning curve")), "learning-curve"
+    if args.command == "bootstrap":
+        parse_scheduler(args.scheduler)
+        return api.bootstrap_document(cfg, args.resamples, args.level, args.seed, args.scheduler,
+                                      progress=_progress(args, "bootstrap")), "bootstrap"
     if args.command == "sweep":
         lo, hi, n = validate_sweep(cfg, *_beta_range(args.beta))
         return api.sweep_document(cfg, lo, hi, n, spacing=args.spacing), "sweep"
@@ -193,8 +266,11 @@ def main(argv=None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     data_help = ("CONFIG.json, or a data table (.csv, .tsv, .txt, .dat: one column y, or two x y) whose grid is "
                  "fitted to the data")
-    p = sub.add_parser("fit", parents=[common], help="fit the configuration in a JSON file (or your data in a CSV "
-                       "table) and print the result")
+    export = _Parser(add_help=False)
+    export.add_argument("--csv", metavar="PREFIX", help="also write the results as CSV tables PREFIX_*.csv")
+    export.add_argument("--png", metavar="FILE.png", help="also draw the results as a PNG figure")
+    p = sub.add_parser("fit", parents=[common, export], help="fit the configuration in a JSON file (or your data "
+                       "in a CSV table) and print the result")
     p.add_argument("config", help=data_help)
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p = sub.add_parser("reproduce", help="run a paper preset: " + ", ".join(FIGURES + ["fig7"]))
@@ -219,6 +295,34 @@ def main(argv=None) -> int:
         p.add_argument(f"--{order}", metavar="MIN:MAX:N", help=f"follow the order coefficient {order} (density)")
     p.add_argument("--beta", metavar="MIN:MAX:N", help="follow beta, the inverse noise variance (regression)")
     p.add_argument("--json", action="store_true")
+    engine = _Parser(add_help=False)
+    engine.add_argument("--scheduler", metavar="ADDR", default=None,
+                        help="where the fits run: inprocess (default), serial, local[:N] (a Dask LocalCluster of N "
+                             "worker processes) or a running Dask scheduler, e.g. tcp://host:8786")
+    engine.add_argument("--seed", type=int, default=0, help="the seed of the resamples (default 0); the same seed "
+                        "gives the same document on every scheduler")
+    engine.add_argument("--progress", action="store_true", help="draw the progress bar on stderr even when it is "
+                        "not a terminal")
+    p = sub.add_parser("learning-curve", parents=[common, engine, export],
+                       help="train and test error against the number of data n, by resampling (teacher mode from "
+                            "the document's truth, else the bootstrap of its data)")
+    p.add_argument("config", help=data_help)
+    p.add_argument("--n", required=True, metavar="LO:HI:K", help="K sizes from LO to HI, log-spaced (add :linear "
+                   "for even spacing)")
+    p.add_argument("--resamples", type=int, default=20, help="data sets per size (default 20)")
+    p.add_argument("--lambda", dest="lam", metavar="MIN:MAX:N", help="the lambda values compared (log-spaced; "
+                   "default: the document's lambda times 1/4, 1/2, 1, 2, 4)")
+    p.add_argument("--evidence", action="store_true", help="also fit each data set at its own evidence-chosen "
+                   "lambda (the headline curve then)")
+    p.add_argument("--mode", choices=["teacher", "bootstrap"], help="teacher: fresh data from the truth; "
+                   "bootstrap: resample the document's data (default: teacher when there is a truth)")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("bootstrap", parents=[common, engine, export],
+                       help="bootstrap bands on h(x) (and P): the data resampled with replacement and refitted")
+    p.add_argument("config", help=data_help)
+    p.add_argument("--resamples", type=int, default=50, help="resamples (default 50)")
+    p.add_argument("--level", type=float, default=0.9, help="the central band's probability (default 0.9)")
+    p.add_argument("--json", action="store_true")
     p = sub.add_parser("bench", help="the performance benchmark (prints a table)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--quick", action="store_true", help="skip the 128x128 cases")
@@ -228,9 +332,10 @@ def main(argv=None) -> int:
         if isinstance(doc, int):  # the benchmark printed its table; this is its exit code
             return doc
         text = _dump(doc) if args.json else \
-            {"fit": _summary_fit, "sweep": _summary_sweep, "basins": _summary_basins,
-             "evidence": _summary_evidence}[kind](doc)
-    except (ConfigError, SingularOperatorError, RunBudgetExceeded, ValueError) as e:
+            {"fit": _summary_fit, "sweep": _summary_sweep, "basins": _summary_basins, "evidence": _summary_evidence,
+             "learning-curve": _summary_learning, "bootstrap": _summary_bootstrap}[kind](doc)
+        written = _export(args, kind, doc)
+    except (ConfigError, SingularOperatorError, RunBudgetExceeded, ValueError, Cancelled) as e:
         return _fail(e)
     except MemoryError:
         return _fail("out of memory; use a coarser grid or fewer templates")
@@ -243,7 +348,42 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 1
     print(text)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
     return 0
+
+
+def _export(args, kind: str, doc: dict) -> list[str]:
+    """The files of ``--csv PREFIX`` and ``--png FILE`` (:mod:`bftcore.export`), checked before anything is
+    written: a missing folder is a user error."""
+    csv_prefix, png = getattr(args, "csv", None), getattr(args, "png", None)
+    if csv_prefix is None and png is None:
+        return []
+    from . import export
+    cfg = args.validated
+    tables: dict[str, str] | str
+    if kind == "fit":
+        tables, figure = export.fit_tables(cfg, doc), (export.fit_png(cfg, doc) if png else None)
+    elif kind == "learning-curve":
+        tables, figure = export.learning_curve_table(doc), (export.learning_curve_png(doc) if png else None)
+    else:
+        tables, figure = export.bootstrap_tables(cfg, doc), (export.bootstrap_png(cfg, doc) if png else None)
+    written = export.write_outputs(csv_prefix, tables, None) if csv_prefix else []
+    if png:
+        written.append(_write_png(png, figure))
+    return written
+
+
+def _write_png(path: str, data) -> str:
+    import os
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"--png {path}: the folder {folder} does not exist; create it or write elsewhere")
+    if not str(path).lower().endswith(".png"):
+        raise ConfigError(f"--png takes a file name ending in .png, got {path!r}")
+    with open(path, "wb") as fh:
+        fh.write(data)
+    return str(path)
 
 
 def _one_line(e) -> str:

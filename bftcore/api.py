@@ -8,6 +8,8 @@ records or results out; everything here is a thin call into the layer that owns 
   :func:`fit` returns its result document (CONVENTIONS.md §4).
 * :func:`sweep_document`, :func:`basins_document`, :func:`fig7_document`: the workflows over many fits
   (:mod:`bftcore.workflows`).
+* :func:`learning_curve_document`, :func:`bootstrap_document`: train and test error against n, and bootstrap bands
+  on P and h, by real resampling (:mod:`bftcore.learning`), run in process or on Dask (:mod:`bftcore.distributed`).
 * :func:`evidence_document`: the log evidence along one hyperparameter and its maximum (density: the Laplace
   approximation of :mod:`bftcore.evidence`; regression: exact, :mod:`bftcore.regression`);
   :func:`choose_hyperparameters` sets what a document's ``choose`` asks for, and :func:`fit` reports it.
@@ -37,6 +39,7 @@ from .density import (  # noqa: F401 - the density problem's parts, part of the 
     kernel_density,
     prior_samples,
 )
+from .learning import bootstrap_document, learning_curve_document  # noqa: F401 - part of the API
 from .limits import blas_threads
 from .mixing import detect_plateaus  # noqa: F401 - part of the API
 from .records import FitResult, Record
@@ -46,7 +49,8 @@ from .workflows import basins_document, fig7_document, sweep_document  # noqa: F
 
 __all__ = ["ConfigError", "default_config", "validate_config", "grid_from_config", "build_density", "iterate",
            "run", "fit", "Record", "FitResult", "sweep_document", "basins_document", "fig7_document",
-           "evidence_document", "choose_hyperparameters", "posterior_summary"]
+           "evidence_document", "choose_hyperparameters", "posterior_summary", "learning_curve_document",
+           "bootstrap_document"]
 
 #: The hyperparameters an evidence path can follow, per model, and where each lives in the document.
 EVIDENCE_PARAMETERS = {"density": ("lambda", "l0", "l2", "l4", "l6"), "regression": ("lambda", "l0", "beta")}

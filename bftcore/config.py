@@ -677,6 +677,19 @@ def check_evidence_path(n: int, nodes: int, limits: Limits | None = None, where:
                           f"the limit of {_fmt_int(limits.max_evidence_work)}; use fewer values or a coarser grid")
 
 
+def check_resampling(fits: int, nodes: int, largest: int, limits: Limits | None = None) -> None:
+    """Refuse a learning curve or bootstrap of more fits, node-fits or data points than the budget allows."""
+    limits = limits or active()
+    _within(largest, limits.max_points, "a resampled data set of {} points", "use smaller sizes n")
+    if limits.max_resample_fits is not None and fits > limits.max_resample_fits:
+        raise ConfigError(f"{_fmt_int(fits)} fits (sizes x resamples x lambda values) exceed the limit of "
+                          f"{_fmt_int(limits.max_resample_fits)}; use fewer sizes, resamples or lambda values")
+    if limits.max_resample_work is not None and fits * nodes > limits.max_resample_work:
+        raise ConfigError(f"{_fmt_int(fits)} fits on {_fmt_int(nodes)} nodes ({_fmt_int(fits * nodes)} node-fits) "
+                          f"exceed the limit of {_fmt_int(limits.max_resample_work)}; use fewer resamples, sizes or "
+                          f"lambda values, or a coarser grid (or --no-limits on your own machine)")
+
+
 def validate_sweep(cfg: dict, beta_min, beta_max, n, limits: Limits | None = None) -> tuple[float, float, int]:
     """Check a beta sweep of a validated configuration: 0 < beta_min < beta_max, 2 <= n within the budget."""
     limits = limits or active()
