@@ -209,6 +209,28 @@ class BFTDensity:
         self.test_error_history_[~np.isfinite(self.test_error_history_)] = np.nan  # as in the result document
         return self
 
+    def learning_curve(self, X, y=None, sizes=(5, 10, 20, 50, 100), resamples: int = 20, lambdas=None,
+                       evidence: bool | None = None, seed: int = 0, scheduler: str | None = None,
+                       progress=None) -> dict:
+        """Train and test error against n for this estimator's prior on data X (as ``fit`` takes it), by
+        resampling (:func:`bftcore.learning.learning_curve_document`): teacher mode when ``truth`` is set (fresh
+        draws from it; X then only fixes the grid), else the bootstrap of X (test error out of bag).  ``evidence``
+        (default: ``lam="evidence"``) adds the curve at each data set's evidence-chosen lambda."""
+        X = X if (y is None and _is_one_d(X)) else _points(X, y)
+        doc = self.to_config(X)
+        doc.pop("choose", None)
+        return api.learning_curve_document(doc, sizes, resamples, lambdas,
+                                           self._by_evidence() if evidence is None else evidence, seed=seed,
+                                           scheduler=scheduler, progress=progress)
+
+    def bootstrap(self, X, y=None, resamples: int = 50, level: float = 0.9, seed: int = 0,
+                  scheduler: str | None = None) -> dict:
+        """Bootstrap bands on h(x) and P for data X (:func:`bftcore.learning.bootstrap_document`), at ``lam`` (a
+        number; with ``lam="evidence"`` the lambda the evidence chooses for all of X)."""
+        X = X if (y is None and _is_one_d(X)) else _points(X, y)
+        cfg, _ = api.choose_hyperparameters(self.to_config(X))
+        return api.bootstrap_document(cfg, resamples, level, seed, scheduler)
+
     def _check_fitted(self):
         if not hasattr(self, "density_"):
             raise RuntimeError("this BFTDensity is not fitted yet; call fit(X) first")
@@ -376,6 +398,33 @@ class BFTRegressor:
         self.b_ = exact["b"]
         self.log_marginal_likelihood_value_ = model.log_evidence(beta)
         return self
+
+    def _resampling_config(self, X, y) -> dict:
+        """The document of the learning curve and the bootstrap: hyperparameters given as ``"evidence"`` at the
+        values a fit to all of (X, y) chooses."""
+        x, yv = _regression_xy(X, y)
+        given = {name: self._hyper(name, allow_zero=name == "l0") for name in _EVIDENCE_NAMES}
+        if any(v is None for v in given.values()):
+            self.fit(X, y)
+            given = {"lam": self.lam_, "beta": self.beta_, "l0": self.l0_}
+        return self._validate(self.to_config(x, yv, given["lam"], given["beta"], given["l0"]))
+
+    def learning_curve(self, X, y, sizes=(5, 10, 20, 50, 100), resamples: int = 20, lambdas=None,
+                       evidence: bool | None = None, seed: int = 0, scheduler: str | None = None,
+                       progress=None) -> dict:
+        """Train and test error against n by the bootstrap of (X, y) (:func:`bftcore.learning
+        .learning_curve_document`: in-bag and out-of-bag mean of (h - y)^2 / 2), with the replica theory of seed 002
+        beside it for one template.  ``evidence`` (default: ``lam="evidence"``) adds the curve at each resample's
+        evidence-chosen lambda."""
+        cfg = self._resampling_config(X, y)
+        return api.learning_curve_document(cfg, sizes, resamples, lambdas,
+                                           (self.lam == "evidence") if evidence is None else evidence, seed=seed,
+                                           scheduler=scheduler, progress=progress)
+
+    def bootstrap(self, X, y, resamples: int = 50, level: float = 0.9, seed: int = 0,
+                  scheduler: str | None = None) -> dict:
+        """Bootstrap bands on h(x) (:func:`bftcore.learning.bootstrap_document`)."""
+        return api.bootstrap_document(self._resampling_config(X, y), resamples, level, seed, scheduler)
 
     # --- after fit -----------------------------------------------------------------------------------------------
     def _check_fitted(self):

@@ -27,8 +27,10 @@ Each (n, resample) pair is one task with its own seed (``SeedSequence([seed, k, 
 :func:`bftcore.distributed.run_tasks` in this process, on a local Dask cluster or on a scheduler by address: the
 document is the same for every engine.
 
-For a regression with one Gaussian prior, :mod:`bftcore.replica` adds the replica theory of seed 002 as a labelled
-approximation beside the simulation (``"replica"``).
+For a regression with one proper Gaussian prior, :mod:`bftcore.replica` adds the replica theory of seed 002 at the
+document's lambda as a labelled approximation, to set beside that lambda's simulated curve (``"replica"``: its
+``posterior_variance`` beside the curve's, averaged over the nodes (teacher) or over the N data inputs
+(bootstrap); its ``test_error`` beside the curve's ``test_error`` (teacher) or ``all_error`` (bootstrap)).
 """
 from __future__ import annotations
 
@@ -166,10 +168,11 @@ def _regression_errors(cfg, data, lam, init, held_out, everything):
         if points is None or len(points) == 0:
             return None
         return float(0.5 * np.mean((h[axis.snap(points[:, 0])] - points[:, 1]) ** 2))
+    var = model.exact(fit.energy.beta)["var"]
     out = {"train": _finite(model.train_error(h)), "test": _finite(model.test_error(h)),
-           "converged": bool(fit.converged),
-           "posterior_variance": float(np.mean(model.exact(fit.energy.beta)["var"]))}
-    if held_out is not None:
+           "converged": bool(fit.converged), "posterior_variance": float(np.mean(var))}
+    if held_out is not None:  # bootstrap: averaged over the N data inputs, as the replica theory's tr(G)/N
+        out["posterior_variance"] = float(np.mean(var[axis.snap(everything[:, 0])]))
         out["test"] = loss(held_out)
         out["all"] = loss(everything)
     return h, out, fit
@@ -336,7 +339,7 @@ def learning_curve_document(config: dict, sizes, resamples: int = 20, lambdas=No
     run_tasks(resample_task, tasks, scheduler, progress=progress, cancel=cancel, on_result=collect)
     doc = assemble(setup, done)
     if cfg["model"] == "regression" and replica:
-        doc["replica"] = replica_curve(cfg, mode, sizes, doc["headline_lambda"] or lam0)
+        doc["replica"] = replica_curve(cfg, mode, sizes, lam0)
     doc.update({"fits": len(tasks) * fits_each, "scheduler": scheduler or "inprocess", "complete": True,
                 "elapsed_s": time.perf_counter() - t0})
     return doc
@@ -392,7 +395,12 @@ def replica_curve(cfg: dict, mode: str, sizes: list[int], lam: float) -> dict | 
     if model.m > 1 or len(model.nodes) > replica.DENSE_PRECISION_MAX_SITES:
         return None
     beta = float(cfg["beta"])
-    C = np.linalg.inv(beta * model.K0.toarray())
+    try:  # an improper prior (l0 = 0: flat on the constants) has no covariance, and the theory needs one
+        chol = np.linalg.cholesky(beta * model.K0.toarray())
+    except np.linalg.LinAlgError:
+        return None
+    inv_chol = np.linalg.inv(chol)
+    C = inv_chol.T @ inv_chol
     noise = 1.0 / beta
     t0 = model.templates[0] if model.m == 1 else np.zeros(len(model.nodes))
     if mode == "teacher":
