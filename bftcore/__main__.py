@@ -248,10 +248,12 @@ def _run_config(args, cfg) -> tuple[dict, str]:
         parse_scheduler(args.scheduler)
         return api.bootstrap_document(cfg, args.resamples, args.level, args.seed, args.scheduler,
                                       progress=_progress(args, "bootstrap")), "bootstrap"
+    if args.command in ("sweep", "basins"):
+        parse_scheduler(args.scheduler)
     if args.command == "sweep":
         lo, hi, n = validate_sweep(cfg, *_beta_range(args.beta))
-        return api.sweep_document(cfg, lo, hi, n, spacing=args.spacing), "sweep"
-    return api.basins_document(cfg), "basins"
+        return api.sweep_document(cfg, lo, hi, n, spacing=args.spacing, scheduler=args.scheduler), "sweep"
+    return api.basins_document(cfg, scheduler=args.scheduler), "basins"
 
 
 def main(argv=None) -> int:
@@ -276,13 +278,19 @@ def main(argv=None) -> int:
     p = sub.add_parser("reproduce", help="run a paper preset: " + ", ".join(FIGURES + ["fig7"]))
     p.add_argument("name")
     p.add_argument("--json", action="store_true")
-    p = sub.add_parser("sweep", parents=[common], help="beta sweep up and down with continuation")
+    parallel = _Parser(add_help=False)
+    parallel.add_argument("--scheduler", metavar="ADDR", default="serial",
+                          help="serial (default: one solve after another here), inprocess, local[:N] (a Dask "
+                               "LocalCluster of N worker processes) or a running Dask scheduler, tcp://host:8786: "
+                               "independent solves (basins' starts, a sweep's down branches) side by side")
+    p = sub.add_parser("sweep", parents=[common, parallel], help="beta sweep up and down with continuation")
     p.add_argument("config")
     p.add_argument("--beta", required=True, help="MIN:MAX:N")
     p.add_argument("--spacing", choices=["linear", "log"], default="linear",
                    help="betas evenly spaced (linear, the default) or evenly spaced in ln beta (log)")
     p.add_argument("--json", action="store_true")
-    p = sub.add_parser("basins", parents=[common], help="solve from several starts and list the distinct minima")
+    p = sub.add_parser("basins", parents=[common, parallel],
+                       help="solve from several starts and list the distinct minima")
     p.add_argument("config")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("evidence", parents=[common],

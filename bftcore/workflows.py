@@ -5,7 +5,8 @@ The layer above the problems (:mod:`bftcore.density`, :mod:`bftcore.regression`)
 (:mod:`bftcore.api`): a workflow drives a ``solve(beta, init) -> (field, summary)`` function of a problem many
 times, warm-starting from fields (arrays) and comparing solutions by their summaries (energy, mixing, test
 error, stability).  The formulas it rests on (a_j, the mixture energy, the reduced fixed point, plateaus) live in
-:mod:`bftcore.mixing`.  The home of the workflows still to come (evidence paths, learning curves).
+:mod:`bftcore.mixing`.  Independent solves (the starts of basins, the down branches of a sweep) can run side by side
+on the engines of :mod:`bftcore.distributed`; learning curves and bootstraps live in :mod:`bftcore.learning`.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import time
 import numpy as np
 
 from . import density
+from .distributed import run_tasks
 from .limits import blas_threads
 from .mixing import check_beta, fig7_config, zero_dimensional_model
 from .regression import RegressionModel
@@ -82,7 +84,8 @@ def _refine_jump(solve, branch, k, jump_tol, tol):
     return 0.5 * (lo + hi)
 
 
-def beta_sweep(solve, betas, init=None, starts=(), count_stable=None, jump_tol=0.2, tol=1e-4) -> dict:
+def beta_sweep(solve, betas, init=None, starts=(), count_stable=None, jump_tol=0.2, tol=1e-4,
+               continue_all=None) -> dict:
     """beta sweep with continuation: up from ``init`` at the smallest beta, then down from every distinct
     stable solution found at the largest beta (the end of the up branch and the solves from ``starts``, a list
     of ``(name, init)``).
@@ -92,6 +95,10 @@ def beta_sweep(solve, betas, init=None, starts=(), count_stable=None, jump_tol=0
     solutions (regression: all roots of (43) [001]), refined by bisection to ``tol``; otherwise the folds where
     a branch jumps (a change of some a_j by more than ``jump_tol`` between neighbouring betas that survives
     bisection of the interval down to ``tol``).
+
+    ``continue_all(betas, inits) -> [branch, ...]``, when given, follows the down branches (independent of each
+    other) instead of one :func:`continuation` after another: :func:`sweep_document` passes one that runs them on
+    the engine of :mod:`bftcore.distributed`.
     """
     betas = np.unique([check_beta(b) for b in np.ravel(betas)])
     if betas.size < 2:
@@ -104,9 +111,10 @@ def beta_sweep(solve, betas, init=None, starts=(), count_stable=None, jump_tol=0
         if r.get("stable", True) and not any(_same_solution(r, t) for _, t in tops):
             tops.append((f, r))
     branches = [up]
-    for f, _ in tops:
-        down = continuation(solve, betas[::-1], f, "down")
-        branches.append(down)
+    if continue_all is not None:
+        branches += continue_all(betas[::-1], [f for f, _ in tops])
+    else:
+        branches += [continuation(solve, betas[::-1], f, "down") for f, _ in tops]
     bifurcations, counts = [], None
     if count_stable is not None:
         counts = [int(count_stable(float(b))) for b in betas]
@@ -134,9 +142,13 @@ def beta_sweep(solve, betas, init=None, starts=(), count_stable=None, jump_tol=0
 def find_basins(solve, starts, beta: float) -> list[dict]:
     """Solve from every start and return the distinct local minima, lowest energy first ([001] Sect. 4.2: the
     MAP equations of a mixture have several solutions).  Each minimum: energy, test_error, mixing, starts."""
+    return distinct_minima([(name, solve(float(beta), init)[1]) for name, init in starts])
+
+
+def distinct_minima(solved) -> list[dict]:
+    """The distinct solutions among ``(start name, summary)`` pairs, lowest energy first."""
     minima: list[dict] = []
-    for name, init in starts:
-        _, r = solve(float(beta), init)
+    for name, r in solved:
         for mnm in minima:
             if _same_solution(r, mnm["_res"], mix_tol=1e-5):
                 mnm["starts"].append(name)
@@ -214,12 +226,29 @@ def beta_grid(beta_min: float, beta_max: float, n: int, spacing: str = "linear")
     return np.linspace(beta_min, beta_max, int(n))
 
 
+def solve_task(task: dict):
+    """One solve of a config at ``task["beta"]`` from ``task["init"]`` (a Dask task: module-level, plain values):
+    ``(field, summary)``."""
+    solve, _, _, _ = _model_and_starts(task["config"])
+    return solve(float(task["beta"]), task["init"])
+
+
+def continuation_task(task: dict) -> dict:
+    """One down branch of a sweep (a Dask task): :func:`continuation` through ``task["betas"]``."""
+    solve, _, _, _ = _model_and_starts(task["config"])
+    return continuation(solve, task["betas"], task["init"], "down")
+
+
 def sweep_document(config: dict, beta_min: float, beta_max: float, n: int, spacing: str = "linear",
-                   progress=None) -> dict:
+                   progress=None, scheduler: str | None = "serial") -> dict:
     """Sweep document (CONVENTIONS.md §4): ``branches`` (up, then down from each distinct stable solution at
     beta_max) and ``bifurcations``, for n betas from beta_min to beta_max spaced as ``spacing`` says
     (:func:`beta_grid`; the document's ``"spacing"``).  ``progress(solves, beta)``, when given, is called after
-    every solve (a sweep of n betas takes about (1 + branches) n solves plus the bisections)."""
+    every solve (a sweep of n betas takes about (1 + branches) n solves plus the bisections).
+
+    ``scheduler`` (:mod:`bftcore.distributed`): ``"serial"`` (the default: one branch after another in this
+    process) or an engine that follows the down branches side by side (``"local:N"``, an address, ``"inprocess"``);
+    the document is the same, and ``progress`` then hears of the down branches' solves only as each branch ends."""
     if not (check_beta(beta_min) < check_beta(beta_max)) or int(n) < 2:
         raise ValueError(f"need 0 < beta_min < beta_max and n >= 2, got {beta_min}, {beta_max}, {n}")
     betas = beta_grid(beta_min, beta_max, n, spacing)
@@ -228,7 +257,14 @@ def sweep_document(config: dict, beta_min: float, beta_max: float, n: int, spaci
     if progress is not None:
         solve = _reporting(solve, progress)
     blas_threads()
-    doc = beta_sweep(solve, betas, init=up_init, starts=starts, count_stable=count_stable)
+    continue_all = None
+    if scheduler != "serial":
+        def continue_all(down_betas, inits):
+            tasks = [{"config": config, "betas": down_betas, "init": f} for f in inits]
+            return run_tasks(continuation_task, tasks, scheduler,
+                             on_result=None if progress is None else
+                             lambda i, br: progress(len(br["beta"]), float(br["beta"][-1])))
+    doc = beta_sweep(solve, betas, init=up_init, starts=starts, count_stable=count_stable, continue_all=continue_all)
     doc.update({"model": config.get("model", "density"), "beta_min": float(beta_min), "beta_max": float(beta_max),
                 "n": int(n), "spacing": spacing, "elapsed_s": time.perf_counter() - t0})
     return doc
@@ -246,14 +282,21 @@ def _reporting(solve, progress):
     return reported
 
 
-def basins_document(config: dict) -> dict:
+def basins_document(config: dict, scheduler: str | None = "serial") -> dict:
     """Basins document (CONVENTIONS.md §4): the distinct local minima at the config's beta reached from each
-    template, uniform, kernel (and, for regression, the average and three random template mixtures)."""
+    template, uniform, kernel (and, for regression, the average and three random template mixtures).  The starts
+    are independent solves: ``scheduler`` (:mod:`bftcore.distributed`; default ``"serial"``, a loop here, as a
+    handful of solves would wait longer for Dask to start) runs them side by side, with the same document."""
     t0 = time.perf_counter()
     beta = check_beta(config.get("beta", 1.0))
     solve, starts, _, _ = _model_and_starts(config)
     blas_threads()
-    minima = find_basins(solve, starts, beta)
+    if scheduler == "serial":
+        minima = find_basins(solve, starts, beta)
+    else:
+        solved = run_tasks(solve_task, [{"config": config, "beta": beta, "init": init} for _, init in starts],
+                           scheduler)
+        minima = distinct_minima([(name, r) for (name, _), (_, r) in zip(starts, solved)])
     return {"model": config.get("model", "density"), "beta": beta, "starts": [s for s, _ in starts],
             "minima": minima, "elapsed_s": time.perf_counter() - t0}
 
