@@ -281,3 +281,37 @@ def test_estimators_learning_curve_and_bootstrap():
     doc = reg.learning_curve(x, yy, sizes=[5, 30], resamples=3, scheduler="serial")
     assert doc["headline"] == "evidence" and reg.lam_ > 0  # the fit chose lambda for the document first
     assert doc["replica"] is None  # l0 = 0: an improper prior has no covariance for the theory
+
+
+def test_cli_exports_csv_and_png(tmp_path, capsys):
+    from PIL import Image
+    path = tmp_path / "fig21.json"
+    path.write_text(json.dumps(figure_config("fig21")))
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main(["fit", str(path), "--csv", str(out / "fit"), "--png", str(out / "fit.png")]) == 0
+    P = np.loadtxt(out / "fit_P.csv", delimiter=",", skiprows=1)
+    assert P.shape == (150, 4) and Image.open(out / "fit.png").size == (800, 560)
+    fit = api.fit(figure_config("fig21"))
+    assert P[:, 2] == pytest.approx(np.ravel(fit["P"]), rel=1e-9)
+    assert main(["bootstrap", str(path), "--resamples", "3", "--scheduler", "serial", "--csv", str(out / "bs"),
+                 "--png", str(out / "bs.png")]) == 0
+    h = np.loadtxt(out / "bs_h.csv", delimiter=",", skiprows=1)
+    assert h.shape[0] == 10 and (out / "bs.png").stat().st_size > 1000
+    assert main(["learning-curve", str(path), "--n", "5:20:2", "--resamples", "2", "--scheduler", "serial",
+                 "--csv", str(out / "lc"), "--png", str(out / "lc.png")]) == 0
+    assert (out / "lc.csv").read_text().startswith("curve,lambda,n,train_mean")
+    capsys.readouterr()
+    assert main(["fit", str(path), "--png", str(tmp_path / "missing" / "x.png")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_sweep_and_basins_take_a_scheduler(tmp_path, capsys):
+    path = tmp_path / "fig28.json"
+    path.write_text(json.dumps(figure_config("fig28")))
+    assert main(["basins", str(path), "--scheduler", "inprocess", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    ref = api.basins_document(figure_config("fig28"))
+    assert got["minima"] == json.loads(json.dumps(ref["minima"]))
+    assert main(["sweep", str(path), "--beta", "0.5:2:3", "--scheduler", "bogus"]) == 2
+    assert "unknown scheduler" in capsys.readouterr().err
