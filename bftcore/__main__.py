@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 
 import numpy as np
 
-from . import api
+from . import api, export
 from .bench import main as bench_main
 from .config import ConfigError, check_evidence_path, load_config, read_document, validate_config, validate_sweep
 from .distributed import Cancelled, parse_scheduler
@@ -367,7 +368,6 @@ def _export(args, kind: str, doc: dict) -> list[str]:
     csv_prefix, png = getattr(args, "csv", None), getattr(args, "png", None)
     if csv_prefix is None and png is None:
         return []
-    from . import export
     cfg = args.validated
     tables: dict[str, str] | str
     if kind == "fit":
@@ -383,7 +383,6 @@ def _export(args, kind: str, doc: dict) -> list[str]:
 
 
 def _write_png(path: str, data) -> str:
-    import os
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ConfigError(f"--png {path}: the folder {folder} does not exist; create it or write elsewhere")

@@ -40,7 +40,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import density, regression
+from . import density, regression, replica
 from .config import ConfigError, check_resampling, grid_from_config, validate_config
 from .distributed import run_tasks
 from .evidence import evidence_path
@@ -390,7 +390,6 @@ def replica_curve(cfg: dict, mode: str, sizes: list[int], lam: float) -> dict | 
     ``test_error`` (teacher: the mean of (h - h_true)^2 / 2, i.e. (epsilon - sigma^2)/2; bootstrap: the error on
     all N points, epsilon / 2, to set beside ``all_error``).  None for a mixture of priors (the theory is for one
     Gaussian prior) or more than :data:`bftcore.replica.DENSE_PRECISION_MAX_SITES` nodes."""
-    from . import replica
     model = regression.RegressionModel.from_config(_with(cfg, [], lam), validated=True)
     if model.m > 1 or len(model.nodes) > replica.DENSE_PRECISION_MAX_SITES:
         return None

@@ -59,7 +59,7 @@ class Limits:
     #: a 64 x 64 one 0.1-0.3 s), nodes x fits, and the largest data set drawn.  A learning curve of 8 sizes x 20
     #: resamples x 5 lambdas on the paper mesh is 800 fits and 120 000 node-fits.
     max_resample_fits: int | None = 20_000
-    max_resample_work: int | None = 2_000_000
+    max_resample_work: int | None = 1_000_000
     #: Bytes of one JSON document (file or upload) and nesting depth of its arrays and objects.
     max_document_bytes: int | None = 32 * 1024 * 1024
     max_depth: int | None = 64
