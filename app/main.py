@@ -22,6 +22,7 @@ from app.views.canvas import DataCanvas  # noqa: E402
 from app.views.common import ARIA, ARIA_JS, LiveText, install_browser_patches  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
 from app.views.evidence import EvidenceView  # noqa: E402
+from app.views.learning import LearningView  # noqa: E402
 from app.views.mixing import MixingView  # noqa: E402
 from app.views.presets import PresetsView  # noqa: E402
 from app.views.prior import PriorView  # noqa: E402
@@ -188,6 +189,7 @@ def build():
     # dynamic: a tab is drawn when it is opened (the first time about 0.6 s, then ~0.1 s), so that a preset load
     # lays out the plots on screen only, not the hidden prior samples and sweep (preset loads: 450-650 -> 300-500 ms)
     tabs = pn.Tabs(("Live fit", live), ("Prior", prior.samples_panel()), ("β sweep", SweepView(session=session)),
+                   ("Learning curve", LearningView(session=session)),
                    ("About", pn.pane.Markdown(ABOUT, max_width=800)), dynamic=True, sizing_mode="stretch_width",
                    styles={"flex": "1 1 420px", "min-width": "min(420px, 100%)"},
                    # the tab's column at most the window: BokehJS' "auto" track took the content's min-content width

@@ -1,4 +1,5 @@
-"""Share and export: the state in the URL, the JSON configuration (download / upload) and the data as CSV."""
+"""Share and export: the state in the URL, the JSON configuration (download / upload), the data as CSV, and your own
+data uploaded as a table (CSV or whitespace; :func:`load_upload`)."""
 from __future__ import annotations
 
 import copy
@@ -13,12 +14,13 @@ import param
 from panel.io.cache import is_equal
 from panel.io.state import set_curdoc
 
-from bftcore.config import parse_document, validate_config
+from bftcore.config import ConfigError, parse_document, validate_config
 from bftcore.limits import LIMITS
+from bftcore.tables import data_document, parse_table
 
-from ..configuration import CONFIG_PARAMS, URL_PARAMS, params_from_config
+from ..configuration import CONFIG_PARAMS, MAX_POINTS, URL_PARAMS, params_from_config
 from ..session import BFTSession, preset_catalogue
-from ..transport import after_user_action, one_message
+from ..transport import after_user_action, one_message, user_action
 
 
 def url_query(session: BFTSession) -> str:
@@ -245,6 +247,90 @@ def read_url(session: BFTSession, search: str) -> None:
         session.message = "From the link: " + "; ".join(notes) + "."
 
 
+#: Endings of a file name that make an upload a data table (:func:`bftcore.tables.parse_table`); ``.json`` is a
+#: configuration.  A name with neither (or no name) is judged by its first character: a JSON configuration is an
+#: object, ``{``, and a table never starts with one.
+TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".dat")
+#: What the upload's file dialog offers (the browser filters by these; anything else can still be dropped on it).
+UPLOAD_ACCEPT = ",".join(TABLE_SUFFIXES + (".json", "application/json", "text/csv", "text/tab-separated-values",
+                                           "text/plain"))
+#: The keys of the session's document that a data table replaces: its data, the grid (fitted to the data instead)
+#: and the truth (it belongs to the previous problem's grid and data, not to the user's own data).
+TABLE_REPLACES = ("grid", "data", "truth")
+#: How to write a table, said after a table is refused.
+TABLE_HELP = ("A data table has one column of y values (a one-dimensional density) or two columns x, y, numbers "
+              "only, separated by commas, tabs or spaces, after at most one header line")
+
+
+def is_table(filename, raw) -> bool:
+    """An upload is a data table (by its name's ending, else by its first character: see :data:`TABLE_SUFFIXES`)."""
+    name = (filename or "").lower()
+    if name.endswith(".json"):
+        return False
+    if name.endswith(TABLE_SUFFIXES):
+        return True
+    head = bytes(raw[:64]) if isinstance(raw, (bytes, bytearray, memoryview)) else str(raw)[:64].encode()
+    return not head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
+
+
+def table_base(session: BFTSession) -> dict:
+    """The document a data table goes into: the session's configuration (model, prior, templates, solver) without
+    what the table replaces (:data:`TABLE_REPLACES`), so the grid is fitted to the data (``"grid": {"fit": true}``,
+    :func:`bftcore.config._fitted_grid`)."""
+    doc = session.to_config()
+    for key in TABLE_REPLACES:
+        doc.pop(key, None)
+    return doc
+
+
+def _axis_words(session: BFTSession) -> str:
+    """The grid of the session in words, for the message after a table is loaded."""
+    y = f"y from {session.y_min:.3g} to {session.y_max:.3g} on {session.ny} nodes"
+    x = f"x from {session.x_min:.3g} to {session.x_max:.3g} on {session.nx} nodes"
+    if session.is_regression:
+        return x
+    return y if session.nx == 1 else f"{x}, {y}"
+
+
+def load_table(session: BFTSession, raw, name: str = "the table") -> bool:
+    """Load a data table (text or bytes of an uploaded file) into the session, as :meth:`BFTSession.load_config`
+    loads a configuration: parsed by :func:`bftcore.tables.parse_table` with the server's budget, put into the
+    session's own configuration with a grid fitted to the data (:func:`bftcore.tables.data_document`,
+    :func:`table_base`), then through the gate and the trial start of ``load_config``.  A table that is refused
+    leaves the state exactly as it was, and :attr:`BFTSession.message` says what was wrong and how to write a
+    table.  Returns True when loaded."""
+    try:
+        table = parse_table(raw, where=name, limits=LIMITS)
+        if len(table) > MAX_POINTS:
+            raise ConfigError(f"{name} has {len(table):,} data lines; the dashboard takes at most {MAX_POINTS} "
+                              f"points; use fewer points, or the command line for more: python -m bftcore fit {name}")
+        doc = data_document(table, table_base(session))
+    except (ConfigError, MemoryError) as e:
+        reason = "it does not fit in the server's memory" if isinstance(e, MemoryError) else _reason(e)
+        # the table's own messages begin with its name ("mine.csv, line 3: ..."): the message line is short
+        said = f"Refused: {reason}" if reason.startswith(name) else f"Refused {name}: {reason}"
+        # how to write a table, unless the reason says it already
+        session.message = f"{said}. Nothing was changed." + ("" if "column" in reason else f" {TABLE_HELP}.")
+        return False
+    if not session.load_config(doc):
+        session.message = session.message.replace("Refused the configuration:", f"Refused {name}:", 1)
+        return False
+    kind = ("a regression" if session.is_regression else
+            "a 1-D density p(y)" if table.shape[1] == 1 else "a density p(y|x)")
+    session.message = (f"Loaded {len(table)} points from {name} as {kind} on a grid fitted to them "
+                       f"({_axis_words(session)}); model, prior and solver as before.")
+    return True
+
+
+def load_upload(session: BFTSession, raw, filename=None) -> bool:
+    """An uploaded file: a data table (:func:`is_table`, :func:`load_table`) or a JSON configuration
+    (:meth:`BFTSession.load_config`).  True when loaded; otherwise the session is unchanged and says why."""
+    name = filename if isinstance(filename, str) and filename.strip() else ""
+    if is_table(name, raw):
+        return load_table(session, raw, _short(name, 60) if name else "the table")
+    return session.load_config(raw)
+
+
 class SharePanel(pn.viewable.Viewer):
     session = param.ClassSelector(class_=BFTSession)
 
@@ -256,9 +342,12 @@ class SharePanel(pn.viewable.Viewer):
                                                 width=280)
         self.csv = pn.widgets.FileDownload(callback=lambda: io.StringIO(s.data_csv()), filename="bftcore-data.csv",
                                            label="Download data (CSV)", width=280)
-        self.upload = pn.widgets.FileInput(accept=".json,application/json", width=280, name="upload")
+        self.upload = pn.widgets.FileInput(accept=UPLOAD_ACCEPT, width=280, name="upload")
         self.upload.param.watch(self._on_upload, "value")
         self.help = pn.pane.Markdown(
+            "Upload a JSON configuration, or your own data as a table (.csv, .tsv, .txt, .dat): one column y "
+            "(a one-dimensional density) or two columns x, y, one header line allowed. The grid is fitted to "
+            "your data; model, prior and solver stay as they are. "
             "The address bar always holds the current state: copy it to hand out this exact setup. "
             "The JSON file reproduces the run on the command line: `python -m bftcore fit bftcore-config.json`. "
             "Each plot's toolbar has a save button for a PNG.", width=290, styles={"font-size": "12px"})
@@ -269,7 +358,8 @@ class SharePanel(pn.viewable.Viewer):
     def _on_upload(self, event):
         if event.new is None:
             return
-        self.session.load_config(event.new)
+        # one message for everything a new problem changes, as a preset (app.views.presets)
+        user_action(load_upload)(self.session, event.new, self.upload.filename)
 
     @staticmethod
     def sync_url(session: BFTSession):
@@ -308,6 +398,6 @@ class SharePanel(pn.viewable.Viewer):
         pn.state.onload(schedule)
 
     def __panel__(self):
-        return pn.Column(self.download, self.csv, pn.pane.Markdown("**Upload a configuration**",
+        return pn.Column(self.download, self.csv, pn.pane.Markdown("**Upload a configuration or your data**",
                                                                    margin=(5, 10, 0, 10)),
                          self.upload, self.help, width=300)

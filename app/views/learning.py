@@ -1,0 +1,558 @@
+"""The learning curve: train and test error against the number of data points n, by real resampling
+(:func:`bftcore.api.learning_curve_document`), filling in live while the data sets are fitted.
+
+Teacher mode (the problem has a truth, e.g. the paper's presets): every data set is n fresh points drawn from the
+truth, and the test error is measured against the truth.  Bootstrap mode (your own data, no truth): every data set
+is n points drawn with replacement from the N points on the canvas, and the test error is the out-of-bag error on
+the points that were not drawn.
+
+How it runs (the pattern of the other background views, :mod:`app.views.evidence` and :mod:`app.views.sweep`):
+the computation blocks, so it runs in a daemon thread of its own (:class:`_Job`) with bftcore's in-process engine,
+within the server's time budget (:data:`LEARNING_SECONDS`) and at most :data:`LEARNING_SLOTS` of them at once in
+the whole server; every change it makes to the plots is handed to the session's document
+(``doc.add_next_tick_callback``, under Bokeh's lock, as one message: :meth:`LearningView._dispatch`), never made
+from the worker thread.  Without a server (tests, notebooks) the same calls are made from the worker thread under
+the view's lock.
+
+A session has at most one learning curve running (the button is disabled meanwhile, and a second click does
+nothing).  Any change of the problem (a click, a slider, a preset, an upload: a change of one of
+:data:`app.configuration.CONFIG_PARAMS`, the parameters the solver's runs restart on) cancels it: its curves are
+cleared and the view says so; the Cancel button does the same.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+
+import numpy as np
+import panel as pn
+import param
+from bokeh.core.property.vectorization import value
+from bokeh.models import ColumnDataSource, FixedTicker, Legend, LegendItem, Range1d
+from panel.io.state import set_curdoc
+
+from bftcore import api
+from bftcore.distributed import Cancelled
+from bftcore.learning import LAMBDA_FACTORS, parse_sizes
+from bftcore.limits import LIMITS, RunBudgetExceeded, deadline
+
+from ..configuration import CONFIG_PARAMS, MAX_POINTS
+from ..session import BFTSession
+from ..transport import one_message, user_action
+from .common import SERIES, LiveText, make_figure, teaching
+
+#: Curves drawn at most: one per lambda of the document's default list (bftcore.learning.LAMBDA_FACTORS) and the
+#: evidence-chosen lambda.
+MAX_CURVES = len(LAMBDA_FACTORS) + 1
+#: Learning curves computed at once in the whole server (each takes one core while it runs); a session whose turn
+#: has not come says that it waits.
+LEARNING_SLOTS = 2
+_SLOTS = threading.BoundedSemaphore(LEARNING_SLOTS)
+#: Wall-clock budget of one learning curve on the server (the budget of bftcore.limits for one run).
+LEARNING_SECONDS = float(LIMITS.run_seconds or 120.0)
+#: Shortest time between two progress updates sent to the page (as often as the curves themselves come,
+#: bftcore.learning.UPDATE_SECONDS: each update is a message the event loop writes while the fits wait for the GIL).
+PROGRESS_S = 0.25
+#: What the page says when a run is cancelled by a change of the problem, and by the Cancel button.
+CANCELLED_BY_CHANGE = "cancelled: the problem changed"
+CANCELLED_BY_USER = "cancelled"
+#: Colours that read on the light and on the dark high-contrast theme (app.main.apply_theme recolours the plots'
+#: frames, not their lines): the evidence-chosen lambda's curves, the line-style key and the replica theory, and the
+#: line through the stars of the lowest test error.
+EVIDENCE_COLOUR = SERIES[6]
+NEUTRAL = "#8c8c8c"
+STAR_LINE = "#c89b00"
+#: Paragraphs of the view's text lines without Markdown's blank line around them.
+TIGHT = "p { margin: 2px 0; }"
+#: The columns of a curve's source: n, the mean of the test and train errors, and their mean ± sd.
+CURVE_COLUMNS = ("n", "test", "test_lo", "test_hi", "train", "train_lo", "train_hi")
+
+EQUATION = (r"$\bar\varepsilon(n) = \frac{1}{R}\sum_{r=1}^{R} \varepsilon\big(p^*_{D_r}\big),\quad |D_r| = n$"
+            r"$\quad$ (R data sets of n points each; one fit per data set and λ)")
+TEXT = """How the error falls as the data grow. For each size n, R data sets of n points are drawn and the problem is
+solved for each of them, at each λ in the legend (the current λ times 1/4, 1/2, 1, 2 and 4). Dashed: the training
+error, on the data set itself; solid: the test error. With a truth (the paper's presets) the data sets are fresh
+draws from the true density and the test error is measured against it. With your own data (no truth) they are
+bootstrap resamples, n points drawn with replacement from your N points, and the test error is out-of-bag: on the
+points a resample did not draw. The bands are ± one standard deviation over the data sets. The gap between the two
+curves is the overfitting; it closes as n grows. The stars mark, at each n, the λ with the lowest mean test error,
+and the plot beside it follows that λ as n grows. "Evidence-chosen λ" adds a curve where each data set takes the λ
+that maximises its own evidence, with no test data at all (its mean and sd are drawn beside the stars)."""
+
+
+def _array(values) -> np.ndarray:
+    """A list of numbers or None (nothing finished yet) as floats, None -> NaN (a gap in the line)."""
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+
+
+def _empty_curve() -> dict:
+    return {c: [] for c in CURVE_COLUMNS}
+
+
+def _curve_data(curve: dict, size: int) -> dict:
+    """The columns of one curve's source (:data:`CURVE_COLUMNS`) from a curve of the document."""
+    out = {"n": np.asarray(curve["n"], dtype=float)}
+    for key, col in (("test_error", "test"), ("train_error", "train")):
+        err = curve.get(key) or {}
+        mean = _array(err.get("mean", [None] * size))
+        sd = np.nan_to_num(_array(err.get("sd", [None] * size)), nan=0.0)
+        out[col], out[f"{col}_lo"], out[f"{col}_hi"] = mean, mean - sd, mean + sd
+    return out
+
+
+def _relabel(item: LegendItem, label: str) -> None:
+    """Set a legend entry's label when it differs (it is a value spec: a Value when made, the text once set)."""
+    if getattr(item.label, "value", item.label) != label:
+        item.label = value(label)  # a plain string would name a column of the source
+
+
+def _reason(e: BaseException) -> str:
+    text = " ".join(str(e).split()).rstrip(".")
+    return text[:400] if text else type(e).__name__
+
+
+def _warm_up() -> None:
+    """Import Dask's distributed scheduler (about 0.5-1 s) once per server process, in the background when the
+    dashboard is loaded, instead of in the first learning curve's time."""
+    try:
+        importlib.import_module("dask.distributed")
+    except ImportError:  # bftcore says so when a learning curve needs it
+        pass
+
+
+threading.Thread(target=_warm_up, daemon=True, name="bft-dask-import").start()
+
+
+class _Job:
+    """One learning curve: what it computes, how far it got, and its cancel flag (polled by bftcore ~10 times a
+    second from the worker thread)."""
+
+    def __init__(self, cfg: dict, sizes: list[int], resamples: int, evidence: bool):
+        self.cfg, self.sizes, self.resamples, self.evidence = cfg, sizes, resamples, evidence
+        self.total = len(sizes) * resamples
+        self.done = 0
+        self.cancelled = threading.Event()
+        self.started = time.perf_counter()
+        self.progress_at = 0.0
+        self.thread: threading.Thread | None = None
+        self.outcome = ""  # "complete", "cancelled" or "failed", once the worker thread has ended
+
+
+class LearningView(pn.viewable.Viewer):
+    session = param.ClassSelector(class_=BFTSession)
+    resamples = param.Integer(20, bounds=(2, 100), label="resamples per n")
+    n_from = param.Integer(5, bounds=(1, MAX_POINTS), label="n from")
+    n_to = param.Integer(200, bounds=(1, MAX_POINTS), label="n to")
+    n_sizes = param.Integer(8, bounds=(2, 20), label="sizes (log-spaced)")
+    evidence = param.Boolean(False, label="evidence-chosen λ")
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self._lock = threading.RLock()
+        self.job: _Job | None = None   # the learning curve running (until its worker thread has ended)
+        self.last_job: _Job | None = None
+        self.shown: dict | None = None  # the document on screen (partial while it runs)
+        self.stale = False              # the problem changed since the curves on screen were computed
+        self._build_figures()
+        self.button = pn.widgets.Button(label="Learning curve", button_type="primary", width=140,
+                                        css_classes=["bft-learning-start"])
+        self.button.on_click(user_action(lambda _: self.start()))
+        self.cancel_button = pn.widgets.Button(label="Cancel", width=80, disabled=True,
+                                               css_classes=["bft-learning-cancel"])
+        self.cancel_button.on_click(user_action(lambda _: self.cancel(CANCELLED_BY_USER)))
+        self.progress = pn.indicators.Progress(value=0, max=1, width=220, height=20, margin=(14, 10, 0, 10),
+                                               css_classes=["bft-learning-progress"], bar_color="primary")
+        self.progress_text = LiveText("", width=300, margin=(12, 10, 0, 0), css_classes=["bft-learning-count"],
+                                      styles={"font-size": "15px"})
+        self.note = pn.pane.Markdown("Press **Learning curve** to draw the error against the number of data points.",
+                                     css_classes=["bft-learning-note"], sizing_mode="stretch_width", margin=(0, 10),
+                                     styles={"font-size": "15px"}, stylesheets=[TIGHT])
+        # bootstrap: the unique fraction of the points in a bag, measured and expected, per n
+        self.bag = pn.pane.Markdown("", css_classes=["bft-learning-bag"], sizing_mode="stretch_width",
+                                    margin=(0, 10), styles={"font-size": "14px"}, stylesheets=[TIGHT], visible=False)
+        self.session.param.watch(self._problem_changed, list(CONFIG_PARAMS))
+        if self.session.pump.served:
+            pn.state.on_session_destroyed(lambda _ctx: self.cancel(CANCELLED_BY_USER))
+
+    # ----------------------------------------------------------------------------------------------- figures
+    def _build_figures(self):
+        # sized for a projector: thick lines, 14-15 px labels, a legend below the plot instead of over the curves
+        fig = make_figure("Learning curve: error against the number of data points n", "n (data points, log scale)",
+                          "error (mean ± sd over the data sets)", x_axis_type="log", height=420,
+                          x_range=Range1d(4, 250))
+        fig.name = "bft-learning"
+        fig.title.text_font_size = "16px"
+        for ax in (fig.xaxis, fig.yaxis):
+            ax.axis_label_text_font_size = "15px"
+            ax.major_label_text_font_size = "14px"
+        self.curves, items = [], []
+        for j in range(MAX_CURVES):
+            src = ColumnDataSource(_empty_curve(), name=f"bft-learning-curve-{j}")
+            colour = SERIES[j] if j < len(LAMBDA_FACTORS) else EVIDENCE_COLOUR
+            renderers = [
+                fig.varea("n", "test_lo", "test_hi", source=src, fill_color=colour, fill_alpha=0.13),
+                fig.varea("n", "train_lo", "train_hi", source=src, fill_color=colour, fill_alpha=0.07),
+                fig.line("n", "test", source=src, color=colour, line_width=3),
+                fig.scatter("n", "test", source=src, color=colour, size=7),
+                fig.line("n", "train", source=src, color=colour, line_width=2.5, line_dash="dashed"),
+            ]
+            self.curves.append(src)
+            items.append(LegendItem(label=f"curve {j + 1}", renderers=renderers, visible=False))
+        self.best = ColumnDataSource(dict(n=[], err=[], lam=[]), name="bft-learning-best")
+        star = fig.scatter("n", "err", source=self.best, marker="star", size=20, fill_color="#ffd700",
+                           line_color="#000000", line_width=1.5)
+        self.replica = ColumnDataSource(dict(n=[], test=[]), name="bft-learning-replica")
+        replica = fig.line("n", "test", source=self.replica, color=NEUTRAL, line_width=4, line_dash="dotted")
+        # the key to the line styles: grey samples of a solid and a dashed line, with one point that is not drawn
+        # (BokehJS leaves the legend glyph of a renderer without data blank)
+        key = ColumnDataSource(dict(n=[np.nan], y=[np.nan]))
+        solid = fig.line("n", "y", source=key, color=NEUTRAL, line_width=3)
+        dashed = fig.line("n", "y", source=key, color=NEUTRAL, line_width=2.5, line_dash="dashed")
+        self.key_items = [LegendItem(label="test error (solid)", renderers=[solid]),
+                          LegendItem(label="train error (dashed)", renderers=[dashed])]
+        self.best_item = LegendItem(label="lowest test error at this n", renderers=[star], visible=False)
+        self.replica_item = LegendItem(label="replica theory (approx.)", renderers=[replica], visible=False)
+        self.curve_items = items
+        legend = Legend(items=self.key_items + items + [self.best_item, self.replica_item], location="center",
+                        orientation="horizontal", ncols=3, label_text_font_size="14px", click_policy="hide",
+                        spacing=8, padding=2, margin=2, border_line_color=None, glyph_width=34)
+        fig.add_layout(legend, "below")  # below the plot: the curves keep the whole width
+        self.figure = fig
+        self.n_ticks = fig.xaxis[0].ticker = FixedTicker(ticks=[5, 10, 20, 50, 100, 200], minor_ticks=[])
+        # the lambda of the lowest mean test error against n (and the evidence-chosen lambda's mean and sd)
+        lam_fig = make_figure("λ of the lowest test error", "n (log scale)", "λ (log scale)", x_axis_type="log",
+                              y_axis_type="log", height=420, x_range=fig.x_range, y_range=Range1d(0.05, 10))
+        lam_fig.update(sizing_mode="fixed", width=300)
+        lam_fig.name = "bft-learning-lambda"
+        lam_fig.title.text_font_size = "15px"
+        for ax in (lam_fig.xaxis, lam_fig.yaxis):
+            ax.axis_label_text_font_size = "14px"
+            ax.major_label_text_font_size = "13px"
+        self.best_lambda = ColumnDataSource(dict(n=[], lam=[]), name="bft-learning-best-lambda")
+        lam_fig.line("n", "lam", source=self.best_lambda, color=STAR_LINE, line_width=3,
+                     legend_label="lowest test error")
+        lam_fig.scatter("n", "lam", source=self.best_lambda, marker="star", size=18, fill_color="#ffd700",
+                        line_color="#000000")
+        self.chosen = ColumnDataSource(dict(n=[], lam=[], lo=[], hi=[]), name="bft-learning-evidence-lambda")
+        lam_fig.varea("n", "lo", "hi", source=self.chosen, fill_color=EVIDENCE_COLOUR, fill_alpha=0.15)
+        lam_fig.line("n", "lam", source=self.chosen, color=EVIDENCE_COLOUR, line_width=3, line_dash="dashed",
+                     legend_label="evidence (mean)")
+        self.lambda_ticks = lam_fig.yaxis[0].ticker = FixedTicker(ticks=[], minor_ticks=[])
+        lam_fig.xaxis[0].ticker = self.n_ticks
+        # a legend only with the evidence's curve beside the stars (the title says what the stars are); the lambda
+        # of the best fit grows with n and the evidence-chosen one is largest at small n: the top right stays free
+        self.chosen_item = lam_fig.legend.items[-1]
+        lam_fig.legend.update(visible=False, location="top_right")
+        lam_fig.legend.label_text_font_size = "13px"
+        lam_fig.legend.background_fill_alpha = 0.7
+        self.lambda_figure = lam_fig
+
+    def _lambda_axis(self, job: _Job, chosen: list[float]):
+        """The lambda axis: the lambdas compared (a tick at each) and the evidence-chosen ones, with a margin."""
+        lams = [float(job.cfg["prior"]["lambda"]) * f for f in LAMBDA_FACTORS]
+        lo, hi = min(lams + chosen) / 2, max(lams + chosen) * 2
+        decades = [10.0 ** k for k in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)]
+        ticks = sorted(set(lams) | {d for d in decades if lo <= d <= hi and all(abs(np.log(d / v)) > 0.4
+                                                                               for v in lams)})
+        if self.lambda_ticks.ticks != ticks:
+            self.lambda_ticks.ticks = ticks
+        self.lambda_figure.y_range.update(start=lo, end=hi)
+
+    def _clear(self):
+        for src in self.curves:
+            src.data = _empty_curve()
+        for item in self.curve_items:
+            item.visible = False
+        self.best.data = dict(n=[], err=[], lam=[])
+        self.replica.data = dict(n=[], test=[])
+        self.best_lambda.data = dict(n=[], lam=[])
+        self.chosen.data = dict(n=[], lam=[], lo=[], hi=[])
+        self.lambda_figure.legend.visible = False
+        self.best_item.visible = self.replica_item.visible = False
+        self._show_bag(None)
+        self.shown = None
+
+    def _draw(self, doc: dict, job: _Job):
+        """Put a learning-curve document (partial or complete) on the plots."""
+        self.shown = doc
+        size = len(doc["n"])
+        curves = doc["curves"][:MAX_CURVES]
+        lam0 = float(job.cfg["prior"]["lambda"])
+        bootstrap = doc.get("mode") == "bootstrap"
+        for j, src in enumerate(self.curves):
+            item = self.curve_items[j]
+            if j >= len(curves):
+                if len(src.data["n"]):
+                    src.data = _empty_curve()
+                item.visible = False
+                continue
+            c = curves[j]
+            src.data = _curve_data(c, size)
+            if c["lambda"] is None:
+                label = "evidence-chosen λ"
+            else:
+                label = f"λ = {c['lambda']:.3g}" + (" (current)" if abs(c["lambda"] - lam0) <= 1e-12 * lam0 else "")
+            _relabel(item, label)
+            item.visible = True
+        _relabel(self.key_items[0], "out-of-bag error (solid)" if bootstrap else "test error (solid)")
+        _relabel(self.key_items[1], "in-bag error (dashed)" if bootstrap else "train error (dashed)")
+        # the lambda of the lowest mean test error at each n, marked on that lambda's test curve
+        by_lambda = {c["lambda"]: c for c in curves if c["lambda"] is not None}
+        bn, be, bl = [], [], []
+        for i, lam in enumerate(doc.get("best_lambda") or []):
+            c = by_lambda.get(lam)
+            mean = None if c is None else (c.get("test_error") or {}).get("mean", [None] * size)[i]
+            if mean is not None:
+                bn.append(float(doc["n"][i]))
+                be.append(float(mean))
+                bl.append(float(lam))
+        self.best.data = dict(n=bn, err=be, lam=bl)
+        self.best_lambda.data = dict(n=bn, lam=bl)
+        self.best_item.visible = bool(bn)
+        self._show_bag(doc)
+        ev = next((c for c in curves if c["lambda"] is None and "chosen_lambda" in c), None)
+        if ev is not None:
+            mean = _array(ev["chosen_lambda"]["mean"])
+            sd = np.nan_to_num(_array(ev["chosen_lambda"]["sd"]), nan=0.0)
+            self.chosen.data = dict(n=np.asarray(doc["n"], float), lam=mean, lo=np.maximum(mean - sd, mean / 10),
+                                    hi=mean + sd)
+            self.lambda_figure.legend.visible = True
+            self._lambda_axis(job, [v for v in mean.tolist() if np.isfinite(v)])
+        rep = doc.get("replica")
+        if rep:
+            self.replica.data = dict(n=np.asarray(rep["n"], float), test=_array(rep["test_error"]))
+            label = rep.get("label", "replica theory (approx.)")
+            _relabel(self.replica_item, label + (", error on all N points" if bootstrap else ""))
+            self.replica_item.visible = True
+
+    # ------------------------------------------------------------------------------------------- the worker
+    @property
+    def running(self) -> bool:
+        return self.job is not None
+
+    def start(self) -> bool:
+        """Start the learning curve of the current problem (False, and a note saying why, when it cannot start;
+        False too, and nothing happens, while one runs)."""
+        with self._lock:
+            if self.job is not None:
+                return False
+            s = self.session
+            try:
+                cfg = api.validate_config(s.to_config())
+                if self.n_from > self.n_to:
+                    raise ValueError(f"n from ({self.n_from}) is larger than n to ({self.n_to}); swap them")
+                sizes = parse_sizes(f"{self.n_from}:{self.n_to}:{self.n_sizes}", "the sizes n")
+            except ValueError as e:
+                self._say(f"Cannot compute a learning curve: {_reason(e)}.")
+                return False
+            job = _Job(cfg, sizes, int(self.resamples), bool(self.evidence))
+            self.job = self.last_job = job
+            self.stale = False
+            self._clear()
+            self.figure.x_range.update(start=sizes[0] / 1.25, end=sizes[-1] * 1.25)
+            self.n_ticks.ticks = sizes  # a tick at each size n of the curve
+            self._lambda_axis(job, [])
+            self._running(True)
+            self._show_progress(job, 0, job.total)
+            self._say(f"Computing: {len(sizes)} sizes n from {sizes[0]} to {sizes[-1]}, {job.resamples} data sets "
+                      f"each" + (", each also at its evidence-chosen λ" if job.evidence else "") + "…")
+            job.thread = threading.Thread(target=self._work, args=(job,), daemon=True, name="bft-learning")
+            job.thread.start()
+            return True
+
+    def cancel(self, reason: str = CANCELLED_BY_USER) -> bool:
+        """Cancel the running learning curve (its ``cancel()`` returns True from now on, and bftcore stops within
+        about 0.1 s): its curves are cleared and the note says ``reason``.  False when none runs."""
+        with self._lock:
+            job = self.job
+            if job is None or job.cancelled.is_set():
+                return False
+            job.cancelled.set()
+            self._clear()
+            self.cancel_button.disabled = True  # the start button follows when the worker thread has ended
+            self.progress_text.set(f"{job.done} of {job.total} data sets, stopped")
+            self._say(f"{reason[:1].upper()}{reason[1:]}. Press **Learning curve** to start again.")
+            return True
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the worker thread of the last learning curve to end (tests, scripts); True when it has."""
+        job = self.last_job
+        if job is None or job.thread is None:
+            return True
+        job.thread.join(timeout)
+        return not job.thread.is_alive()
+
+    def _work(self, job: _Job):
+        """The worker thread: the whole learning curve, its progress and partial documents handed to the page."""
+        result: object = None
+        try:
+            if self._take_slot(job):
+                try:
+                    with deadline(LEARNING_SECONDS):
+                        result = api.learning_curve_document(
+                            job.cfg, job.sizes, resamples=job.resamples, evidence=job.evidence,
+                            scheduler="inprocess", progress=lambda done, total: self._progressed(job, done, total),
+                            cancel=job.cancelled.is_set,
+                            update=lambda doc: self._updated(job, doc))
+                finally:
+                    _SLOTS.release()
+        except Cancelled:
+            result = None
+        except RunBudgetExceeded:
+            result = RunBudgetExceeded(f"stopped after {LEARNING_SECONDS:g} s, the server's time budget for a learning "
+                                       f"curve; use fewer resamples or sizes, or a coarser grid")
+        except Exception as e:  # noqa: BLE001 - a refusal (ConfigError), the budget, a failed fit: said on the page
+            result = e
+        self._dispatch(job, self._finish, job, result, always=True)
+
+    def _take_slot(self, job: _Job) -> bool:
+        """One of the server's :data:`LEARNING_SLOTS`, waited for while the job is not cancelled."""
+        if _SLOTS.acquire(blocking=False):
+            return True
+        self._dispatch(job, self._waiting, job)
+        while not job.cancelled.is_set():
+            if _SLOTS.acquire(timeout=0.1):
+                self._dispatch(job, self._say_computing, job)
+                return True
+        return False
+
+    def _progressed(self, job: _Job, done: int, total: int):
+        job.done, job.total = done, total
+        now = time.perf_counter()
+        if done >= total or now - job.progress_at >= PROGRESS_S:
+            job.progress_at = now
+            self._dispatch(job, self._show_progress, job, done, total)
+
+    def _updated(self, job: _Job, doc: dict):
+        job.progress_at = time.perf_counter()  # the partial document carries the progress too
+        self._dispatch(job, self._partial, job, doc)
+
+    def _dispatch(self, job: _Job, fn, *args, always: bool = False):
+        """``fn(*args)`` on the session's document, under its lock and as one message (served), or at once under
+        the view's lock (no server).  Nothing of a cancelled job reaches the page but its end (``always``)."""
+        def apply():
+            with self._lock:
+                if always or not job.cancelled.is_set():
+                    fn(*args)
+        pump = self.session.pump
+        if not pump.served:
+            apply()
+            return
+        doc = pump.doc
+
+        def tick():
+            with set_curdoc(doc), one_message(doc):
+                apply()
+        try:
+            doc.add_next_tick_callback(tick)
+        except Exception:  # noqa: BLE001 - the session is gone: stop computing for it
+            job.cancelled.set()
+
+    # ------------------------------------------------------------------- on the document (under its lock)
+    def _running(self, on: bool):
+        self.button.disabled = on
+        self.cancel_button.disabled = not on
+
+    def _show_progress(self, job: _Job, done: int, total: int):
+        if job is not self.job:
+            return
+        self.progress.max = max(1, int(total))
+        self.progress.value = int(min(done, total))
+        self.progress_text.set(f"{done} of {total} data sets")
+
+    def _waiting(self, job: _Job):
+        if job is self.job:
+            self._say("Waiting for a free worker: other sessions are computing learning curves…")
+
+    def _say_computing(self, job: _Job):
+        if job is self.job:
+            self._say("Computing…")
+
+    def _partial(self, job: _Job, doc: dict):
+        if job is not self.job:
+            return
+        self._draw(doc, job)
+        self._show_progress(job, doc.get("finished", job.done), doc.get("tasks", job.total))
+
+    def _finish(self, job: _Job, result):
+        if job is not self.job:
+            return
+        self.job = None
+        self._running(False)
+        if job.cancelled.is_set():
+            job.outcome = "cancelled"
+            return
+        if isinstance(result, BaseException) or not isinstance(result, dict):
+            job.outcome = "failed"  # what was drawn so far stays (a run stopped by the time budget shows its part)
+            self._say(f"The learning curve could not be computed: {_reason(result)}.")
+            return
+        job.outcome = "complete"
+        self._draw(result, job)
+        self._show_progress(job, result.get("tasks", job.total), result.get("tasks", job.total))
+        self._say(self._summary(result))
+
+    def _summary(self, doc: dict) -> str:
+        fits = doc.get("fits", 0)
+        failed = sum(sum(c.get("failed", [])) for c in doc["curves"])
+        unconverged = sum(sum(c.get("unconverged", [])) for c in doc["curves"])
+        parts = [f"Done: {fits} fits in {doc.get('elapsed_s', 0.0):.1f} s."]
+        if doc.get("mode") == "bootstrap":
+            uf = doc.get("unique_fraction") or {}
+            parts.append(f"Bootstrap of your {uf.get('N', '?')} points (no truth): the test error is out-of-bag, "
+                         f"on the points a data set did not draw.")
+            if any(m is None for c in doc["curves"] for m in (c.get("test_error") or {}).get("mean", [])):
+                parts.append("None is left where every data set drew all the points.")
+        else:
+            parts.append("Teacher mode: every data set is drawn fresh from the truth, and the test error is measured "
+                         "against the truth.")
+        if failed or unconverged:
+            parts.append(f"{failed} fits failed and {unconverged} stopped before converging (left out of the means).")
+        return " ".join(parts)
+
+    def _show_bag(self, doc: dict | None):
+        """The text line of a bootstrap: the fraction of the N points in a data set of n draws, measured and the
+        expectation 1 - (1 - 1/N)^n."""
+        uf = (doc or {}).get("unique_fraction")
+        text = ""
+        if uf:
+            pairs = " · ".join(f"{n}: {'—' if m is None else f'{m:.2f}'} ({e:.2f})"
+                               for n, m, e in zip(doc["n"], uf.get("mean", []), uf.get("expected", [])))
+            text = f"Unique points in a data set / N, measured (expected), by n: {pairs}"
+        if self.bag.object != text:
+            self.bag.object = text
+        self.bag.visible = bool(text)
+
+    def _say(self, text: str):
+        if self.note.object != text:
+            self.note.object = text
+
+    # ----------------------------------------------------------------------------------- the problem changed
+    def _problem_changed(self, *_):
+        """A change of the problem (a click, a slider, a preset, an upload) cancels the learning curve running;
+        finished curves stay, marked as belonging to the problem before the change."""
+        with self._lock:
+            if self.cancel(CANCELLED_BY_CHANGE):
+                return
+            if self.job is None and self.shown is not None and not self.stale:
+                self.stale = True
+                self._say("These curves are for the problem before your last change; press **Learning curve** to "
+                          "compute them for the current one.")
+
+    def __panel__(self):
+        # one row of controls within the tab's width at 1280 x 720 (the start and cancel buttons side by side)
+        inputs = [pn.widgets.IntInput.from_param(self.param.resamples, width=120,
+                                                 css_classes=["bft-learning-resamples"]),
+                  pn.widgets.IntInput.from_param(self.param.n_from, width=80),
+                  pn.widgets.IntInput.from_param(self.param.n_to, width=80),
+                  pn.widgets.IntInput.from_param(self.param.n_sizes, width=120)]
+        controls = pn.Row(pn.Column(pn.Spacer(height=18), pn.Row(self.button, self.cancel_button, margin=0)),
+                          *inputs, pn.Column(pn.Spacer(height=24),
+                                             pn.widgets.Checkbox.from_param(self.param.evidence, width=150,
+                                                                             css_classes=["bft-learning-evidence"])),
+                          sizing_mode="stretch_width")
+        status = pn.Row(self.progress, self.progress_text, sizing_mode="stretch_width", height=36)
+        plots = pn.Row(pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
+                       pn.pane.Bokeh(self.lambda_figure, width=300), sizing_mode="stretch_width")
+        return pn.Column(controls, status, self.note, self.bag, plots, teaching(EQUATION, TEXT),
+                         sizing_mode="stretch_width")
