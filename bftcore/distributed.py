@@ -120,14 +120,21 @@ class _client:
         self.kind, self.arg, self.cluster, self.client = kind, arg, None, None
 
     def __enter__(self):
+        import dask
         from dask.distributed import Client, LocalCluster
-        if self.kind == "inprocess":
-            self.client = Client(processes=False, n_workers=1, threads_per_worker=1, dashboard_address=None)
-        elif self.kind == "local":
-            self.cluster = LocalCluster(n_workers=int(self.arg), threads_per_worker=1, processes=True,
-                                        dashboard_address=None)
-            self.client = Client(self.cluster)
-        else:
+        # Dask's scheduler and workers always start an HTTP server (its dashboard and routes), on 0.0.0.0:8787 when
+        # no address is given: a port opened on every network each time a user asks for a learning curve.  Ours
+        # listen on the loopback only, on a free port, and serve no routes.
+        quiet = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+        loopback = {"dashboard_address": "127.0.0.1:0", "worker_dashboard_address": "127.0.0.1:0"}
+        with dask.config.set(quiet):
+            if self.kind == "inprocess":
+                self.client = Client(processes=False, n_workers=1, threads_per_worker=1, **loopback)
+            elif self.kind == "local":
+                self.cluster = LocalCluster(n_workers=int(self.arg), threads_per_worker=1, processes=True,
+                                            host="127.0.0.1", **loopback)
+                self.client = Client(self.cluster)
+        if self.kind == "address":
             try:
                 self.client = Client(self.arg, timeout=CONNECT_SECONDS)
             except (OSError, TimeoutError) as e:

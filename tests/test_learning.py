@@ -315,3 +315,34 @@ def test_cli_sweep_and_basins_take_a_scheduler(tmp_path, capsys):
     assert got["minima"] == json.loads(json.dumps(ref["minima"]))
     assert main(["sweep", str(path), "--beta", "0.5:2:3", "--scheduler", "bogus"]) == 2
     assert "unknown scheduler" in capsys.readouterr().err
+
+
+def _listening_addresses() -> list[str]:
+    """The local addresses this process listens on (TCP, IPv4 and IPv6), from /proc."""
+    import os
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    out = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as fh:
+            for line in list(fh)[1:]:
+                f = line.split()
+                if f[3] == "0A" and f[9] in inodes:  # LISTEN
+                    out.append(f[1].split(":")[0])
+    return out
+
+
+def test_dask_in_process_listens_on_the_loopback_only():
+    """Dask's scheduler and worker start HTTP servers (0.0.0.0:8787 by default): ours must not open a port to the
+    network each time a user asks for a learning curve."""
+    seen: list[list[str]] = []
+    run_tasks(abs, list(range(60)), "inprocess", progress=lambda d, t: seen.append(_listening_addresses()))
+    loopback = {"0100007F", "00000000000000000000000001000000"}  # 127.0.0.1 and ::1 as /proc writes them
+    opened = {a for addrs in seen for a in addrs}
+    assert seen and opened and opened <= loopback, opened
