@@ -163,10 +163,10 @@ class Classroom:
     """deploy/classroom.sh with ``workers`` workers on a free port, in a run directory of its own; stopped on exit.
     ``pids``: the workers' process ids; ``logs``: their log files."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, port: int | None = None, prefix: str = "bft-loadtest-classroom-"):
         self.workers = workers
-        self.port = _free_block(workers)
-        self.run_dir = Path(tempfile.mkdtemp(prefix="bft-loadtest-classroom-"))
+        self.port = port or _free_block(workers)
+        self.run_dir = Path(tempfile.mkdtemp(prefix=prefix))
         self.url = f"http://127.0.0.1:{self.port}/app"
 
     def _script(self, *args):

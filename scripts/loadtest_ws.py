@@ -58,11 +58,8 @@ import os
 import random
 import re
 import resource
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.parse
 from pathlib import Path
@@ -76,8 +73,10 @@ from bokeh.util.token import get_session_id
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 from tornado.websocket import websocket_connect
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the browser load test's deployment helpers
+import loadtest  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
-CLASSROOM = ROOT / "deploy" / "classroom.sh"
 #: Sessions opened at a time (building a session's page is the server's largest single piece of work).
 OPEN_AT_ONCE = 5
 #: What Chromium's page reported through Panel's BrowserInfo (webdriver: a student's browser, not Playwright's).
@@ -459,50 +458,12 @@ def deployment_pids(run_dir: Path) -> tuple[list[int], list[int]]:
 
 
 # --- the deployment -------------------------------------------------------------------------------------------
-def _free_block(n: int) -> int:
-    """A port with the next ``n`` ports free too (nginx on it, the workers on the following ones)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        ok = base + n < 65535
-        for k in range(1, n + 1):
-            with socket.socket() as t:
-                try:
-                    t.bind(("127.0.0.1", base + k))
-                except OSError:
-                    ok = False
-        if ok:
-            return base
-    raise RuntimeError("no free block of ports")
-
-
-class Classroom:
-    """deploy/classroom.sh with ``workers`` workers (127.0.0.1, a run directory of its own), stopped on exit."""
+class Classroom(loadtest.Classroom):
+    """deploy/classroom.sh with ``workers`` workers (127.0.0.1, a run directory of its own), stopped on exit: the
+    browser load test's (``scripts/loadtest.py``), with this script's run-directory prefix."""
 
     def __init__(self, workers: int, port: int | None = None):
-        self.workers = workers
-        self.port = port or _free_block(workers)
-        self.run_dir = Path(tempfile.mkdtemp(prefix="bft-loadtest-ws-"))
-        self.url = f"http://127.0.0.1:{self.port}/app"
-
-    def _script(self, *args):
-        env = {**os.environ, "PYTHON": sys.executable}
-        return subprocess.run(["bash", str(CLASSROOM), *args, "--port", str(self.port), "--run-dir",
-                               str(self.run_dir)], capture_output=True, text=True, env=env, timeout=300)
-
-    def __enter__(self):
-        out = self._script("--workers", str(self.workers), "--address", "127.0.0.1")
-        if out.returncode != 0:
-            self._script("--stop")
-            raise RuntimeError(f"classroom.sh did not start:\n{out.stdout}\n{out.stderr}")
-        return self
-
-    def logs(self) -> list[Path]:
-        return [self.run_dir / "logs" / f"worker-{i}.log" for i in range(1, self.workers + 1)]
-
-    def __exit__(self, *exc):
-        self._script("--stop")
+        super().__init__(workers, port, prefix="bft-loadtest-ws-")
 
 
 # --- a run ----------------------------------------------------------------------------------------------------
@@ -628,7 +589,7 @@ def one_run(args, workers: int | None) -> dict:
         with Classroom(workers, args.port) as room:
             res = asyncio.run(run_load(room.url, args.sessions, args.duration, args.interval, args.seed,
                                        args.timeout, args.settle, room.run_dir, args.trace is not None))
-            logs = room.logs()
+            logs = room.logs
             res["log_errors"] = scan_logs(logs)
         res["workers"] = workers
     else:

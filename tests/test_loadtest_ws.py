@@ -71,7 +71,7 @@ def test_two_students_through_nginx_every_click_answered(tmp_path):
         # the command line on the same deployment, one student (its JSON output)
         code = lw.main(["--url", room.url, "--run-dir", str(room.run_dir), "--sessions", "1", "--duration", "2",
                         "--interval", "1", "--settle", "0.5", "--json", str(tmp_path / "run.json")])
-        log_errors = lw.scan_logs(room.logs())
+        log_errors = lw.scan_logs(room.logs)
     assert r["loaded"] == 2 and not r["load_failures"] and not r["errors"], r["load_failures"] + r["errors"]
     assert r["clicks"] >= 4 and r["answered"] == r["clicks"] and r["unanswered"] == 0
     for c in r["clicks_detail"]:
