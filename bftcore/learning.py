@@ -43,7 +43,7 @@ import numpy as np
 from . import density, regression, replica
 from .config import ConfigError, check_resampling, grid_from_config, validate_config
 from .distributed import run_tasks
-from .evidence import evidence_path
+from .evidence import check_model, evidence_path
 from .limits import RunBudgetExceeded
 from .metrics import regression_function
 
@@ -321,6 +321,11 @@ def learning_curve_document(config: dict, sizes, resamples: int = 20, lambdas=No
     check_resampling(len(sizes) * resamples * fits_each, nodes, max(sizes))
     if mode == "teacher":
         truth_sampler(cfg)  # refuses a document without a usable truth before any task is sent
+    if evidence and cfg["model"] == "density":  # what the Laplace evidence does not cover, before any task is sent
+        try:
+            check_model(density.build_density(cfg, validated=True))
+        except ValueError as e:
+            raise ConfigError(f"--evidence: {e}") from None
     tasks = [{"cfg": cfg, "mode": mode, "n": n, "k": k, "r": r, "seed": int(seed), "lambdas": lams,
               "evidence": bool(evidence)} for k, n in enumerate(sizes) for r in range(resamples)]
     setup = {"cfg": cfg, "mode": mode, "sizes": sizes, "lams": lams, "lam0": lam0, "evidence": bool(evidence),

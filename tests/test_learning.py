@@ -191,9 +191,12 @@ def test_density_bootstrap_bands_and_bias():
     (dict(sizes=[5], resamples=2, lambdas=[-1.0]), "positive finite"),
     (dict(sizes=[5], resamples=2, mode="teacher"), "no truth|has none"),
     (dict(sizes=[5], resamples=2, scheduler="loca:2"), "unknown scheduler"),
+    (dict(sizes=[5], resamples=2, evidence=True, field_P=True), "field L only"),
 ])
 def test_bad_requests_are_refused_at_the_door(kwargs, message):
     cfg = figure_config("fig21")
+    if kwargs.pop("field_P", False):
+        cfg = figure_config("fig15")
     if kwargs.get("mode") == "teacher":
         cfg = {**cfg, "truth": None}
     with pytest.raises((ConfigError, ValueError), match=message):
