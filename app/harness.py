@@ -148,6 +148,18 @@ def wait_for_app(page, timeout=30000):
     page.wait_for_function(JS_TRACES_READY, timeout=timeout)
 
 
+def wait_until(fn, timeout=60.0, step=0.1):
+    """Poll ``fn()`` every ``step`` seconds until it returns something true (returned), or fail after
+    ``timeout`` seconds."""
+    end = time.time() + timeout
+    while time.time() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(step)
+    raise AssertionError("condition not met in time")
+
+
 def canvas_xy(page, x, y):
     return page.evaluate(JS_CANVAS_XY, [x, y])
 

@@ -141,6 +141,20 @@ def server_pid(port: int) -> int | None:
     return None
 
 
+def children(pids) -> list[int]:
+    """The processes whose parent is one of ``pids`` (from /proc)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid in pids:
+                out.append(int(d.name))
+    return out
+
+
 def _free_block(n: int) -> int:
     """A port with the next ``n`` ports free too (nginx on it, the workers on the following ones)."""
     for _ in range(50):
@@ -194,16 +208,7 @@ class Classroom:
                     continue
                 if b"nginx" in cmd and str(self.run_dir).encode() in cmd:
                     out.append(int(d.name))
-        master = out[:]
-        for d in Path("/proc").iterdir():  # the workers: children of the master
-            if d.name.isdigit():
-                try:
-                    ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, ValueError, IndexError):
-                    continue
-                if ppid in master:
-                    out.append(int(d.name))
-        return out
+        return out + children(out)  # the master and its workers
 
     def __exit__(self, *exc):
         self._script("--stop")

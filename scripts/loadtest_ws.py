@@ -424,19 +424,6 @@ def self_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _children(pids) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            if ppid in pids:
-                out.append(int(d.name))
-    return out
-
-
 def deployment_pids(run_dir: Path) -> tuple[list[int], list[int]]:
     """The workers' and nginx's (master and its workers) process ids of a classroom run directory."""
     workers = []
@@ -451,7 +438,7 @@ def deployment_pids(run_dir: Path) -> tuple[list[int], list[int]]:
     try:
         master = int((run_dir / "nginx.pid").read_text())
         if Path(f"/proc/{master}").exists():
-            nginx = [master] + _children([master])
+            nginx = [master] + loadtest.children([master])
     except (OSError, ValueError):
         pass
     return workers, nginx

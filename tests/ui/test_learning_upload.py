@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from app.harness import column, image_sum
+from app.harness import column, image_sum, wait_until
 
 pytestmark = pytest.mark.ui
 
@@ -19,16 +19,6 @@ JS_PROGRESS = """() => { for (const d of Bokeh.documents) for (const m of d._all
 #: Twenty points of two clouds, x in [2, 8] and y in [3, 11]: the fitted grid spans [1.4, 8.6] x [2.2, 11.8].
 POINTS = [(round(2.0 + 0.3 * k, 3), 3.0 + (k % 5) * 0.5 if k < 10 else 11.0 - (k % 5) * 0.5) for k in range(20)] + [(8.0, 7.0)]
 CSV = ("x,y\n" + "".join(f"{x:g},{y:g}\n" for x, y in POINTS)).encode()
-
-
-def wait_until(fn, timeout=60.0, step=0.1):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(step)
-    raise AssertionError("condition not met in time")
 
 
 def shows(page, text) -> bool:
