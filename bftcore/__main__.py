@@ -200,6 +200,7 @@ def _run(args) -> tuple[dict | int, str]:
         if args.name == "fig7":
             return api.fig7_document(), "sweep"
         return api.fit(figure_config(args.name)), "fit"
+    _check_outputs(args)
     with using(lim):
         cfg = _document(args)
         args.validated = validate_config(cfg)
@@ -382,12 +383,23 @@ def _export(args, kind: str, doc: dict) -> list[str]:
     return written
 
 
+def _check_outputs(args) -> None:
+    """Refuse ``--png`` / ``--csv`` targets that cannot be written, before any fit runs."""
+    png, prefix = getattr(args, "png", None), getattr(args, "csv", None)
+    if png is not None:
+        if not str(png).lower().endswith(".png"):
+            raise ConfigError(f"--png takes a file name ending in .png, got {png!r}")
+        folder = os.path.dirname(os.path.abspath(png))
+        if not os.path.isdir(folder):
+            raise ConfigError(f"--png {png}: the folder {folder} does not exist; create it or write elsewhere")
+    if prefix is not None:
+        folder = os.path.dirname(os.path.abspath(prefix))
+        if os.path.isdir(prefix) or not os.path.isdir(folder):
+            raise ConfigError(f"--csv {prefix}: give a file name prefix in an existing folder, e.g. results/run1 "
+                              f"(writes results/run1_P.csv, ...)")
+
+
 def _write_png(path: str, data) -> str:
-    folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise ConfigError(f"--png {path}: the folder {folder} does not exist; create it or write elsewhere")
-    if not str(path).lower().endswith(".png"):
-        raise ConfigError(f"--png takes a file name ending in .png, got {path!r}")
     with open(path, "wb") as fh:
         fh.write(data)
     return str(path)
