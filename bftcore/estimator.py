@@ -284,8 +284,10 @@ _EVIDENCE_NAMES = {"lam": "lambda", "l0": "l0", "beta": "beta"}
 class BFTRegressor:
     """Gaussian process regression on a grid of x nodes with Lemm's lattice prior (CONVENTIONS.md §3, [001]).
 
-    The regression function h lives on ``n`` nodes from ``x_min`` to ``x_max`` (``boundary`` "neumann" or
-    "periodic"); data and queries are snapped to the nearest node.  Component j of the prior is
+    The regression function h lives on ``n`` nodes from ``x_min`` to ``x_max`` (``boundary`` "neumann",
+    "periodic" or "free"; on a free boundary K_X is the sum of (l_2k / h^2k) D_k^T D_k, so the polynomials of degree
+    below the highest order are unpenalised: with ``l2=0, l6=1`` a smoothing spline); data and queries are snapped to
+    the nearest node.  Component j of the prior is
     h ~ N(t_j, (beta lam hx K_X)^{-1}) with K_X = l0 I - l2 Delta + l4 Delta^2 - l6 Delta^3 and mean ``templates[j]``
     (template dicts of :mod:`bftcore.templates`; default one zero template), mixed with ``weights`` p_j; the noise
     variance is 1/beta ([001] eqs. (6), (7)).  Everything is exact (Gaussian integrals):

@@ -175,3 +175,17 @@ def test_regression_with_a_free_axis_integrates_the_linear_trend():
         lp = -0.5 * yv @ np.linalg.solve(C, yv) - 0.5 * ld - 12.5 * math.log(2 * math.pi)
         limit = lp - math.log(beta * 0.3 * ax.h * eps / (2 * math.pi))
         assert limit == pytest.approx(ours, abs=50 * eps + 1e-6)
+
+
+def test_regressor_on_a_free_axis_reproduces_a_quadratic_that_neumann_bends():
+    """l6 on a free boundary leaves the quadratics flat, so noise-free data on a parabola are fitted by that parabola
+    at every node, whatever lambda and beta (the closed form); Neumann's l6 penalises its slope at the ends."""
+    from bftcore.estimator import BFTRegressor
+    nodes = np.linspace(0.0, 4.0, 41)
+    idx = np.random.default_rng(2).choice(41, 12, replace=False)
+    parabola = 1.0 - 0.5 * nodes + 0.25 * nodes ** 2
+    kw = dict(lam=5.0, beta=2.0, l2=0.0, l6=1.0, n=41, x_min=0.0, x_max=4.0)
+    free = BFTRegressor(boundary="free", **kw).fit(nodes[idx], parabola[idx])
+    np.testing.assert_allclose(free.predict(nodes), parabola, atol=1e-8)
+    bent = BFTRegressor(boundary="neumann", **kw).fit(nodes[idx], parabola[idx])
+    assert np.max(np.abs(bent.predict(nodes) - parabola)) > 1e-2
