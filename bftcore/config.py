@@ -55,7 +55,15 @@ HARD_DEPTH = 200
 
 
 def default_config(model: str = "density") -> dict:
-    """A complete, valid document with every default filled in (the paper mesh, no data)."""
+    """A complete, valid document with every default filled in (the paper mesh, no data).
+
+    A regression without data has two things no default supplies: a prior mean and a prior mass (K_X annihilates
+    the constants, so without data nothing fixes h's level).  Its default document therefore carries one constant
+    template at 0 and ``prior.l0 = 0.01`` (with ``l2 = 1`` said explicitly: a given l_k drops the implied l2 = 1);
+    it fits h = 0 until data are added."""
+    if model == "regression":
+        return validate_config({"model": model, "templates": [{"kind": "constant", "value": 0.0}],
+                                "prior": {"l0": 0.01, "l2": 1.0}})
     return validate_config({"model": model})
 
 

@@ -33,6 +33,23 @@ def test_empty_document_gets_every_documented_default():
     assert cfg["truth"] is None
 
 
+def test_default_documents_of_both_models_validate_and_fit():
+    """default_config gives a document the gate accepts and the solver fits, for either model: a regression
+    without data gets the zero template and a small mass (the model is singular without one), so h = 0."""
+    dens = api.default_config("density")
+    assert dens == validate_config({})
+    reg = api.default_config("regression")
+    assert reg == validate_config(reg)
+    assert reg["templates"] == [{"kind": "constant", "value": 0.0}]
+    assert reg["prior"]["l0"] == 0.01 and reg["prior"]["l2"] == 1.0
+    out = api.fit(reg)
+    assert np.allclose(out["h"], 0.0)
+    with pytest.raises(ConfigError, match="prior mass"):
+        validate_config(dict(reg, prior=dict(reg["prior"], l0=0.0)))
+    with pytest.raises(ConfigError, match="model"):
+        api.default_config("histogram")
+
+
 def test_partial_documents_keep_given_values_and_fill_the_rest():
     cfg = validate_config({"prior": {"l6": 0.01}, "grid": {"x": {"boundary": "neumann"}},
                            "templates": [{"kind": "paper_t1"}, {"kind": "paper_t2"}, {"kind": "uniform"}],
