@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+from typing import Any
 
 import bokeh
 from bokeh.document.events import DocumentPatchedEvent
@@ -99,7 +100,7 @@ if BOKEH_TESTED:
     _tolerate_lost_before_close()
 
 
-def _server_session(doc):
+def _server_session(doc) -> Any:
     """The Bokeh ``ServerSession`` serving ``doc``, or None (not served, or not yet connected)."""
     return getattr(getattr(doc, "session_context", None), "session", None)
 
@@ -120,16 +121,17 @@ def release_as_one_message(doc) -> None:
             or not all(hasattr(session, a) for a in SESSION_ATTRIBUTES)):
         doc.unhold()  # not served, not under the lock, or not the tested Bokeh: one message per change
         return
-    collected = []
+    collected: list = []
     session._document_patched = collected.append  # shadows the bound method for the replay below only
     try:
         doc.unhold()  # replays every held event; those for the browser land in `collected`
     finally:
         del session._document_patched
+    echo_of = session._current_patch_connection
     for conn in list(session._subscribed_connections):
         # as Bokeh does: a change the browser itself sent is not echoed back to that browser
         events = [e for e in collected if isinstance(e, DocumentPatchedEvent)
-                  and not (e.setter is session and conn is session._current_patch_connection)]
+                  and not (e.setter is session and conn is echo_of)]
         if events:
             session._pending_writes.append(conn._socket.send_message(conn.protocol.create("PATCH-DOC", events)))
 
