@@ -35,8 +35,25 @@ def _dump(doc) -> str:
     return json.dumps(doc, allow_nan=False, default=lambda o: o.tolist() if isinstance(o, np.ndarray) else float(o))
 
 
-def _summary_fit(doc: dict) -> str:
+def _grid_line(grid: dict | None) -> list[str]:
+    """The grid a fit ran on (a data table's grid is fitted to its data, so the user has not seen it)."""
+    if not grid:
+        return []
+    parts = []
+    for name in ("x", "y"):
+        ax = grid.get(name)
+        if ax is None:
+            continue
+        if ax["n"] == 1:
+            parts.append(f"{name} one node (a 1-D density)" if name == "x" else f"{name} one node")
+        else:
+            parts.append(f"{name} {ax['n']} nodes on [{ax['min']:.6g}, {ax['max']:.6g}], {ax['boundary']}")
+    return ["grid          " + "; ".join(parts)]
+
+
+def _summary_fit(doc: dict, grid: dict | None = None) -> str:
     lines = [f"model {doc.get('model')}" + (f", field {doc['field']}" if "field" in doc else ""),
+             *_grid_line(grid),
              f"energy        {doc['energy']:.10g}",
              f"train error   {doc['train_error']:.6g}" if doc.get("train_error") is not None else "train error   -",
              f"test error    {doc['test_error']:.6g}" if doc.get("test_error") is not None else "test error    -",
@@ -54,6 +71,14 @@ def _summary_fit(doc: dict) -> str:
     for n in doc.get("notes", []):
         lines.append(f"note: {n}")
     return "\n".join(lines)
+
+
+def _validated_grid(args) -> dict | None:
+    """The grid of the document a command ran (``reproduce``: its preset's), None when there is none."""
+    cfg = getattr(args, "validated", None)
+    if cfg is None and args.command == "reproduce" and args.name != "fig7":
+        cfg = validate_config(figure_config(args.name))
+    return None if cfg is None else cfg.get("grid")
 
 
 def _summary_sweep(doc: dict) -> str:
@@ -341,9 +366,10 @@ def main(argv=None) -> int:
         doc, kind = _run(args)
         if isinstance(doc, int):  # the benchmark printed its table; this is its exit code
             return doc
-        text = _dump(doc) if args.json else \
-            {"fit": _summary_fit, "sweep": _summary_sweep, "basins": _summary_basins, "evidence": _summary_evidence,
-             "learning-curve": _summary_learning, "bootstrap": _summary_bootstrap}[kind](doc)
+        summaries = {"fit": lambda d: _summary_fit(d, _validated_grid(args)), "sweep": _summary_sweep,
+                     "basins": _summary_basins, "evidence": _summary_evidence, "learning-curve": _summary_learning,
+                     "bootstrap": _summary_bootstrap}
+        text = _dump(doc) if args.json else summaries[kind](doc)
         written = _export(args, kind, doc)
     except (ConfigError, SingularOperatorError, RunBudgetExceeded, ValueError, Cancelled) as e:
         return _fail(e)

@@ -115,3 +115,16 @@ def test_the_cli_fits_a_csv_with_and_without_a_configuration(tmp_path):
     (tmp_path / "bad.csv").write_text("1,2\n3,x\n")
     out = cli("fit", str(tmp_path / "bad.csv"))
     assert out.returncode == 2 and "line 2: 'x' is not a number" in out.stderr
+
+
+def test_the_cli_summary_shows_the_grid_fitted_to_a_table(tmp_path):
+    """A table's grid is chosen by the gate, so the plain summary says which one: the validated document's."""
+    x = np.random.default_rng(3).uniform(-2.0, 7.0, 25)
+    (tmp_path / "xy.csv").write_text("\n".join(f"{a:.4f},{np.cos(a):.4f}" for a in x))
+    out = cli("fit", str(tmp_path / "xy.csv"))
+    assert out.returncode == 0, out.stderr
+    grid = validate_config(data_document(parse_table((tmp_path / "xy.csv").read_text())))["grid"]
+    line = next(s for s in out.stdout.splitlines() if s.startswith("grid"))
+    for name in ("x", "y"):
+        ax = grid[name]
+        assert f"{name} {ax['n']} nodes on [{ax['min']:.6g}, {ax['max']:.6g}], {ax['boundary']}" in line
