@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from app.harness import canvas_xy, column, image_sum
+from app.harness import canvas_xy, column, image_sum, wait_until
 
 pytestmark = pytest.mark.ui
 
@@ -19,16 +19,6 @@ def shows(page, text: str) -> bool:
     """True when some element of the page (shadow DOM included) contains the text and is visible."""
     loc = page.get_by_text(text, exact=False)
     return loc.count() > 0 and loc.first.is_visible()
-
-
-def wait_until(fn, timeout=15.0, interval=0.1):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = fn()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 def test_page_loads_without_console_errors(page, server):
@@ -196,5 +186,5 @@ def test_warm_start_export_reproduces_what_the_browser_shows(page):
         shown = np.asarray(page.evaluate(JS_IMAGE), float).reshape(P.shape[::-1]).T
         return np.allclose(P, shown, atol=1e-6)
 
-    wait_until(exported_run_matches_the_screen, timeout=60, interval=0.5)
+    wait_until(exported_run_matches_the_screen, timeout=60, step=0.5)
     assert page.errors == []

@@ -3,20 +3,10 @@ h(x) over the heatmap, "Choose λ by evidence" moving λ, and the curve followin
 import re
 import time
 
-from app.harness import canvas_xy, column
+from app.harness import canvas_xy, column, wait_until
 
 JS_PROP = """([name, prop]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
   if (m) return m[prop]; } return null; }"""
-
-
-def wait_until(fn, timeout=30.0, step=0.2):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(step)
-    raise AssertionError("condition not met in time")
 
 
 def path(page):

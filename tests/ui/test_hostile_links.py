@@ -2,12 +2,11 @@
 keeps working, and the server log has no traceback."""
 import json
 import re
-import time
 from urllib.parse import urlencode
 
 import pytest
 
-from app.harness import canvas_xy, image_sum, wait_for_app
+from app.harness import canvas_xy, image_sum, wait_for_app, wait_until
 
 pytestmark = pytest.mark.ui
 
@@ -35,16 +34,6 @@ def message(page) -> str:
     """The text of the message bar when it shows a refusal of the link."""
     loc = page.get_by_text(re.compile(r"^(From the link|This link)"))
     return loc.first.inner_text() if loc.count() and loc.first.is_visible() else ""
-
-
-def wait_until(fn, timeout=20.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        value = fn()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.mark.parametrize("query, named", LINKS, ids=[f"{n}-{i}" for i, (_, n) in enumerate(LINKS)])

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from app.harness import canvas_xy, column, wait_for_app
+from app.harness import canvas_xy, column, wait_for_app, wait_until
 
 pytestmark = pytest.mark.ui
 
@@ -14,16 +14,6 @@ JS_BOX = """(name) => { for (const d of Bokeh.documents) { const m = d.get_model
 
 def box(page, name):
     return page.evaluate(JS_BOX, name)
-
-
-def wait_until(fn, timeout=20.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
 
 
 @pytest.mark.parametrize("size,min_w,min_h", [((1280, 720), 500, 450), ((1920, 1080), 850, 800)])

@@ -6,20 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from app.harness import column
+from app.harness import column, wait_until
 
 pytestmark = [pytest.mark.ui, pytest.mark.skipif(not os.environ.get("BFT_SCREENSHOTS"),
                                                  reason="set BFT_SCREENSHOTS=1 to refresh the screenshots")]
 OUT = Path(__file__).resolve().parents[2] / "assets" / "screenshots"
-
-
-def wait_until(fn, timeout=30.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if fn():
-            return
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
 
 
 def preset(page, name, n_points):
