@@ -27,7 +27,7 @@ import copy
 import numpy as np
 
 from . import density, evidence, regression
-from .config import ConfigError, check_evidence_path, default_config, grid_from_config, validate_config
+from .config import ConfigError, check_evidence_path, check_samples, default_config, grid_from_config, validate_config
 from .density import (  # noqa: F401 - the density problem's parts, part of the API
     EMPIRICAL_EPS,
     DensityFit,
@@ -103,6 +103,7 @@ def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9,
     cfg = validate_config(config)
     rng = np.random.default_rng(seed)
     grid = grid_from_config(cfg)
+    check_samples(n, grid.size if cfg["model"] == "density" else grid.x.n)  # before the fit, not after it
     if cfg["model"] == "regression":
         model = regression.RegressionModel.from_config(cfg, validated=True)
         draws = model.posterior_samples(cfg["beta"], n, rng)

@@ -698,6 +698,24 @@ def check_resampling(fits: int, nodes: int, largest: int, limits: Limits | None 
                           f"lambda values, or a coarser grid (or --no-limits on your own machine)")
 
 
+def check_samples(n, nodes: int, what: str = "posterior samples", limits: Limits | None = None) -> int:
+    """The number of posterior draws ``n`` as an int: a whole number >= 0, and ``n`` draws of ``nodes`` values
+    within the budget's :attr:`~bftcore.limits.Limits.max_sample_values` (refused before anything is drawn)."""
+    limits = limits or active()
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ConfigError(f"the number of {what} must be a whole number >= 0, got {n!r}")
+    n = int(n)
+    if limits.max_sample_values is not None and n * nodes > limits.max_sample_values:
+        size = n * nodes * 8
+        v, unit = (size / 2**30, "GiB") if size >= 2**30 else (size / 2**20, "MiB")
+        shown = f"{_fmt_int(round(v)) if v >= 100 else f'{v:.3g}'} {unit}"
+        raise ConfigError(f"{_fmt_int(n)} {what} of {_fmt_int(nodes)} values each ({_fmt_int(n * nodes)} numbers, "
+                          f"{shown}) exceed the limit of "
+                          f"{_fmt_int(limits.max_sample_values)} numbers; draw fewer at a time (batches of at most "
+                          f"{_fmt_int(max(1, limits.max_sample_values // max(nodes, 1)))}) or use a coarser grid")
+    return n
+
+
 def validate_sweep(cfg: dict, beta_min, beta_max, n, limits: Limits | None = None) -> tuple[float, float, int]:
     """Check a beta sweep of a validated configuration: 0 < beta_min < beta_max, 2 <= n within the budget."""
     limits = limits or active()

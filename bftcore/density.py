@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse.linalg as spl
 
 from . import metrics
-from .config import ConfigError, grid_from_config, validate_config
+from .config import ConfigError, check_samples, grid_from_config, validate_config
 from .energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log, project_simplex
 from .grid import Grid
 from .operators import PriorOperator
@@ -121,8 +121,9 @@ def prior_samples(problem: DensityProblem, n: int, rng: np.random.Generator) -> 
     is not a mixture of Gaussians; the samples take the components with the weights p_j, its beta = 1 form."""
     E = problem.energy
     pr, grid = E.prior, problem.grid
-    comps = rng.choice(pr.m, size=int(n), p=pr.weights)
-    fields = pr.templates[comps] + problem.K.sample(rng, int(n), pr.lam * grid.cell)
+    n = check_samples(n, grid.size, "prior samples")
+    comps = rng.choice(pr.m, size=n, p=pr.weights)
+    fields = pr.templates[comps] + problem.K.sample(rng, n, pr.lam * grid.cell)
     if problem.config["prior"]["field"] == "L":
         return np.stack([np.exp(normalise_log(f, grid.hy)) for f in fields]), comps
     return np.stack([project_simplex(f, grid.hy) for f in fields]), comps

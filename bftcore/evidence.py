@@ -63,7 +63,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spl
 
 from . import metrics
-from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, validate_config
+from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, validate_config
 from .density import DensityProblem, build_density
 from .energies import LogDensityEnergy, LogPoint, Prior, normalise_log
 from .limits import blas_threads
@@ -827,6 +827,7 @@ def laplace_samples(problem: DensityProblem, L: np.ndarray, n: int, rng: np.rand
     blas_threads()  # as every run of the API: multithreaded OpenBLAS makes pbtrf 100x slower on shared cores
     grid = problem.grid
     nx, ny = grid.shape
+    n = check_samples(n, grid.size, "Laplace samples")
     if grid.size > SAMPLE_MAX_NODES:
         raise ValueError(f"Laplace samples are drawn for grids up to {SAMPLE_MAX_NODES} nodes (a Cholesky factor of "
                          f"the Hessian on the normalised densities, banded unless x is periodic), this one has "

@@ -60,6 +60,10 @@ class Limits:
     #: resamples x 5 lambdas on the paper mesh is 800 fits and 120 000 node-fits.
     max_resample_fits: int | None = 20_000
     max_resample_work: int | None = 1_000_000
+    #: Posterior draws times nodes of one call for samples (exact regression draws, Laplace or prior samples): 5
+    #: million values are 40 MB of float64; the worst accepted Laplace call (1 220 draws on 64 x 64) peaks at a few
+    #: hundred MB with its work arrays (docs/limits.md).
+    max_sample_values: int | None = 5_000_000
     #: Bytes of one JSON document (file or upload) and nesting depth of its arrays and objects.
     max_document_bytes: int | None = 32 * 1024 * 1024
     max_depth: int | None = 64

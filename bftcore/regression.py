@@ -27,7 +27,7 @@ import scipy.sparse.linalg as spla
 from scipy.linalg.lapack import dtbtrs
 from scipy.optimize import minimize
 
-from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, grid_from_config, validate_config
+from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, grid_from_config, validate_config
 from .grid import Axis
 from .limits import blas_threads
 from .mixing import (
@@ -271,8 +271,7 @@ class RegressionModel:
         when A is, e.g. Neumann, dense otherwise, e.g. periodic wrap-around) and z standard normal.  ``rng``: a
         numpy Generator or a seed."""
         beta = check_beta(beta)
-        if not (isinstance(n, (int, np.integer)) and n >= 0):
-            raise ValueError(f"the number of posterior samples must be a whole number >= 0, got {n!r}")
+        n = check_samples(n, self.n)
         rng = np.random.default_rng(rng)
         b = self.exact_weights(beta)
         comps = rng.choice(self.m, size=int(n), p=b)

@@ -444,3 +444,43 @@ def test_choose_is_normalised_and_refused_where_the_evidence_is_not_defined():
     assert reg["choose"]["beta"] == {"by": "evidence", "min": 0.1, "max": 10.0, "n": 5}
     with pytest.raises(ConfigError, match="node-fits"):
         validate_config({"grid": {"x": {"n": 128}, "y": {"n": 128}}, "choose": {"lambda": {"n": 30}}})
+
+
+# ------------------------------------------------------------------------------------------ posterior draws
+def test_draw_counts_are_checked_before_anything_is_drawn(monkeypatch):
+    """A billion posterior, Laplace or prior draws would be terabytes: each is refused by the budget with the batch
+    size that fits, under a megabyte of allocation, and a posterior summary refuses before it fits the MAP."""
+    from bftcore import evidence, regression
+    from bftcore.config import check_samples
+    from bftcore.density import build_density, prior_samples
+    from bftcore.estimator import BFTRegressor
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 10, 30)
+    reg = BFTRegressor().fit(x, np.sin(x))
+    dens_cfg = validate_config({"data": [[2, 3], [5, 8], [7, 12]]})
+    problem = build_density(dens_cfg, validated=True)
+    L = api.run(dens_cfg).L
+    calls = [lambda: reg.sample_y([1.0, 2.0], n_samples=10**9),
+             lambda: reg.model_.posterior_samples(1.0, 10**9),
+             lambda: evidence.laplace_samples(problem, L, 10**9, rng),
+             lambda: prior_samples(problem, 10**9, rng)]
+    for call in calls:
+        tracemalloc.start()
+        with pytest.raises(ConfigError, match=r"exceed the limit of 5 000 000 numbers; draw fewer at a time"):
+            call()
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 2**20
+    monkeypatch.setattr(api, "run", lambda *a, **k: pytest.fail("the MAP was fitted before the refusal"))
+    with pytest.raises(ConfigError, match="Laplace samples|posterior samples"):
+        api.posterior_summary(dens_cfg, n=10**9)
+    # the budget is the only reason: lifted, the count passes; the shape of the count is checked always
+    with using(UNLIMITED):
+        assert check_samples(10**9, 150) == 10**9
+    for bad in (-1, 2.5, True, "3"):
+        with pytest.raises(ConfigError, match="whole number >= 0"):
+            check_samples(bad, 150)
+    # within the budget the draws are what they were
+    assert reg.sample_y([1.0, 2.0], n_samples=3).shape == (2, 3)
+    assert regression.RegressionModel.posterior_samples(reg.model_, 1.0, 2).shape == (2, reg.model_.n)
