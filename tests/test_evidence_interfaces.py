@@ -148,3 +148,24 @@ def test_the_regression_session_gets_exact_draws():
     s.data = [[2.0, 5.0], [4.0, 6.0], [8.0, 7.5]]
     s.compute_evidence()
     assert s.evidence["method"] == "exact" and np.asarray(s.posterior["draws"]).shape[1] == s.nx
+
+
+def test_the_evidence_card_says_when_the_maximum_is_the_end_of_the_range():
+    """Two points on the paper mesh: the Laplace evidence still rises at the path's largest λ, so the card says the
+    maximum is only a bound; with enough data the maximum is interior and nothing is added."""
+    from app.views.evidence import EvidenceView
+    s = BFTSession()
+    s.data = [[3.0, 3.0], [7.0, 12.0]]
+    s.compute_evidence()
+    card = EvidenceView(session=s)
+    card._show()
+    best = s.evidence["best"]
+    assert best["at_edge"] and best["lambda"] == pytest.approx(max(s.evidence["lambda"]))
+    assert "end of the range computed" in card.info.object and "towards larger λ" in card.info.object
+    rng = np.random.default_rng(0)
+    s.data = [[float(x), float(np.clip(np.round(x + 2 + rng.normal(0, 1.5)), 1, 15))]
+              for x in rng.integers(1, 11, 60)]
+    s.compute_evidence()
+    card._show()
+    assert not s.evidence["best"]["at_edge"]
+    assert card.info.object.startswith("Maximum at λ") and "end of the range" not in card.info.object

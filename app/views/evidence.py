@@ -22,6 +22,15 @@ for regression it is exact. The band on the main plot is the 90% credible band o
 Laplace samples of the posterior (density), or five exact posterior draws of h (regression)."""
 
 
+def _edge_words(best: dict, lams: np.ndarray) -> str:
+    """What a maximum at an end of the path means: the evidence may go on rising past it, so this λ is a bound."""
+    if not best.get("at_edge") or lams.size == 0:
+        return ""
+    side = "larger" if best["lambda"] >= lams.max() else "smaller"
+    return (f" That is the end of the range computed: the evidence still rises towards {side} λ, so the data do not "
+            f"fix λ yet (add points).")
+
+
 class EvidenceView(pn.viewable.Viewer):
     session = param.ClassSelector(class_=BFTSession)
     follow = param.Boolean(True, label="follow", doc="Recompute after every change of the data.")
@@ -118,7 +127,8 @@ class EvidenceView(pn.viewable.Viewer):
             self.best.data = dict(lam=[b["lambda"]], logev=[b["log_evidence"]])
             how = "exact" if ev.get("method") == "exact" else "Laplace approximation"
             self._say(f"Maximum at λ = {b['lambda']:.3g} (ln p = {b['log_evidence']:.2f}, {how}); "
-                          f"the current λ is {s.lam:.3g}." + (" Updating…" if s.evidence_busy else ""))
+                      f"the current λ is {s.lam:.3g}." + _edge_words(b, lam[ok])
+                      + (" Updating…" if s.evidence_busy else ""))
         else:
             self._say("Computing the evidence…" if s.evidence_busy else "Open this card to compute the evidence.")
         self.choose.disabled = "best" not in ev
