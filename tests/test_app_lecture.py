@@ -103,6 +103,37 @@ def test_a_link_edited_after_a_preset_is_not_that_preset():
     assert other.preset == "" and other.lam == 0.3
 
 
+@pytest.mark.parametrize("name", ["fig21", "metastable_mixture", "two_trends"])
+def test_a_short_link_naming_a_preset_opens_that_preset(name):
+    # the link a teacher writes on the board: ?preset=NAME alone gives the whole preset, as choosing it does
+    loaded = BFTSession(live=False)
+    assert loaded.load_preset(name)
+    s = BFTSession(live=False)
+    read_url(s, f"?preset={name}")
+    assert s.preset == name and not s.edited and s.message == ""
+    assert s.to_config() == loaded.to_config()
+
+
+def test_a_short_link_with_a_preset_and_a_value_opens_the_preset_with_that_value():
+    s = BFTSession(live=False)
+    read_url(s, "?preset=metastable_mixture&lam=3")
+    loaded = BFTSession(live=False)
+    assert loaded.load_preset("metastable_mixture")
+    assert s.lam == 3.0 and s.preset == "" and s.data == loaded.data and s.beta == loaded.beta != 1.0
+    # a value of the link that is refused keeps the preset's, and the message says so
+    s = BFTSession(live=False)
+    read_url(s, "?preset=metastable_mixture&beta=abc")
+    assert s.beta == loaded.beta and s.preset == "metastable_mixture"
+    assert s.message == f"From the link: ignored beta=abc (β (mixture temperature): not a number); kept {loaded.beta}."
+
+
+def test_a_link_naming_an_unknown_preset_says_so_and_keeps_the_defaults():
+    s, default = BFTSession(live=False), BFTSession(live=False)
+    read_url(s, "?preset=fig99")
+    assert s.preset == "" and s.to_config() == default.to_config()
+    assert "ignored preset=fig99 (no such preset; the presets are fig14" in s.message
+
+
 def test_a_message_goes_away_with_the_next_change():
     s = BFTSession(live=False)
     s.message = "Refused something."

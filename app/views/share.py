@@ -53,9 +53,8 @@ def _reason(e: Exception) -> str:
     return _short(text, 240) if text else type(e).__name__
 
 
-def _kept(session: BFTSession, name: str) -> str:
+def _kept(name: str, value) -> str:
     """How a message names the value a refused parameter keeps (the data by their number of points)."""
-    value = getattr(session, name)
     return f"{len(value)} points" if name == "data" else _short(value, 24)
 
 
@@ -172,11 +171,27 @@ def _restore_preset(session: BFTSession, name: str) -> None:
     if not name or name not in catalogue or session.preset == name:
         return
     try:
-        values = params_from_config(catalogue[name][0])
+        values = params_from_config(validate_config(copy.deepcopy(catalogue[name][0])))
     except Exception:  # noqa: BLE001 - a preset the dashboard cannot show is not restored
         return
     if all(is_equal(getattr(session, k), v) for k, v in values.items() if k in CONFIG_PARAMS):
         session.param.update(preset=name, edited=False)
+
+
+def _preset_base(session: BFTSession, query: dict) -> dict:
+    """The values of the preset a link names, for every problem parameter the link does not give itself: a short
+    link such as ``?preset=fig21`` (written on the board) opens that preset, and ``?preset=fig21&lam=3`` opens it
+    with λ = 3.  A link the dashboard writes gives every parameter, so there the preset only supplies its name.
+    An unknown name gives nothing (the defaults are kept and the message names it)."""
+    name = query.get("preset", "")
+    catalogue = preset_catalogue()
+    if not name or name not in catalogue:
+        return {}
+    try:
+        values = session._params_from_config(validate_config(copy.deepcopy(catalogue[name][0])))
+    except Exception:  # noqa: BLE001 - a preset the dashboard cannot show (none today) opens as the defaults
+        return {}
+    return {k: v for k, v in values.items() if k in URL_PARAMS and not is_equal(v, getattr(session, k))}
 
 
 def read_url(session: BFTSession, search: str) -> None:
@@ -190,8 +205,10 @@ def read_url(session: BFTSession, search: str) -> None:
     stays usable.  A link's ``data`` over :data:`MAX_POINTS` is refused whole (a silently truncated sample would
     mislead), and a query longer than :data:`MAX_QUERY_CHARS` is not read at all.
 
-    A link's ``preset`` is restored (its name and explanation shown) when the link holds exactly that preset's
-    problem (:func:`_restore_preset`).
+    A link's ``preset``, when it names a known preset, supplies every value the link does not give
+    (:func:`_preset_base`: ``?preset=fig21`` opens that preset); the preset is restored (its name and explanation
+    shown) when the link then holds exactly that preset's problem (:func:`_restore_preset`).  An unknown preset
+    name is named in the message.
 
     Aliases (:data:`LINK_ALIASES`): ``mass2=`` is read as ``l0=``, the prior's l0 ("mass m² (l0)"), which links
     called ``mass2`` before the parameter was renamed; a link with both takes ``l0``.  Links written now say ``l0``
@@ -206,11 +223,16 @@ def read_url(session: BFTSession, search: str) -> None:
     except ValueError as e:
         session.message = f"This link cannot be read ({_reason(e)}), so the defaults are shown."
         return
-    notes, values = [], {}
+    notes, values = [], _preset_base(session, query)
 
-    def refuse(names, why):
-        ignored = ", ".join(f"{n}={_short(query[n])}" for n in names)
-        kept = ", ".join(_kept(session, n) if len(names) == 1 else f"{n}={_kept(session, n)}" for n in names)
+    def refuse(names, why, held=None):
+        # the value kept: the preset's where the link names one and only the link's own value is refused, else the
+        # session's (``held``: the values still to be set)
+        def keeps(n):
+            return _kept(n, (held or {}).get(n, getattr(session, n)))
+        ignored = ", ".join(f"{n}={_short(query[n])}" if n in query else f"{n} of preset {query['preset']}"
+                            for n in names)
+        kept = ", ".join(keeps(n) if len(names) == 1 else f"{n}={keeps(n)}" for n in names)
         notes.append(f"ignored {ignored} ({why}); kept {kept}")
 
     for name in URL_PARAMS:
@@ -220,17 +242,24 @@ def read_url(session: BFTSession, search: str) -> None:
         try:
             value = _from_text(p, query[name])
         except ValueError as e:
-            refuse([name], f"{p.label or name}: {_reason(e)}")
+            refuse([name], f"{p.label or name}: {_reason(e)}", values)
+            continue
+        if name == "preset":
+            # not a value to set: the preset's values are the base (_preset_base), and its name is shown only if
+            # the state is then exactly that preset (_restore_preset)
+            if value and value not in preset_catalogue():
+                notes.append(f"ignored preset={_short(value)} (no such preset; the presets are "
+                             f"{', '.join(preset_catalogue())})")
             continue
         try:
-            if is_equal(value, getattr(session, name)):
+            if is_equal(value, values.get(name, getattr(session, name))):
                 continue
         except Exception:  # noqa: BLE001 - not comparable: treat as a change
             pass
         try:
             p._validate(value)
         except Exception as e:  # noqa: BLE001 - param's own refusal, with its reason and the control's name
-            refuse([name], re.sub(r"^\w+ parameter '[\w.]+' ", f"{p.label or name} ", _reason(e)))
+            refuse([name], re.sub(r"^\w+ parameter '[\w.]+' ", f"{p.label or name} ", _reason(e)), values)
             continue
         values[name] = value
     try:

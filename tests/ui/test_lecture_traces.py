@@ -151,6 +151,20 @@ def test_a_link_with_a_preset_opens_with_its_explanation(browser, server, page):
         ctx.close()
 
 
+def test_a_short_link_naming_a_preset_opens_it_solved(browser, server):
+    # what a teacher writes on the board: /app?preset=fig27 gives the preset's data, λ and explanation
+    ctx, pg = fresh(browser, server[0] + "?preset=fig27")
+    try:
+        wait_until(lambda: shows(pg, "As Fig 23 with a weak prior"))
+        wait_until(lambda: finished(pg), timeout=60)
+        q = query(pg)
+        assert q["preset"] == "fig27" and q["lam"] == "0.1" and len(json.loads(q["data"])) == 50
+        assert len(column(pg, "bft-points-source", "x") or []) == 50
+        assert not shows(pg, "Edited by hand") and pg.errors == []
+    finally:
+        ctx.close()
+
+
 def test_log_sliders_reach_the_presets_values_exactly(page):
     handle = page.locator(".bft-scale-order_coef .noUi-handle")
     handle.focus()
