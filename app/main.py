@@ -157,12 +157,12 @@ def build():
     message = LiveText(height=24, margin=(12, 10, 0, 10), css_classes=["bft-message"], name="bft-message",
                        styles={"flex": "1 1 200px", "min-width": "0", "color": "#b35900"},
                        sizing_mode="stretch_width").follow(session, "message")
-    theme = pn.widgets.Toggle(name="◐ dark / high contrast", width=170, margin=(8, 10, 0, 10),
+    theme = pn.widgets.Toggle(label="◐ dark / high contrast", width=170, margin=(8, 10, 0, 10),
                               css_classes=["bft-theme"])
     theme.jscallback(args=dict(css=DARK_SHADOW_CSS), value=DARK_JS)
 
     theme.param.watch(user_action(lambda event: apply_theme(pn.state.curdoc, event.new)), "value")
-    export = pn.widgets.Button(name="⤓ PNG (1920×1080)", width=150, margin=(8, 10, 0, 10),
+    export = pn.widgets.Button(label="⤓ PNG (1920×1080)", width=150, margin=(8, 10, 0, 10),
                                description="download the main plot as a PNG at projector resolution",
                                css_classes=["bft-export"])
     export.js_on_click(args=dict(fig=canvas.figure), code=EXPORT_JS)

@@ -143,7 +143,7 @@ class DataCanvas(pn.viewable.Viewer):
         fig.min_height, fig.min_width = 260, 260
         self.pane = pn.pane.Bokeh(fig, sizing_mode="stretch_both", min_height=260)
         self._shown = {}  # what the browser already has, so that a frame sends only what changed
-        self.show_heldout = pn.widgets.Checkbox(name=f"show {HELD_OUT_N} held-out test points (true density)",
+        self.show_heldout = pn.widgets.Checkbox(label=f"show {HELD_OUT_N} held-out test points (true density)",
                                                 value=False, margin=(0, 10), css_classes=["bft-heldout-toggle"])
         self.show_heldout.param.watch(self._update_heldout, "value")
         s.param.watch(self._update_image, ["record", "display", "truth", "model"] + GRID_PARAMS)
@@ -159,13 +159,13 @@ class DataCanvas(pn.viewable.Viewer):
         self.card = pn.Card(self.text, title="What this shows", collapsed=True, margin=(0, 10), width=200,
                             header_background="#f3f3f3")
         # the keyboard way to add a point: type x and y, press the button (or Enter in a field, then the button)
-        self.x_in = pn.widgets.FloatInput(name="x", value=5.0, width=90, margin=(0, 5),
+        self.x_in = pn.widgets.FloatInput(label="x", value=5.0, width=90, margin=(0, 5),
                                           description="x of a point to add (keyboard)", css_classes=["bft-x-in"])
-        self.y_in = pn.widgets.FloatInput(name="y", value=8.0, width=90, margin=(0, 5),
+        self.y_in = pn.widgets.FloatInput(label="y", value=8.0, width=90, margin=(0, 5),
                                           description="y of a point to add (keyboard)", css_classes=["bft-y-in"])
         # no description: its tooltip took the first press of the button after the fields were edited (the point
         # was added only on the second press); the accessible name comes from app.views.common.ARIA
-        self.add_button = pn.widgets.Button(name="Add point", width=100, margin=(18, 5, 0, 5),
+        self.add_button = pn.widgets.Button(label="Add point", width=100, margin=(18, 5, 0, 5),
                                             css_classes=["bft-add-point"])
         self.add_button.on_click(self._add_typed)
         s.param.watch(self._update_text, ["model"])

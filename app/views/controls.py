@@ -91,7 +91,7 @@ def scale_slider(session, name: str, width: int, label: str | None = None):
     """A log slider over the parameter ``name`` of :data:`SCALES` (see the module's text)."""
     lo, hi, zero = SCALES[name]
     p = session.param[name]
-    w = pn.widgets.IntSlider(name=label or p.label, start=-1 if zero else 0, end=(hi - lo) * PER_DECADE, step=1,
+    w = pn.widgets.IntSlider(label=label or p.label, start=-1 if zero else 0, end=(hi - lo) * PER_DECADE, step=1,
                              value=0, width=width, format=_scale_format(lo), css_classes=[f"bft-scale-{name}"])
     return _bind(w, session, name, lambda i: scale_value(i, lo), lambda v: scale_index(v, lo))
 
@@ -101,7 +101,7 @@ def linear_slider(session, name: str, width: int, step: float = 0.01, **kw):
     p = session.param[name]
     lo, hi = p.get_soft_bounds()
     digits = max(0, -math.floor(math.log10(step) + 1e-9))
-    w = pn.widgets.FloatSlider(name=p.label, start=lo, end=hi, step=step, value=getattr(session, name),
+    w = pn.widgets.FloatSlider(label=p.label, start=lo, end=hi, step=step, value=getattr(session, name),
                                width=width, **kw)
     return _bind(w, session, name, lambda v: float(round(v, digits)), lambda v: v)
 
@@ -134,31 +134,31 @@ class Controls(pn.viewable.Viewer):
                 fn()
             return click
 
-        self.run = pn.widgets.Button(name="▶ Run", button_type="success", width=62)
-        self.step = pn.widgets.Button(name="Step", width=58)
-        self.pause = pn.widgets.Button(name="❚❚ Pause", width=72)
-        self.reset = pn.widgets.Button(name="Reset", width=62)
+        self.run = pn.widgets.Button(label="▶ Run", color="success", width=62)
+        self.step = pn.widgets.Button(label="Step", width=58)
+        self.pause = pn.widgets.Button(label="❚❚ Pause", width=72)
+        self.reset = pn.widgets.Button(label="Reset", width=62)
         self.run.on_click(action(s.play))
         self.step.on_click(action(s.step))
         self.pause.on_click(action(s.pause))
         self.reset.on_click(action(lambda: s.reset(play=False)))
-        self.clear = pn.widgets.Button(name="Clear points", width=110)
-        self.undo = pn.widgets.Button(name="Undo", width=70)
+        self.clear = pn.widgets.Button(label="Clear points", width=110)
+        self.undo = pn.widgets.Button(label="Undo", width=70)
         self.clear.on_click(action(s.clear_points))
         self.undo.on_click(action(s.undo))
         self.widgets = {
             "model": pn.widgets.Select.from_param(sp.model, width=W),
-            "click_mode": pn.widgets.RadioButtonGroup.from_param(sp.click_mode, width=W, button_type="primary",
-                                                                 button_style="outline"),
-            "display": pn.widgets.RadioButtonGroup.from_param(sp.display, width=W, button_type="primary",
-                                                              button_style="outline"),
+            "click_mode": pn.widgets.RadioButtonGroup.from_param(sp.click_mode, width=W, color="primary",
+                                                                 variant="outline"),
+            "display": pn.widgets.RadioButtonGroup.from_param(sp.display, width=W, color="primary",
+                                                              variant="outline"),
             "lam": log(sp.lam), "lam_x": log(sp.lam_x), "lam_y": log(sp.lam_y),
             "l0": log(sp.l0),
             "order": pn.widgets.RadioButtonGroup.from_param(sp.order, width=W),
             "order_coef": log(sp.order_coef),
             "templates": pn.widgets.CheckButtonGroup.from_param(
                 sp.templates, options=template_options("density"), width=W,
-                button_type="primary", button_style="outline"),
+                color="primary", variant="outline"),
             "w_uniform": slider(sp.w_uniform), "w_paper_t1": slider(sp.w_paper_t1),
             "w_paper_t2": slider(sp.w_paper_t2), "w_gaussian": slider(sp.w_gaussian),
             "gauss_mu": slider(sp.gauss_mu, step=0.1), "gauss_sigma": slider(sp.gauss_sigma, step=0.1),
@@ -185,11 +185,11 @@ class Controls(pn.viewable.Viewer):
         # what a loaded file sets and the controls cannot show: read-only, kept in the configuration
         self.from_file = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False,
                                           name="from-file")
-        self.use_menu = pn.widgets.Button(name="Use the menu instead", width=W, visible=False)
+        self.use_menu = pn.widgets.Button(label="Use the menu instead", width=W, visible=False)
         self.use_menu.on_click(user_action(lambda _: s.use_menu_templates()))
         self.orders_note = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False,
                                             name="extra-orders")
-        self.drop_orders = pn.widgets.Button(name="Keep only the slider's order", width=W, visible=False)
+        self.drop_orders = pn.widgets.Button(label="Keep only the slider's order", width=W, visible=False)
         self.drop_orders.on_click(user_action(lambda _: setattr(s, "extra_orders", {})))
         self.grid_text = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False)
         s.param.watch(self._sync_visibility, ["model", "templates", "method", "init", "beta", "file_templates",

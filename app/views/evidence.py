@@ -51,10 +51,10 @@ class EvidenceView(pn.viewable.Viewer):
         fig.add_layout(self.current)
         legend_outside(fig)
         self.figure = fig
-        self.choose = pn.widgets.Button(name="Choose λ by evidence", button_type="primary", width=190,
+        self.choose = pn.widgets.Button(label="Choose λ by evidence", color="primary", width=190,
                                         css_classes=["bft-choose-lambda"])
         self.choose.on_click(user_action(lambda _: s.choose_lambda_by_evidence()))
-        self.refresh = pn.widgets.Button(name="Recompute", width=110, css_classes=["bft-evidence-refresh"])
+        self.refresh = pn.widgets.Button(label="Recompute", width=110, css_classes=["bft-evidence-refresh"])
         self.refresh.on_click(user_action(lambda _: s.compute_evidence()))
         # a Markdown pane, not LiveText (preformatted, one line: cut at the column's edge); it changes only when a
         # path arrives or lambda moves, never per frame

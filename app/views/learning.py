@@ -150,7 +150,7 @@ class LearningView(pn.viewable.Viewer):
         self.shown: dict | None = None  # the document on screen (partial while it runs)
         self.stale = False              # the problem changed since the curves on screen were computed
         self._build_figures()
-        self.button = pn.widgets.Button(label="Learning curve", button_type="primary", width=140,
+        self.button = pn.widgets.Button(label="Learning curve", color="primary", width=140,
                                         css_classes=["bft-learning-start"])
         self.button.on_click(user_action(lambda _: self.start()))
         self.cancel_button = pn.widgets.Button(label="Cancel", width=80, disabled=True,

@@ -23,13 +23,13 @@ class Playback(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.session
-        self.pace = pn.widgets.IntSlider.from_param(s.param.frame_ms, name="pace: ms per iteration", step=10,
+        self.pace = pn.widgets.IntSlider.from_param(s.param.frame_ms, label="pace: ms per iteration", step=10,
                                                     width=140, css_classes=["bft-pace"], margin=(0, 10))
-        self.scrubber = pn.widgets.IntSlider(name="replay iteration", start=0, end=1, value=0, step=1, width=150,
+        self.scrubber = pn.widgets.IntSlider(label="replay iteration", start=0, end=1, value=0, step=1, width=150,
                                              disabled=True, css_classes=["bft-scrubber"], margin=(0, 5))
-        self.back = pn.widgets.Button(name="◀", width=36, disabled=True, css_classes=["bft-scrub-back"],
+        self.back = pn.widgets.Button(label="◀", width=36, disabled=True, css_classes=["bft-scrub-back"],
                                       margin=(14, 2, 0, 2))
-        self.forward = pn.widgets.Button(name="▶", width=36, disabled=True, css_classes=["bft-scrub-forward"],
+        self.forward = pn.widgets.Button(label="▶", width=36, disabled=True, css_classes=["bft-scrub-forward"],
                                          margin=(14, 2, 0, 2))
         self.back.on_click(user_action(lambda _: self._nudge(-1)))
         self.forward.on_click(user_action(lambda _: self._nudge(+1)))

@@ -14,7 +14,7 @@ class PresetsView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         self._presets = preset_catalogue()
-        self.select = pn.widgets.Select(name="Preset", options=["(choose a preset)"] + list(self._presets),
+        self.select = pn.widgets.Select(label="Preset", options=["(choose a preset)"] + list(self._presets),
                                         width=280, css_classes=["bft-preset"])
         self.explain = pn.pane.Markdown("", width=290, styles={"font-size": "13px"})
         self._syncing = False

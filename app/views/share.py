@@ -367,11 +367,11 @@ class SharePanel(pn.viewable.Viewer):
         super().__init__(**params)
         s = self.session
         self.download = pn.widgets.FileDownload(callback=self._config_file, filename="bftcore-config.json",
-                                                label="Download configuration (JSON)", button_type="primary",
+                                                label="Download configuration (JSON)", color="primary",
                                                 width=280)
         self.csv = pn.widgets.FileDownload(callback=lambda: io.StringIO(s.data_csv()), filename="bftcore-data.csv",
                                            label="Download data (CSV)", width=280)
-        self.upload = pn.widgets.FileInput(accept=UPLOAD_ACCEPT, width=280, name="upload")
+        self.upload = pn.widgets.FileInput(accept=UPLOAD_ACCEPT, width=280, label="upload")
         self.upload.param.watch(self._on_upload, "value")
         self.help = pn.pane.Markdown(
             "Upload a JSON configuration, or your own data as a table (.csv, .tsv, .txt, .dat): one column y "

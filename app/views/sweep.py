@@ -45,7 +45,7 @@ class SweepView(pn.viewable.Viewer):
         fig.add_layout(self.current)
         legend_outside(fig)
         self.figure = fig
-        self.button = pn.widgets.Button(name="Run β sweep", button_type="primary", width=140)
+        self.button = pn.widgets.Button(label="Run β sweep", color="primary", width=140)
         self.button.on_click(user_action(lambda _: self.session.run_sweep(self.beta_min, self.beta_max, self.n)))
         self.info = pn.pane.Markdown("", styles={"font-size": "13px"})
         # progress of a running sweep (bftcore.api.sweep_document's progress callback), instead of a bare spinner
@@ -63,7 +63,7 @@ class SweepView(pn.viewable.Viewer):
         s = self.session
         self.current.location = s.beta
         self.button.disabled = s.sweeping
-        self.button.name = "Sweeping…" if s.sweeping else "Run β sweep"
+        self.button.label = "Sweeping…" if s.sweeping else "Run β sweep"
         doc = s.sweep
         if not doc:
             self.info.object = "Press **Run β sweep** (needs at least two templates)."
