@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from app.configuration import MAX_POINTS, URL_PARAMS
-from app.session import BFTSession  # noqa: E402
+from app.session import BFTSession, preset_catalogue  # noqa: E402
 from app.views.share import MAX_QUERY_CHARS, read_url, url_query  # noqa: E402
 from bftcore.config import validate_config  # noqa: E402
 
@@ -107,7 +107,9 @@ def test_the_link_of_any_preset_round_trips_without_a_message():
 text_values = st.one_of(st.text(max_size=30), st.sampled_from(
     ["-1", "0", "1e308", "1e999", "nan", "-inf", "9" * 400, "[]", "{}", "[[1,2]]", "[[null,1]]", "[1,[2,[3]]]",
      '{"l4": -1}', '{"l9": 1}', '[{"kind": "gaussian", "mu": 1e300, "sigma": 1}]', "template 3", "true",
-     "density, prior on P", "regression", "massive", "91×141", "as loaded (custom)", "[\"paper_t1\", \"linear\"]"]))
+     "density, prior on P", "regression", "massive", "91×141", "as loaded (custom)", "[\"paper_t1\", \"linear\"]",
+     # preset names: a link's preset supplies the values it does not give, the hostile ones among them included
+     "fig21", "two_trends", "metastable_mixture", "fig7"]))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -116,6 +118,19 @@ def test_any_link_leaves_a_session_the_gate_accepts(query):
     s = opened(link(**query))
     validate_config(s.to_config())
     s.to_config()
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(sorted(preset_catalogue())),
+       st.dictionaries(st.sampled_from([n for n in URL_PARAMS if n != "preset"]), text_values, max_size=4))
+def test_a_link_naming_a_preset_with_any_other_values_leaves_a_session_the_gate_accepts(name, query):
+    s = opened(link(preset=name, **query))
+    validate_config(s.to_config())
+    # the preset's name stays only if the state is exactly the preset
+    if s.preset:
+        loaded = BFTSession(live=False)
+        assert loaded.load_preset(name)
+        assert validate_config(s.to_config()) == validate_config(loaded.to_config())
 
 
 any_value = st.recursive(
