@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import re
+from typing import Any
 
 import numpy as np
 
@@ -172,7 +173,7 @@ def menu_templates(doc: dict, model: str) -> dict | None:
         return None
     if tpl and (any(w <= 0 for w in weights) or [w / sum(weights) for w in weights] != weights):
         return None  # the menu writes normalised weights; anything else must stay exactly as in the file
-    out = {"templates": found, "file_templates": [], "file_weights": []}
+    out: dict[str, Any] = {"templates": found, "file_templates": [], "file_weights": []}
     for t, w in zip(tpl, weights):
         out[f"w_{t['kind']}"] = w
         out.update({name: t[key] for (k, key), name in TEMPLATE_PARAMS.items() if k == t["kind"]})
@@ -182,7 +183,7 @@ def menu_templates(doc: dict, model: str) -> dict | None:
 def params_from_config(doc: dict) -> dict:
     """Parameter values for a validated document (anything ``validate_config`` accepts).  A document with more
     than :data:`MAX_POINTS` points is refused (ValueError); the parameters judge the values themselves."""
-    out = {}
+    out: dict[str, Any] = {}
     model = doc.get("model", "density")
     field = doc.get("prior", {}).get("field", "L")
     out["model"] = "regression" if model == "regression" else f"density, prior on {field}"

@@ -713,7 +713,8 @@ class FramePump:
             asyncio.ensure_future(work())
         else:
             try:
-                doc = api.sweep_document(cfg, beta_min, beta_max, n, spacing="log", progress=show)
+                result: dict | Exception = api.sweep_document(cfg, beta_min, beta_max, n, spacing="log",
+                                                              progress=show)
             except Exception as e:  # noqa: BLE001
-                doc = e
-            done(doc)
+                result = e
+            done(result)

@@ -134,7 +134,8 @@ class BFTSession(param.Parameterized):
     """All state of one dashboard session: data, hyperparameters, solver progress and messages."""
 
     # --- model and prior -------------------------------------------------------------------------------------
-    model = param.Selector(default="density, prior on L", objects=list(MODELS), doc="Model and prior field.")
+    model: param.Selector = param.Selector(default="density, prior on L", objects=list(MODELS),
+                                           doc="Model and prior field.")
     lam = param.Number(1.0, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(0.01, 5.0),
                        label="λ (prior strength)")
     lam_x = param.Number(1.0, bounds=MAGNITUDE, softbounds=(0.0, 5.0), label="λ_x")
@@ -142,7 +143,7 @@ class BFTSession(param.Parameterized):
     # the prior's l0 (prior.l0 of the document), not the relaxation mass solver_mass2 (solver.mass2); no doc=,
     # which Panel would show as a tooltip.  Links may still say mass2= (app.views.share.read_url)
     l0 = param.Number(0.0, bounds=MAGNITUDE, softbounds=(0.0, 2.0), label="mass m² (l0)")
-    order = param.Selector(default="l2", objects=ORDERS, label="prior order")
+    order: param.Selector = param.Selector(default="l2", objects=ORDERS, label="prior order")
     order_coef = param.Number(0.025, bounds=MAGNITUDE, softbounds=(0.0, 2.0),
                               label="coefficient of the order")
     extra_orders = _Orders({}, doc="Coefficients of further prior orders {'l4': c, ...} that a loaded file "
@@ -174,7 +175,7 @@ class BFTSession(param.Parameterized):
     file_weights = _Weights([], doc="Prior weights p_j of file_templates, exactly as in the file.")
     beta = param.Number(1.0, bounds=(MIN_BETA, MAX_MAGNITUDE), label="β (mixture temperature)")
     # --- solver and grid -------------------------------------------------------------------------------------
-    method = param.Selector(default="newton", objects=METHODS, label="solver")
+    method: param.Selector = param.Selector(default="newton", objects=METHODS, label="solver")
     solver_mass2 = param.Number(0.01, bounds=MAGNITUDE, softbounds=(1e-3, 2.0), label="relaxation m²")
     init = _Init(default="kernel", objects=INITS, check_on_set=False, label="initialisation")
     init_mass2 = param.Number(0.1, bounds=MAGNITUDE, inclusive_bounds=POSITIVE, softbounds=(1e-3, 10.0),
@@ -182,7 +183,7 @@ class BFTSession(param.Parameterized):
     min_iter = param.Integer(4, bounds=(0, 100_000), label="min iterations")
     max_iter = param.Integer(50, bounds=(0, 100_000), softbounds=(1, 1000), label="max iterations")
     tol = param.Number(1e-8, bounds=MAGNITUDE, label="tolerance (max field change)")
-    grid_size = param.Selector(default="10×15 (paper)", objects=list(GRID_SIZES) + [CUSTOM_GRID],
+    grid_size: param.Selector = param.Selector(default="10×15 (paper)", objects=list(GRID_SIZES) + [CUSTOM_GRID],
                                label="grid nx×ny")
     x_min = param.Number(X_RANGE[0], bounds=COORDINATE)
     x_max = param.Number(X_RANGE[1], bounds=COORDINATE)
@@ -190,16 +191,18 @@ class BFTSession(param.Parameterized):
     y_min = param.Number(Y_RANGE[0], bounds=COORDINATE)
     y_max = param.Number(Y_RANGE[1], bounds=COORDINATE)
     ny = param.Integer(15, bounds=(1, 1024))
-    boundary_x = param.Selector(default="periodic", objects=["periodic", "neumann", "free"], label="x boundary")
-    boundary_y = param.Selector(default="periodic", objects=["periodic", "neumann", "free"], label="y boundary")
-    truth = param.Selector(default="paper", objects=["paper", "none"], label="true density")
+    boundary_x: param.Selector = param.Selector(default="periodic", objects=["periodic", "neumann", "free"],
+                                                label="x boundary")
+    boundary_y: param.Selector = param.Selector(default="periodic", objects=["periodic", "neumann", "free"],
+                                                label="y boundary")
+    truth: param.Selector = param.Selector(default="paper", objects=["paper", "none"], label="true density")
     regression_truth = param.ClassSelector(default=None, class_=(dict, list), allow_None=True,
                                            doc="Regression 'truth' of a loaded file (a template object or values "
                                                "on the x nodes), kept as it is.")
     data = _Points(default=[[3.0, 3.0], [7.0, 12.0]], item_type=list, doc="Data points [x, y].")
     # --- display and animation -------------------------------------------------------------------------------
-    display = param.Selector(default="P", objects=DISPLAYS, label="heatmap shows")
-    click_mode = param.Selector(default="add", objects=["add", "remove"], label="a click on the canvas")
+    display: param.Selector = param.Selector(default="P", objects=DISPLAYS, label="heatmap shows")
+    click_mode: param.Selector = param.Selector(default="add", objects=["add", "remove"], label="a click on the canvas")
     frame_ms = param.Integer(60, bounds=(0, 1000), label="animation: ms per iteration")
     live = param.Boolean(True, label="re-solve on every change")
     preset = param.String("", regex=r"^[\w .-]{0,64}$", doc="Name of the last preset loaded ('' when edited by hand).")

@@ -70,7 +70,7 @@ def _ignore_patches_after_close() -> None:
             return dropped()
         return original(message, connection)
     patch._bft_after_close = True  # type: ignore[attr-defined]
-    ServerSession.patch = classmethod(patch)  # type: ignore[method-assign, assignment]
+    ServerSession.patch = classmethod(patch)
 
 
 def _tolerate_lost_before_close() -> None:
@@ -92,7 +92,7 @@ def _tolerate_lost_before_close() -> None:
             return None
         return original(self)
     on_close._bft_lost = True  # type: ignore[attr-defined]
-    WSHandler.on_close = on_close  # type: ignore[method-assign]
+    WSHandler.on_close = on_close
 
 
 if BOKEH_TESTED:

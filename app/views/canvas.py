@@ -273,7 +273,9 @@ class DataCanvas(pn.viewable.Viewer):
     def title_text(self, label: str = "") -> str:
         """What the canvas shows, in words (the title of the plot and of its PNG export).  Short enough for the
         hero at 1280×720 with a preset's name (the longer form ran past the plot for metastable_mixture)."""
-        s, g = self.session, self.session.grid
+        s = self.session
+        assert s is not None  # a view is built with its session (param types the parameter as optional)
+        g = s.grid
         where = f" · {s.preset}" if s.preset else ""
         if s.is_regression:
             # short: at 1280×720 the longer title ran past the plot; the legend names the data and the templates

@@ -94,6 +94,7 @@ class EvidenceView(pn.viewable.Viewer):
         self.active = bool(active)
         if self.active:
             self._draw_on_main_plots()
+            assert self.session is not None  # a view is built with its session (param types the parameter as optional)
             self.session.compute_evidence()
         else:
             self.band.data = dict(x=[], lo=[], hi=[], mid=[])

@@ -333,6 +333,7 @@ class LearningView(pn.viewable.Viewer):
             if self.job is not None:
                 return False
             s = self.session
+            assert s is not None  # a view is built with its session (param types the parameter as optional)
             try:
                 cfg = api.validate_config(s.to_config())
                 if self.n_from > self.n_to:
@@ -430,6 +431,7 @@ class LearningView(pn.viewable.Viewer):
             with self._lock:
                 if always or not job.cancelled.is_set():
                     fn(*args)
+        assert self.session is not None  # a view is built with its session (param types the parameter as optional)
         pump = self.session.pump
         if not pump.served:
             apply()
@@ -512,7 +514,7 @@ class LearningView(pn.viewable.Viewer):
         text = ""
         if uf:
             pairs = " · ".join(f"{n}: {'—' if m is None else f'{m:.2f}'} ({e:.2f})"
-                               for n, m, e in zip(doc["n"], uf.get("mean", []), uf.get("expected", [])))
+                               for n, m, e in zip((doc or {})["n"], uf.get("mean", []), uf.get("expected", [])))
             text = f"Unique points in a data set / N, measured (expected), by n: {pairs}"
         if self.bag.object != text:
             self.bag.object = text

@@ -62,6 +62,7 @@ class MixingView(pn.viewable.Viewer):
         """The a_j of the iteration on screen: the latest of the run while it plays, the one the history scrubber
         chose after it (``session.record``, which carries its a_j)."""
         s = self.session
+        assert s is not None  # a view is built with its session (param types the parameter as optional)
         rec = s.record
         if not s.running and rec is not None and rec.mixing is not None and s.history and \
                 int(rec.iteration) <= int(s.history[-1].iteration):

@@ -88,7 +88,9 @@ def _accept_part(session: BFTSession, values: dict) -> tuple[dict, list]:
         unit = tuple(n for n in group if n in values)
         if unit not in units:
             units.append(unit)
-    accepted, pending, reasons = {}, [], {}
+    accepted: dict = {}
+    pending: list = []
+    reasons: dict = {}
 
     def take(*combo) -> bool:
         trial = {n: values[n] for unit in combo for n in unit}
@@ -407,7 +409,7 @@ class SharePanel(pn.viewable.Viewer):
         if loc is None or doc is None:
             return
         read_url(session, loc.search or "")
-        pending = []
+        pending: list = []
 
         def write():
             pending.clear()
