@@ -18,7 +18,7 @@ from bftcore.config import ConfigError, parse_document, validate_config
 from bftcore.limits import LIMITS
 from bftcore.tables import data_document, parse_table
 
-from ..configuration import CONFIG_PARAMS, MAX_POINTS, URL_PARAMS, params_from_config
+from ..configuration import CONFIG_PARAMS, MAX_POINTS, URL_PARAMS
 from ..session import BFTSession, preset_catalogue
 from ..transport import after_user_action, one_message, user_action
 
@@ -165,18 +165,26 @@ def _from_text(p: param.Parameter, text: str):
     return text
 
 
+def _preset_values(session: BFTSession, name: str) -> dict | None:
+    """The session's parameter values of the preset called ``name``, or None for no such preset (or one the
+    dashboard cannot show: none today)."""
+    catalogue = preset_catalogue()
+    if not name or name not in catalogue:
+        return None
+    try:
+        return session._params_from_config(validate_config(copy.deepcopy(catalogue[name][0])))
+    except Exception:  # noqa: BLE001 - a preset the dashboard cannot show is neither a link's base nor restored
+        return None
+
+
 def _restore_preset(session: BFTSession, name: str) -> None:
     """A link that names a preset (``preset=fig27``) and holds exactly that preset's problem opens as the preset: its
     name and explanation are shown, as loading the preset does.  Any other value in the link that differs from the
     preset makes the state "edited by hand" (no preset), which is what a link made after an edit says."""
-    catalogue = preset_catalogue()
-    if not name or name not in catalogue or session.preset == name:
+    if session.preset == name:
         return
-    try:
-        values = params_from_config(validate_config(copy.deepcopy(catalogue[name][0])))
-    except Exception:  # noqa: BLE001 - a preset the dashboard cannot show is not restored
-        return
-    if all(is_equal(getattr(session, k), v) for k, v in values.items() if k in CONFIG_PARAMS):
+    values = _preset_values(session, name)
+    if values is not None and all(is_equal(getattr(session, k), v) for k, v in values.items() if k in CONFIG_PARAMS):
         session.param.update(preset=name, edited=False)
 
 
@@ -185,14 +193,7 @@ def _preset_base(session: BFTSession, query: dict) -> dict:
     link such as ``?preset=fig21`` (written on the board) opens that preset, and ``?preset=fig21&lam=3`` opens it
     with λ = 3.  A link the dashboard writes gives every parameter, so there the preset only supplies its name.
     An unknown name gives nothing (the defaults are kept and the message names it)."""
-    name = query.get("preset", "")
-    catalogue = preset_catalogue()
-    if not name or name not in catalogue:
-        return {}
-    try:
-        values = session._params_from_config(validate_config(copy.deepcopy(catalogue[name][0])))
-    except Exception:  # noqa: BLE001 - a preset the dashboard cannot show (none today) opens as the defaults
-        return {}
+    values = _preset_values(session, query.get("preset", "")) or {}
     return {k: v for k, v in values.items() if k in URL_PARAMS and not is_equal(v, getattr(session, k))}
 
 
