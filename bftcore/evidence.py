@@ -535,6 +535,9 @@ class _PathProblem:
         self.cfg, self.param = cfg, param
         self.base = build_density(cfg, validated=True)
         check_model(self.base)
+        if not cfg["data"]:  # ln p(D) = 0 whatever the hyperparameters: a "maximum" would be an arbitrary value
+            raise ValueError(f"with no data the evidence p(D | {param}) is 1 for every {param}, so there is "
+                             f"nothing to choose; add data points")
         self.template = _template(self.base)
         self._norm: dict = {}
 

@@ -806,12 +806,21 @@ class RegressionEvidence:
         return out
 
     # --- paths and the maximum -------------------------------------------------------------------------------
+    def check_has_data(self, what: str) -> None:
+        """Refuse to trace or maximise the evidence of no data: ln p = 0 whatever the hyperparameters, so a path
+        is flat and its "maximum" an arbitrary value.  (The value itself, 0, is still given by
+        :meth:`log_evidences`: the posterior weights of no data are the prior's.)"""
+        if self.N == 0:
+            raise ValueError(f"with no data the evidence p(D | {what}) is 1 for every {what}, so there is "
+                             f"nothing to choose; add data points")
+
     def path(self, name: str, values, beta: float, lam=None, l0=None, weights=None) -> dict:
         """ln evidence along one hyperparameter (``lambda``, ``l0`` or ``beta``), the others fixed.
 
         Returns ``{name: values, "log_evidence": (k,), "components": (k, m) ln p(y|j), "b": (k, m),
         "best": {name: value, "log_evidence": value}}``.  A path over beta costs one factorisation in all."""
         _check_scalar_name(name)
+        self.check_has_data(name)
         vals = _positive_values(values, name, allow_zero=name == "l0")
         lam, l0, beta, p = self._values(lam, l0, beta, weights)
         if name == "beta":
@@ -831,6 +840,7 @@ class RegressionEvidence:
         """ln evidence over two hyperparameters: ``{"axes": (name1, name2), name1: values1, name2: values2,
         "log_evidence": (k1, k2) array, "best": {name1: v, name2: v, "log_evidence": value}}``."""
         (n1, v1), (n2, v2) = first, second
+        self.check_has_data(f"{n1}, {n2}")
         _check_scalar_name(n1)
         _check_scalar_name(n2)
         if n1 == n2:
@@ -873,6 +883,7 @@ class RegressionEvidence:
         if bad or not params or len(set(params)) != len(params):
             raise ValueError(f"optimise the evidence over distinct names among {', '.join(EVIDENCE_PARAMETERS)}; "
                              f"got {list(params)}")
+        self.check_has_data(", ".join(params))
         lam, l0, beta, p = self._values(lam, l0, beta, weights)
         box = {**EVIDENCE_BOUNDS, **(bounds or {})}
         for q in SCALAR_PARAMETERS:

@@ -72,6 +72,33 @@ def test_the_evidence_command_refuses_bad_ranges_in_one_line(tmp_path, args, mes
     assert out.returncode == 2 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
 
 
+@pytest.mark.parametrize("doc", [dict(ONE_D, data=[]), dict(REGRESSION, data=[])], ids=["density", "regression"])
+def test_the_evidence_of_no_data_is_refused_instead_of_an_arbitrary_maximum(tmp_path, doc):
+    # ln p(no data) = 0 for every lambda: the path used to be flat at 0 and its "best" the range's first value
+    out = cli("evidence", doc=doc, tmp_path=tmp_path)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == ("error: with no data the evidence p(D | lambda) is 1 for every lambda, so there "
+                                  "is nothing to choose; add data points")
+    with pytest.raises(ValueError, match="no data"):
+        api.choose_hyperparameters(dict(doc, choose={"lambda": {"min": 0.01, "max": 100, "n": 5}}))
+    if doc.get("model") == "regression":
+        ev = regression.RegressionEvidence.from_config(doc)
+        for call in (lambda: ev.optimise(("lambda", "beta")), lambda: ev.path("beta", [1.0, 2.0], 1.0),
+                     lambda: ev.surface(("lambda", [1.0, 2.0]), ("beta", [1.0, 2.0]), 1.0)):
+            with pytest.raises(ValueError, match="no data"):
+                call()
+        # the value itself stays defined: ln p(no data) = 0, the posterior weights are the prior's
+        assert ev.log_evidence(1.0) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_evidence_card_with_every_point_cleared_says_to_add_data():
+    s = BFTSession(live=False)
+    s.data = []
+    s.compute_evidence()
+    assert s.evidence == {"error": "Cannot compute the evidence: with no data the evidence p(D | lambda) is 1 for "
+                                   "every lambda, so there is nothing to choose; add data points"}
+
+
 def test_a_document_can_ask_fit_to_choose_lambda_and_the_result_says_what_was_chosen():
     doc = dict(ONE_D, data=bimodal_sample(100).tolist(), choose={"lambda": {"min": 0.01, "max": 100, "n": 9}})
     res = api.fit(doc)
