@@ -1,6 +1,8 @@
 """Shared look of the plots: sizes readable on a 1280×720 projector, one perceptually uniform palette."""
 from __future__ import annotations
 
+import re
+
 import panel as pn
 from bokeh.models import CustomJS
 from bokeh.palettes import Category10_10, Cividis256, Viridis256
@@ -240,12 +242,51 @@ def teaching(equation: str, text: str) -> pn.Column:
 
 
 __all__ = ["ARIA", "ARIA_JS", "install_browser_patches", "PALETTE", "SERIES", "Cividis256", "make_figure",
-           "legend_outside",
+           "legend_outside", "html_text", "markdown_text",
            "set_changed", "teaching"]
 
 
+# Text from outside (a link, an upload, a CSV header or cell, a file name, an error that quotes one) is shown as
+# itself, never as markup.  Every text pane of Panel ends in the same browser code (panel/models/html.ts): the text
+# is HTML-decoded once, given to MathJax when it holds a TeX delimiter ($$, \( or \[), then set as innerHTML with
+# its <script> elements run.  So outside text needs HTML's &, <, > escaped, and no "$" or "\" left in the HTML.
+
+#: Characters that stop being themselves in HTML that MathJax reads: the HTML metacharacters and TeX's delimiters.
+_HTML_SPECIAL = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "$": "&#36;", "\\": "&#92;"}
+_HTML_SPECIAL_RE = re.compile("[&<>$\\\\]")
+#: ASCII punctuation, which CommonMark lets a backslash turn into the character itself; not the quotes, which
+#: Panel's renderer leaves as they are (markdown-it without its typographer) and messages often hold.
+_MARKDOWN_SPECIAL_RE = re.compile(r"[!#-&(-/:-@\[-`{-~]")
+
+
+def html_text(text) -> str:
+    """Outside text as HTML that shows exactly that text: &, <, > as entities, and "$", "\\" as entities too, so
+    that MathJax finds no TeX delimiter in it.  Line breaks are kept (a ``Str`` pane shows them)."""
+    return _HTML_SPECIAL_RE.sub(lambda m: _HTML_SPECIAL[m.group()], str(text))
+
+
+def _markdown_char(m: re.Match) -> str:
+    c = m.group()
+    # "$" and "\\" leave the Markdown renderer as themselves (it only escapes &, <, >, "): an empty element after
+    # each keeps two of them from making a TeX delimiter ($$, \(, \[) in the HTML that MathJax reads
+    return f"\\{c}<span></span>" if c in "$\\" else f"\\{c}"
+
+
+def markdown_text(text) -> str:
+    """Outside text to put into a ``pn.pane.Markdown``, shown exactly as written on one line: the ASCII
+    punctuation backslash-escaped (no tag, link, bare address, emphasis, entity, heading or list can start), whitespace
+    runs (line breaks too) as one space (no block can start), and no TeX delimiter left for MathJax."""
+    return _MARKDOWN_SPECIAL_RE.sub(_markdown_char, " ".join(str(text).split()))
+
+
 class _TextOnlyStr(pn.pane.Str):
-    """``pn.pane.Str`` whose new text goes to its Bokeh model alone (see :class:`LiveText`)."""
+    """``pn.pane.Str`` whose new text goes to its Bokeh model alone (see :class:`LiveText`), as text: Panel's
+    ``Str`` puts its object into HTML unescaped (``<pre>`` + object + ``</pre>``), and the browser sets that as
+    innerHTML, so a message quoting a link's ``<img onerror=...>`` ran it.  The object is escaped first
+    (:func:`html_text`): the one place where the message line and every other :class:`LiveText` are rendered."""
+
+    def _transform_object(self, obj):
+        return super()._transform_object(None if obj is None else html_text(obj))
 
     def _update(self, ref, model):  # Panel's hook for an object change; the pin of pyproject.toml covers it
         text = self._get_properties(model.document).get("text")

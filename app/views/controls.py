@@ -23,6 +23,7 @@ from bftcore.templates import KINDS, describe, kinds
 from ..configuration import CUSTOM_GRID
 from ..session import MENU_KINDS, BFTSession
 from ..transport import user_action
+from .common import markdown_text
 
 #: Sliders whose change starts a solve send their value on release only (value_throttled).
 THROTTLED = dict(throttled=True)
@@ -226,12 +227,12 @@ class Controls(pn.viewable.Viewer):
         w["display"].disabled = regression
         if s.file_templates:
             self.from_file.object = "**Templates from the file** (read-only, written back unchanged): " + "; ".join(
-                f"t{j + 1} = {describe(t, model)}, p = {p:g}" for j, (t, p) in
+                f"t{j + 1} = {markdown_text(describe(t, model))}, p = {p:g}" for j, (t, p) in
                 enumerate(zip(s.file_templates, s.file_weights)))
         self.from_file.visible = self.use_menu.visible = bool(s.file_templates)
         if s.extra_orders:
             self.orders_note.object = ("**Further prior orders from the file** (read-only, in the prior besides "
-                                       "the slider's): " + ", ".join(f"{k} = {v:g}" for k, v in
+                                       "the slider's): " + ", ".join(f"{markdown_text(k)} = {v:g}" for k, v in
                                                                      sorted(s.extra_orders.items())))
         self.orders_note.visible = self.drop_orders.visible = bool(s.extra_orders)
         w["templates"].visible = not s.file_templates

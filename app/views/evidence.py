@@ -10,7 +10,7 @@ from bokeh.models import ColumnDataSource, Span
 from ..configuration import CONFIG_PARAMS
 from ..session import BFTSession
 from ..transport import user_action
-from .common import SERIES, legend_outside, make_figure, teaching
+from .common import SERIES, legend_outside, make_figure, markdown_text, teaching
 
 EQUATION = (r"$\ln p(D\,|\,\lambda) \approx -E(L^*) - \tfrac12 \ln\det H_T + \tfrac12 \ln\det(\lambda K)_T"
             r" + \ldots$ (density, Laplace); exact for regression")
@@ -119,7 +119,7 @@ class EvidenceView(pn.viewable.Viewer):
         if "error" in ev:
             self.path.data = dict(lam=[], logev=[])
             self.best.data = dict(lam=[], logev=[])
-            self._say(ev["error"])
+            self._say(markdown_text(ev["error"]))  # an exception's text: it may quote outside text
         elif "best" in ev:
             lam, logev = np.asarray(ev["lambda"], float), np.asarray(ev["log_evidence"], float)
             ok = np.isfinite(logev)

@@ -39,7 +39,7 @@ from bftcore.limits import LIMITS, RunBudgetExceeded, deadline
 from ..configuration import CONFIG_PARAMS, MAX_POINTS
 from ..session import BFTSession
 from ..transport import one_message, user_action
-from .common import SERIES, LiveText, make_figure, teaching
+from .common import SERIES, LiveText, make_figure, markdown_text, teaching
 
 #: Curves drawn at most: one per lambda of the document's default list (bftcore.learning.LAMBDA_FACTORS) and the
 #: evidence-chosen lambda.
@@ -107,8 +107,9 @@ def _relabel(item: LegendItem, label: str) -> None:
 
 
 def _reason(e: BaseException) -> str:
+    """An exception's text for the note, a Markdown pane: as text, since it may quote outside text."""
     text = " ".join(str(e).split()).rstrip(".")
-    return text[:400] if text else type(e).__name__
+    return markdown_text(text[:400]) if text else type(e).__name__
 
 
 #: Where the dashboard's learning curves run (:mod:`bftcore.distributed`): ``"serial"``, a loop in the view's own

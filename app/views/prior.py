@@ -13,7 +13,7 @@ from bftcore import api
 from bftcore.templates import paper_true_density, template_values
 
 from ..session import BFTSession
-from .common import PALETTE, SERIES, make_figure
+from .common import PALETTE, SERIES, make_figure, markdown_text
 
 #: Templates drawn (a file may have more; the first ones are shown) and random fields drawn from the prior.
 MAX_THUMBS, N_SAMPLES = 6, 4
@@ -208,7 +208,7 @@ class PriorView(pn.viewable.Viewer):
             problem = api.build_density(cfg)
             dens, comp = api.prior_samples(problem, N_SAMPLES, np.random.default_rng(SAMPLE_SEED))
         except Exception as e:  # noqa: BLE001 - a prior that cannot be sampled is named, the page goes on
-            self.samples_note.object = f"No prior samples: {' '.join(str(e).split())[:160]}"
+            self.samples_note.object = f"No prior samples: {markdown_text(' '.join(str(e).split())[:160])}"
             return
         g = problem.grid if hasattr(problem, "grid") else s.grid
         placement = dict(x=[g.x.min - g.hx / 2], y=[g.y.min - g.hy / 2], dw=[g.x.n * g.hx], dh=[g.y.n * g.hy])
