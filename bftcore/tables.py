@@ -2,9 +2,12 @@
 
 A table has one column (y values: a one-dimensional density) or two (x, y: a conditional density, or a regression).
 Separators: commas, semicolons, tabs or runs of spaces, the same on every line.  A first line that is not numbers is
-a header and is skipped; blank lines and lines starting with ``#`` are skipped.  Every other line must hold the same
-number of finite numbers (1 or 2); the first line that does not is named in the error.  The size is checked before
-anything is parsed (:mod:`bftcore.limits`: bytes of a document, points of a data set).
+a header: with two columns it must name them ``x`` and ``y`` (either order, any case, quotes allowed), and the
+columns are read by those names (``y,x`` swaps them back); a header that names anything else is refused with the
+names it has.  A one-column table's header may name its column anything.  Blank lines and lines starting with ``#``
+are skipped.  Every other line must hold the same number of finite numbers (1 or 2); the first line that does not is
+named in the error.  The size is checked before anything is parsed (:mod:`bftcore.limits`: bytes of a document,
+points of a data set).
 
 A table without a configuration, or with one that has no grid, gets ``"grid": {"fit": true}``: each axis spans the
 data's range padded by 10 % of that range on both sides (0.5 when all values are equal), with the axis's own ``n``
@@ -29,10 +32,10 @@ def parse_table(raw, where: str = "the data table", limits: Limits | None = None
     """Text or bytes of a table -> an ``(n, k)`` float array, k = 1 or 2; :class:`ConfigError` saying what was
     wrong (size, encoding, a line that is not numbers, a column count that changes, NaN or infinity)."""
     limits = limits or active()
-    raw = decode_text(raw, where, limits, "CSV", "table")
+    raw = decode_text(raw, where, limits, "CSV", "table").removeprefix("\ufeff")  # a BOM of text, as of bytes
     rows: list[list[float]] = []
     width = None
-    header_seen = False
+    header: tuple[int, list[str]] | None = None
     for number, line in enumerate(raw.splitlines(), start=1):
         text = line.strip()
         if not text or text.startswith("#"):
@@ -41,8 +44,8 @@ def parse_table(raw, where: str = "the data table", limits: Limits | None = None
         try:
             values = [float(c) for c in cells]
         except ValueError:
-            if not rows and not header_seen:  # a header line
-                header_seen = True
+            if not rows and header is None:  # a header line
+                header = (number, cells)
                 continue
             bad = next(c for c in cells if not _is_number(c))
             raise ConfigError(f"{where}, line {number}: {bad[:40]!r} is not a number; a table holds numbers only "
@@ -63,7 +66,26 @@ def parse_table(raw, where: str = "the data table", limits: Limits | None = None
                               f"set; use fewer points")
     if not rows:
         raise ConfigError(f"{where} has no data lines; give one column of y values or two columns x, y")
-    return np.asarray(rows, dtype=float)
+    table = np.asarray(rows, dtype=float)
+    return table if header is None else table[:, _column_order(header[1], table.shape[1], f"{where}, line "
+                                                                                          f"{header[0]}")]
+
+
+def _column_order(names: list[str], width: int, where: str) -> list[int]:
+    """The columns of the data in the order (x, y), read from the header's names: a two-column header must name
+    x and y, in either order (a header ``y,x`` read by position would swap the axes without a word); a one-column
+    table's header may say anything (its column is the y values)."""
+    shown = ", ".join(repr(n[:40]) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+    if len(names) != width:
+        raise ConfigError(f"{where}: the header names {len(names)} column(s) ({shown}) and the data lines have "
+                          f"{width}; give one name per column")
+    if width == 1:
+        return [0]
+    keys = [n.strip().strip("\"'").strip().lower() for n in names]
+    if sorted(keys) != ["x", "y"]:
+        raise ConfigError(f"{where}: the header names the columns {shown}; name them x and y (in either order) so "
+                          f"that each is read as what it is, or drop the header to read them as x, y by position")
+    return [keys.index("x"), keys.index("y")]
 
 
 def _is_number(text: str) -> bool:

@@ -13,7 +13,8 @@ from bftcore.tables import data_document, parse_table
 
 
 @pytest.mark.parametrize("text", ["x,y\n1,2\n3,4.5\n", "1;2\n3;4.5\n", "# comment\n\n1\t2\n3\t4.5\n",
-                                  "x y\n  1   2\n3 4.5  \n", "\ufeffa, b\n1, 2\n3, 4.5\n"])
+                                  "x y\n  1   2\n3 4.5  \n", "\ufeffx, y\n1, 2\n3, 4.5\n",
+                                  "Y;X\n2;1\n4.5;3\n", '"y"\t"x"\n2\t1\n4.5\t3\n'])
 def test_tables_in_the_usual_shapes_parse_to_the_same_numbers(text):
     assert np.array_equal(parse_table(text), [[1, 2], [3, 4.5]])
     assert np.array_equal(parse_table(text.encode("utf-8")), [[1, 2], [3, 4.5]])
@@ -31,6 +32,27 @@ def test_tables_in_the_usual_shapes_parse_to_the_same_numbers(text):
 def test_a_bad_table_says_which_line_and_what_is_wrong(text, message):
     with pytest.raises(ConfigError, match=message):
         parse_table(text)
+
+
+@pytest.mark.parametrize("text, names", [("a,b\n1,2\n", "'a', 'b'"), ("time,x\n1,2\n", "'time', 'x'"),
+                                         ("x,x\n1,2\n", "'x', 'x'"), ("<b>y</b>,x\n1,2\n", "'<b>y</b>', 'x'")])
+def test_a_two_column_header_must_name_x_and_y_and_is_refused_with_the_names_it_has(text, names):
+    # a header y,x was read by position, silently swapping the axes (issue 25); a header that names neither is
+    # refused, quoting its names, rather than guessed
+    with pytest.raises(ConfigError, match=f"line 1: the header names the columns {names}; name them x and y"):
+        parse_table(text)
+
+
+def test_columns_are_read_by_their_header_names_whatever_their_order():
+    rng = np.random.default_rng(3)
+    xy = rng.normal(size=(20, 2))
+    forward = "x,y\n" + "\n".join(f"{a!r},{b!r}" for a, b in xy.tolist())
+    backward = "y,x\n" + "\n".join(f"{b!r},{a!r}" for a, b in xy.tolist())
+    assert np.array_equal(parse_table(forward), xy) and np.array_equal(parse_table(backward), xy)
+    one = parse_table("height\n1\n2\n")                     # one column: its header may say anything
+    assert one.shape == (2, 1)
+    with pytest.raises(ConfigError, match="names 2 column.*data lines have 1"):
+        parse_table("x,y\n1\n2\n")
 
 
 def test_table_size_is_refused_at_the_door():
