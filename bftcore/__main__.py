@@ -203,6 +203,31 @@ def _evidence_values(text: str, flag: str, nodes: int):
     return np.geomspace(lo, hi, n)
 
 
+def _whole(low: int):
+    """An argparse type: a whole number >= ``low``, checked at the door, so that the message names the option
+    before any worker starts (``--seed=-1`` used to reach three Dask workers and come back as their tracebacks)."""
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {text[:40]!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {low}, got {value}")
+        return value
+    return whole
+
+
+def _fraction(text: str) -> float:
+    """An argparse type: a probability strictly between 0 and 1 (a band's level)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (e.g. 0.9), got {text[:40]!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1 (e.g. 0.9), got {text[:40]}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, with its errors on one line (the CLI's contract: one line and exit 2 for every bad input)."""
 
@@ -334,8 +359,8 @@ def main(argv=None) -> int:
     engine.add_argument("--scheduler", metavar="ADDR", default=None,
                         help="where the fits run: inprocess (default), serial, local[:N] (a Dask LocalCluster of N "
                              "worker processes) or a running Dask scheduler, e.g. tcp://host:8786")
-    engine.add_argument("--seed", type=int, default=0, help="the seed of the resamples (default 0); the same seed "
-                        "gives the same document on every scheduler")
+    engine.add_argument("--seed", type=_whole(0), default=0, help="the seed of the resamples (default 0); the same "
+                        "seed gives the same document on every scheduler")
     engine.add_argument("--progress", action="store_true", help="draw the progress bar on stderr even when it is "
                         "not a terminal")
     p = sub.add_parser("learning-curve", parents=[common, engine, export],
@@ -344,7 +369,7 @@ def main(argv=None) -> int:
     p.add_argument("config", help=data_help)
     p.add_argument("--n", required=True, metavar="LO:HI:K", help="K sizes from LO to HI, log-spaced (add :linear "
                    "for even spacing)")
-    p.add_argument("--resamples", type=int, default=20, help="data sets per size (default 20)")
+    p.add_argument("--resamples", type=_whole(1), default=20, help="data sets per size (default 20)")
     p.add_argument("--lambda", dest="lam", metavar="MIN:MAX:N", help="the lambda values compared (log-spaced; "
                    "default: the document's lambda times 1/4, 1/2, 1, 2, 4)")
     p.add_argument("--evidence", action="store_true", help="also fit each data set at its own evidence-chosen "
@@ -355,8 +380,8 @@ def main(argv=None) -> int:
     p = sub.add_parser("bootstrap", parents=[common, engine, export],
                        help="bootstrap bands on h(x) (and P): the data resampled with replacement and refitted")
     p.add_argument("config", help=data_help)
-    p.add_argument("--resamples", type=int, default=50, help="resamples (default 50)")
-    p.add_argument("--level", type=float, default=0.9, help="the central band's probability (default 0.9)")
+    p.add_argument("--resamples", type=_whole(2), default=50, help="resamples (default 50)")
+    p.add_argument("--level", type=_fraction, default=0.9, help="the central band's probability (default 0.9)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("bench", help="the performance benchmark (prints a table)")
     p.add_argument("--repeats", type=int, default=5)
@@ -370,7 +395,8 @@ def main(argv=None) -> int:
                      "basins": _summary_basins, "evidence": _summary_evidence, "learning-curve": _summary_learning,
                      "bootstrap": _summary_bootstrap}
         text = _dump(doc) if args.json else summaries[kind](doc)
-        written = _export(args, kind, doc)
+        with using(_limits(args)):  # the budget of outputs is the command's, as its inputs' (--no-limits)
+            written = _export(args, kind, doc)
     except (ConfigError, SingularOperatorError, RunBudgetExceeded, ValueError, Cancelled) as e:
         return _fail(e)
     except MemoryError:

@@ -24,6 +24,7 @@ import json
 import math
 import numbers
 import os
+import stat
 
 import numpy as np
 
@@ -107,14 +108,27 @@ def read_bytes(path, limits: Limits, name: str = "configuration", what: str = "a
     if os.path.isdir(path):
         raise ConfigError(f"{path} is a directory; give the path of {what}")
     try:
-        size = os.path.getsize(path)
-        if limits.max_document_bytes is not None and size > limits.max_document_bytes:
-            raise ConfigError(f"{path} has {_fmt_int(size)} bytes, over the limit of "
-                              f"{_fmt_int(limits.max_document_bytes)}; use a smaller {noun}")
-        with open(path, "rb") as fh:
+        _regular(path, os.stat(path).st_mode, what)  # before open(): open() of a FIFO waits for a writer forever
+        # without blocking, and checked again on what was opened (the path may have changed in between)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            _regular(path, st.st_mode, what)
+            if limits.max_document_bytes is not None and st.st_size > limits.max_document_bytes:
+                raise ConfigError(f"{path} has {_fmt_int(st.st_size)} bytes, over the limit of "
+                                  f"{_fmt_int(limits.max_document_bytes)}; use a smaller {noun}")
             return fh.read(limits.max_document_bytes + 1 if limits.max_document_bytes is not None else -1)
     except OSError as e:
         raise ConfigError(f"cannot read {path}: {e.strerror or e}") from None
+
+
+def _regular(path: str, mode: int, what: str) -> None:
+    """Refuse anything but a regular file: a FIFO blocks, a device or a socket never ends."""
+    if not stat.S_ISREG(mode):
+        kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or
+                stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "a directory" if stat.S_ISDIR(mode)
+                else "not a regular file")
+        raise ConfigError(f"{path} is {kind}, not a regular file; give the path of {what}")
 
 
 def parse_document(raw, where: str = "the configuration", limits: Limits | None = None):
@@ -177,6 +191,46 @@ def to_plain(obj, where: str = "the configuration", depth: int = 0):
         return out
     raise ConfigError(f"{where} holds a {type(obj).__name__}, which is not JSON; use numbers, strings, lists "
                       f"and objects")
+
+
+def length_of(obj) -> int | None:
+    """How many items ``obj`` holds along its first axis, read from its shape or length without converting it
+    (None for a scalar or an object that does not say); the count the doors check before any conversion."""
+    shape = getattr(obj, "shape", None)
+    if isinstance(shape, tuple):
+        return int(shape[0]) if shape else None
+    if isinstance(obj, (list, tuple)):
+        return len(obj)
+    return None
+
+
+def _size_of(obj) -> int | None:
+    """Numbers in an array-like ``obj``, from its shape (None without one)."""
+    shape = getattr(obj, "shape", None)
+    if isinstance(shape, tuple) and all(isinstance(k, (int, np.integer)) for k in shape):
+        return int(np.prod(shape, dtype=object))
+    return None
+
+
+def _count_before_conversion(doc, limits: Limits) -> None:
+    """Refuse a document's data, array templates or truth over the budget from their lengths and shapes, before
+    :func:`to_plain` turns numpy arrays into lists (10^6 points took 240 MB and seconds to convert, and were then
+    refused by the count; issue 25)."""
+    if not isinstance(doc, dict):
+        return
+    n = length_of(doc.get("data"))
+    if n is not None:
+        _within(n, limits.max_points, "a data set of {} points", "use fewer points")
+    arrays = [("truth", doc.get("truth"))]
+    templates = doc.get("templates")
+    if isinstance(templates, (list, tuple)):
+        arrays += [(f"templates[{k}].values", t.get("values")) for k, t in enumerate(templates[:1000])
+                   if isinstance(t, dict)]
+    for where, values in arrays:
+        size = _size_of(values)
+        if size is not None:
+            _within(size, limits.max_nodes, where + " of {} values", "an array template or truth holds one value a "
+                    "grid node; use a coarser grid")
 
 
 def _depth(obj, limit: int) -> None:
@@ -498,6 +552,7 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
     are accepted wherever numbers and lists are.  ``limits`` defaults to the budget in force
     (:func:`bftcore.limits.active`, normally :data:`bftcore.limits.LIMITS`)."""
     limits = limits or active()
+    _count_before_conversion(doc, limits)
     doc = to_plain(doc)
     if not isinstance(doc, dict):
         raise ConfigError(f"the configuration must be a JSON object, got {_show(doc)}")
@@ -696,6 +751,19 @@ def check_resampling(fits: int, nodes: int, largest: int, limits: Limits | None 
         raise ConfigError(f"{_fmt_int(fits)} fits on {_fmt_int(nodes)} nodes ({_fmt_int(fits * nodes)} node-fits) "
                           f"exceed the limit of {_fmt_int(limits.max_resample_work)}; use fewer resamples, sizes or "
                           f"lambda values, or a coarser grid (or --no-limits on your own machine)")
+
+
+def check_output(values: int, what: str, fix: str, limits: Limits | None = None) -> None:
+    """Refuse a result of more than the budget's :attr:`~bftcore.limits.Limits.max_output_values` numbers before
+    it is built: ``what`` names the result (a ``{}`` for its number of values), ``fix`` says what to do."""
+    limits = limits or active()
+    cap = limits.max_output_values
+    if cap is not None and values > cap:
+        size = values * 8
+        v, unit = (size / 2**30, "GiB") if size >= 2**30 else (size / 2**20, "MiB")
+        shown = f"{_fmt_int(round(v)) if v >= 100 else f'{v:.3g}'} {unit}"
+        raise ConfigError(f"{what.format(_fmt_int(values))} ({shown} of float64), over the limit of "
+                          f"{_fmt_int(cap)} numbers of one result; {fix}")
 
 
 def check_samples(n, nodes: int, what: str = "posterior samples", limits: Limits | None = None) -> int:

@@ -15,12 +15,15 @@ axis).  Learned state ends in ``_``; ``fit`` returns ``self``.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import api, metrics, regression
-from .config import ConfigError
+from .config import ConfigError, _fmt_int, check_output, length_of
 from .density import DensityFit
 from .grid import Grid
+from .limits import active
 
 #: ``grid`` strings the estimator accepts: the paper mesh x = 1..10, y = 1..15 (y periodic), x periodic or neumann.
 GRID_NAMES = {"paper": "periodic", "paper-periodic": "periodic", "paper-neumann": "neumann"}
@@ -48,33 +51,152 @@ def _grid_doc(grid) -> dict:
                       f"{{\"x\": {{...}}, \"y\": {{...}}}} or one of {', '.join(map(repr, GRID_NAMES))}")
 
 
-def _points(X, y=None) -> np.ndarray:
-    """Data as an (n, 2) float array, from (n, 2) X or from x = X and y = y."""
+# ----------------------------------------------------------------------------------------- the estimators' doors
+class _LocalNotFittedError(ValueError, AttributeError):
+    """scikit-learn's NotFittedError, when scikit-learn is not installed (the same bases as sklearn's)."""
+
+
+@functools.cache
+def _not_fitted_error() -> type:
+    """The class of :data:`NotFittedError`, made on first use: a subclass of scikit-learn's ``NotFittedError`` when
+    scikit-learn can be imported (so ``except sklearn.exceptions.NotFittedError`` catches it), else of a local class
+    with the same bases (ValueError, AttributeError).  scikit-learn is optional and takes seconds to import, so it is
+    imported here, when an error is raised or the name is asked for, not with this module."""
     try:
-        X = np.asarray(X, dtype=float)
-        if y is not None:
-            X = np.column_stack([X.ravel(), np.asarray(y, dtype=float).ravel()])
+        from sklearn.exceptions import NotFittedError as base
+    except ImportError:
+        base = _LocalNotFittedError
+    return type("NotFittedError", (base,), {"__module__": __name__,
+                                             "__doc__": "An estimator was used before fit."})
+
+
+def __getattr__(name: str):
+    if name == "NotFittedError":  # bftcore.estimator.NotFittedError, made on first use (_not_fitted_error)
+        return _not_fitted_error()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _not_fitted(est) -> None:
+    """Raise NotFittedError unless ``est`` has been fitted (its fitted attributes end in ``_``)."""
+    if not hasattr(est, "n_features_in_"):
+        who = type(est).__name__
+        raise _not_fitted_error()(f"this {who} is not fitted yet; call fit({'X, y' if who == 'BFTRegressor' else 'X'}) "
+                                  f"first")
+
+
+def _count_points(X, who: str, name: str = "X") -> None:
+    """Refuse data over the budget's data points from their length, before they are converted."""
+    n, cap = length_of(X), active().max_points
+    if n is not None and cap is not None and n > cap:
+        raise ConfigError(f"{who}: {name} has {_fmt_int(n)} points, over the limit of {_fmt_int(cap)} points of a "
+                          f"data set; use fewer points")
+
+
+def _count_queries(X, who: str, per_point: int = 1, draws: int = 1) -> None:
+    """Refuse a query whose result (``per_point`` numbers a query point, times ``draws``) would be over the
+    budget's :attr:`~bftcore.limits.Limits.max_output_values`, from X's length alone: before X is converted or
+    anything is allocated."""
+    n = length_of(X)
+    if n is None:
+        return
+    cap = active().max_output_values
+    if cap is None:
+        return
+    lift = ("or lift the budget on your own machine: with bftcore.limits.using(bftcore.limits.UNLIMITED): ...")
+    if draws > 1:
+        what = f"{who}: {_fmt_int(draws)} draws at {_fmt_int(n)} query points are {{}} numbers"
+        per_draw = max(1, n * per_point)
+        fix = (f"draw fewer at a time (batches of at most {_fmt_int(cap // per_draw)} draws at these points), {lift}"
+               if per_draw <= cap else
+               f"ask for at most {_fmt_int(max(1, cap // (per_point * draws)))} query points a call, {lift}")
+    else:
+        what = (f"{who}: {_fmt_int(n)} query points" + (f" ({per_point} numbers each)" if per_point > 1 else "")
+                + " are {} numbers")
+        fix = f"ask for at most {_fmt_int(max(1, cap // per_point))} query points a call (in batches), {lift}"
+    check_output(n * per_point * draws, what, fix)
+
+
+def _numbers(X, who: str, name: str) -> np.ndarray:
+    """X as a float array: a masked array with masked values, complex values and anything that is not numbers are
+    refused with a message naming ``name``, never converted with a loss (numpy would drop an imaginary part with a
+    warning and ignore a mask)."""
+    if np.ma.isMaskedArray(X):
+        masked = int(np.ma.count_masked(X))
+        if masked:
+            raise ConfigError(f"{who}: {name} is a masked array with {_fmt_int(masked)} masked value(s); bftcore does "
+                              f"not guess what they were: drop them first (e.g. {name}.compressed() for 1-D data, or "
+                              f"the rows without a mask) or fill them")
+        X = np.ma.getdata(X)
+    try:
+        a = np.asarray(X)
+        if a.dtype.kind == "c" or (a.dtype.kind == "O" and any(isinstance(v, complex) for v in a.flat)):
+            raise ConfigError(f"{who}: {name} holds complex numbers; give real numbers (the real part, X.real, or "
+                              f"the modulus, abs(X), whichever you mean)")
+        return a.astype(float, copy=False)
     except (TypeError, ValueError) as e:
-        raise ConfigError(f"BFTDensity.fit: X (and y) must be numbers, an (n, 2) array of (x, y) or x and y "
-                          f"of equal length ({e})") from None
-    if X.size == 0:
-        return np.zeros((0, 2))
-    if X.ndim != 2 or X.shape[1] != 2:
-        raise ConfigError(f"BFTDensity.fit: X must be an (n, 2) array of (x, y) points, got shape {X.shape}")
-    return X
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"{who}: {name} must be real numbers ({_one_line(e)})") from None
 
 
-def _is_one_d(X) -> bool:
-    """X holds the y values of a one-dimensional density: a 1-D array, or an (n, 1) one."""
-    try:
-        a = np.asarray(X, dtype=float)
-    except (TypeError, ValueError):
-        return False
-    return a.ndim == 1 or (a.ndim == 2 and a.shape[1] == 1)
+def _one_line(e) -> str:
+    text = " ".join(str(e).split())
+    return text[:200]
 
 
-def _points_1d(X) -> np.ndarray:
-    y = np.asarray(X, dtype=float).ravel()
+def _named_columns(X) -> list[str] | None:
+    """The column names of a table-like X (a pandas DataFrame or anything with ``.columns`` and column access by
+    name), when they are names (strings); None for arrays and for tables whose columns are positions (0, 1)."""
+    columns = getattr(X, "columns", None)
+    if columns is None or isinstance(X, np.ndarray):
+        return None
+    names = list(columns)
+    return names if names and all(isinstance(c, str) for c in names) else None
+
+
+def _xy_by_name(X, who: str):
+    """X with named columns x and y (any order, any case) as the (n, 2) array of (x, y) read by name; one named
+    column as its values (the y values of a 1-D density); other names refused with the names X has.  X without
+    named columns is returned as it is."""
+    names = _named_columns(X)
+    if names is None:
+        return X
+    if len(names) == 1:
+        return _numbers(X[names[0]], who, f"X[{names[0]!r}]")
+    keys = [c.strip().lower() for c in names]
+    if sorted(keys) != ["x", "y"]:
+        shown = ", ".join(repr(c[:40]) for c in names[:6]) + (", ..." if len(names) > 6 else "")
+        raise ConfigError(f"{who}: X has the columns {shown}; a conditional density reads two columns named x and "
+                          f"y (in either order): rename them, or pass X[[\"x\", \"y\"]] (by position: "
+                          f"X.to_numpy())")
+    x, y = (_numbers(X[names[keys.index(k)]], who, f"X[{names[keys.index(k)]!r}]") for k in ("x", "y"))
+    return np.column_stack([np.ravel(x), np.ravel(y)])
+
+
+def _density_data(X, y, who: str) -> tuple[np.ndarray, bool]:
+    """The data of a density: ``(values, one_d)``, the y values of a one-dimensional density (a 1-D X, or one
+    column) or an (n, 2) array of (x, y) points (two columns, by name when X names them, or x = X and y = y)."""
+    _count_points(X, who)
+    if y is not None:
+        _count_points(y, who, "y")
+        x, yv = np.ravel(_numbers(X, who, "X")), np.ravel(_numbers(y, who, "y"))
+        if x.size != yv.size:
+            raise ConfigError(f"{who}: x = X and y must have equal lengths, got {x.size} and {yv.size}")
+        a, one_d = np.column_stack([x, yv]), False
+    else:
+        a = _numbers(_xy_by_name(X, who), who, "X")
+        one_d = a.ndim == 1 or (a.ndim == 2 and a.shape[1] == 1)
+        if one_d:
+            a = a.ravel()
+        elif a.ndim != 2 or a.shape[1] != 2:
+            raise ConfigError(f"{who}: X must be an (n, 2) array of (x, y) points or the y values of a "
+                              f"one-dimensional density, got shape {a.shape}")
+    if a.shape[0] == 0:
+        raise ConfigError(f"{who}: X is empty (shape {a.shape}); give at least one data point")
+    return a, one_d
+
+
+def _points_1d(y: np.ndarray) -> np.ndarray:
     return np.column_stack([np.zeros_like(y), y])
 
 
@@ -157,8 +279,8 @@ class BFTDensity:
     def to_config(self, X) -> dict:
         """The JSON configuration this estimator fits for data X: an (n, 2) array of (x, y), or the y values of a
         one-dimensional density (a 1-D array)."""
-        one_d = _is_one_d(X)
-        pts = _points_1d(X) if one_d else _points(X)
+        values, one_d = _density_data(X, None, "BFTDensity")
+        pts = _points_1d(values) if one_d else values
         grid = _grid_1d(self.grid, pts[:, 1]) if one_d else _grid_doc(self.grid)
         doc = {"model": "density", "grid": grid, "data": pts,
                "prior": {"field": self.field, "lambda": 1.0 if self._by_evidence() else self.lam,
@@ -176,8 +298,9 @@ class BFTDensity:
 
     def fit(self, X, y=None) -> "BFTDensity":
         """Fit to data X, an (n, 2) array of (x, y) points, or to x = X and y = y given separately; a 1-D X (and no
-        y) is a one-dimensional density's y values."""
-        X = X if (y is None and _is_one_d(X)) else _points(X, y)
+        y) is a one-dimensional density's y values.  A table with named columns (a pandas DataFrame) is read by
+        its names x and y, in either order; empty, complex or masked data are refused."""
+        X, one_d = _density_data(X, y, "BFTDensity.fit")
         init = None
         if self.warm_start and hasattr(self, "log_density_"):
             init = self.log_density_ if self.field == "L" else self.density_
@@ -194,6 +317,7 @@ class BFTDensity:
         result = api.run(cfg, init=init)
         assert isinstance(result, DensityFit)
         self.config_ = cfg
+        self.n_features_in_ = 1 if one_d else 2
         self.grid_ = api.grid_from_config(cfg)
         self.result_ = result.to_document()
         self.density_ = result.P.copy()
@@ -216,7 +340,7 @@ class BFTDensity:
         resampling (:func:`bftcore.learning.learning_curve_document`): teacher mode when ``truth`` is set (fresh
         draws from it; X then only fixes the grid), else the bootstrap of X (test error out of bag).  ``evidence``
         (default: ``lam="evidence"``) adds the curve at each data set's evidence-chosen lambda."""
-        X = X if (y is None and _is_one_d(X)) else _points(X, y)
+        X, _ = _density_data(X, y, "BFTDensity.learning_curve")
         doc = self.to_config(X)
         doc.pop("choose", None)
         return api.learning_curve_document(doc, sizes, resamples, lambdas,
@@ -227,36 +351,51 @@ class BFTDensity:
                   scheduler: str | None = None) -> dict:
         """Bootstrap bands on h(x) and P for data X (:func:`bftcore.learning.bootstrap_document`), at ``lam`` (a
         number; with ``lam="evidence"`` the lambda the evidence chooses for all of X)."""
-        X = X if (y is None and _is_one_d(X)) else _points(X, y)
+        X, _ = _density_data(X, y, "BFTDensity.bootstrap")
         cfg, _ = api.choose_hyperparameters(self.to_config(X))
         return api.bootstrap_document(cfg, resamples, level, seed, scheduler)
 
-    def _check_fitted(self):
-        if not hasattr(self, "density_"):
-            raise RuntimeError("this BFTDensity is not fitted yet; call fit(X) first")
+    def _query(self, X, y=None, who: str = "BFTDensity.score_samples") -> tuple[np.ndarray, np.ndarray]:
+        """Node indices of query points, checked before anything is converted: fitted, the result within the
+        budget's output numbers, named columns read by name, as many features as fit saw."""
+        _not_fitted(self)
+        _count_queries(X, who)
+        if y is not None:
+            _count_queries(y, who)
+            pts = np.column_stack([np.ravel(_numbers(X, who, "X")), np.ravel(_numbers(y, who, "y"))])
+        else:
+            pts = _numbers(_xy_by_name(X, who), who, "X")
+            if pts.ndim == 1 and self.n_features_in_ == 1:
+                pts = pts[:, None]
+            features = pts.shape[1] if pts.ndim == 2 else None
+            if features != self.n_features_in_:
+                raise ValueError(f"X has {features if features is not None else 'no'} features, but BFTDensity is "
+                                 f"expecting {self.n_features_in_} features as input (shape {pts.shape}: "
+                                 + ("the y values of the one-dimensional density it was fitted to)"
+                                    if self.n_features_in_ == 1 else "(x, y) points)"))
+            if self.n_features_in_ == 1:
+                pts = np.column_stack([np.full(len(pts), self.grid_.x.min), pts[:, 0]])
+        return self.grid_.snap(pts)
 
     def predict_proba(self, X) -> np.ndarray:
-        """p(y|x) at the grid nodes nearest to the points X ((n, 2) array); points off the grid are an error."""
-        self._check_fitted()
-        ix, iy = self.grid_.snap(X)
-        return self.density_[ix, iy]
+        """p(y|x) at the grid nodes nearest to the points X ((n, 2) array, or the y values of a one-dimensional
+        density); points off the grid are an error."""
+        nodes = self._query(X, who="BFTDensity.predict_proba")
+        return self.density_[nodes]
 
     def score_samples(self, X) -> np.ndarray:
         """ln p(y|x) at the nearest nodes."""
-        self._check_fitted()
-        ix, iy = self.grid_.snap(X)
-        return self.log_density_[ix, iy]
+        nodes = self._query(X)
+        return self.log_density_[nodes]
 
     def score(self, X, y=None) -> float:
         """Mean log-likelihood of held-out points, i.e. minus the training-error formula (710) on X."""
-        X = np.asarray(X, dtype=float)
-        if y is not None:
-            X = np.column_stack([X.ravel(), np.asarray(y, dtype=float).ravel()])
-        return float(np.mean(self.score_samples(X)))
+        nodes = self._query(X, y, "BFTDensity.score")
+        return float(np.mean(self.log_density_[nodes]))
 
     def regression(self) -> tuple[np.ndarray, np.ndarray]:
         """Regression function h(x) (709) and conditional standard deviation on the x nodes."""
-        self._check_fitted()
+        _not_fitted(self)
         return metrics.regression_function(self.density_, self.grid_)
 
 
@@ -394,6 +533,7 @@ class BFTRegressor:
         self.config_, self.model_ = cfg, model
         self.lam_, self.beta_, self.l0_ = float(cfg["prior"]["lambda"]), beta, float(cfg["prior"]["l0"])
         self.theta_ = np.log([self.lam_, self.beta_])
+        self.n_features_in_ = 1
         self.x_ = model.nodes.copy()
         self.h_ = exact["mean"]
         self.std_ = np.sqrt(exact["var"])
@@ -429,11 +569,11 @@ class BFTRegressor:
         return api.bootstrap_document(self._resampling_config(X, y), resamples, level, seed, scheduler)
 
     # --- after fit -----------------------------------------------------------------------------------------------
-    def _check_fitted(self):
-        if not hasattr(self, "h_"):
-            raise RuntimeError("this BFTRegressor is not fitted yet; call fit(X, y) first")
-
-    def _nodes_of(self, X) -> np.ndarray:
+    def _nodes_of(self, X, who: str = "BFTRegressor.predict", per_point: int = 1, draws: int = 1) -> np.ndarray:
+        """Node indices of the query points X, checked before X is converted: fitted, and the result of
+        ``per_point`` numbers a point times ``draws`` within the budget of outputs."""
+        _not_fitted(self)
+        _count_queries(X, who, per_point, draws)
         x = _regression_x(X, "X")
         try:
             return self.model_.axis.snap(x)
@@ -444,10 +584,15 @@ class BFTRegressor:
     def predict(self, X, return_std: bool = False, return_cov: bool = False):
         """Posterior mean of h at the nodes nearest to X; with ``return_std`` also its posterior standard
         deviation, with ``return_cov`` its posterior covariance (noise-free, see the class docstring)."""
-        self._check_fitted()
+        _not_fitted(self)
         if return_std and return_cov:
             raise ValueError("BFTRegressor.predict: ask for at most one of return_std and return_cov")
-        ix = self._nodes_of(X)
+        n = length_of(X)
+        if return_cov and n is not None:  # the covariance is n x n: checked from X's length, before anything else
+            check_output(n * n, f"BFTRegressor.predict: the covariance of {_fmt_int(n)} query points is {{}} numbers",
+                         f"ask for the covariance of at most {_fmt_int(int((active().max_output_values or 1) ** 0.5))} "
+                         f"points, or return_std=True for the variances alone")
+        ix = self._nodes_of(X, per_point=2 if return_std else 1)
         mean = self.h_[ix]
         if return_std:
             return mean, self.std_[ix]
@@ -464,17 +609,18 @@ class BFTRegressor:
     def sample_y(self, X, n_samples: int = 1, random_state=0) -> np.ndarray:
         """Exact draws of h from the posterior at the nodes nearest to X, shape (len(X), n_samples) as in
         scikit-learn (:meth:`bftcore.regression.RegressionModel.posterior_samples`; noise-free)."""
-        self._check_fitted()
-        ix = self._nodes_of(X)
-        if not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
+        if isinstance(n_samples, bool) or not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
             raise ValueError(f"BFTRegressor.sample_y: n_samples must be a whole number >= 1, got {n_samples!r}")
+        # draws x query points counted from X's length before X is converted (the draws x nodes of the posterior
+        # are counted by posterior_samples)
+        ix = self._nodes_of(X, "BFTRegressor.sample_y", draws=int(n_samples))
         draws = self.model_.posterior_samples(self.beta_, int(n_samples), random_state)
         return draws[:, ix].T
 
     def log_marginal_likelihood(self, theta=None, eval_gradient: bool = False):
         """ln p(y | X, lam, l0, beta, p), exact, at ``theta = ln [lam, beta]`` (None: the fitted values).  With
         ``eval_gradient`` also its derivatives by ln lam and ln beta (as scikit-learn)."""
-        self._check_fitted()
+        _not_fitted(self)
         if theta is None:
             lam, beta = self.lam_, self.beta_
         else:
@@ -492,17 +638,17 @@ class BFTRegressor:
 
     def score(self, X, y) -> float:
         """Coefficient of determination R^2 of :meth:`predict` on (X, y), as scikit-learn's regressors."""
-        x, yv = _regression_xy(X, y)
+        _not_fitted(self)
+        _count_queries(X, "BFTRegressor.score")
+        x, yv = _regression_xy(X, y, fit=False)
         r = yv - self.predict(x)
         return float(1.0 - (r @ r) / np.sum((yv - yv.mean()) ** 2))
 
 
 def _regression_x(X, name: str) -> np.ndarray:
-    """Inputs of shape (n,) or (n, 1) as a finite (n,) array; otherwise a ValueError naming ``name``."""
-    try:
-        x = np.asarray(X, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"BFTRegressor: {name} must be numbers of shape (n,) or (n, 1)") from None
+    """Inputs of shape (n,) or (n, 1) as a finite (n,) array; otherwise a ValueError naming ``name`` (complex or
+    masked values refused, :func:`_numbers`)."""
+    x = _numbers(X, "BFTRegressor", name)
     if x.ndim == 2 and x.shape[1] == 1:
         x = x[:, 0]
     if x.ndim != 1:
@@ -514,12 +660,14 @@ def _regression_x(X, name: str) -> np.ndarray:
     return x
 
 
-def _regression_xy(X, y) -> tuple[np.ndarray, np.ndarray]:
+def _regression_xy(X, y, fit: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Inputs and targets of a fit (counted against the budget's data points before they are converted) or of
+    :meth:`BFTRegressor.score`."""
+    if fit:
+        _count_points(X, "BFTRegressor")
+        _count_points(y, "BFTRegressor", "y")
     x = _regression_x(X, "X")
-    try:
-        yv = np.asarray(y, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError("BFTRegressor: y must be numbers of shape (n,)") from None
+    yv = _numbers(y, "BFTRegressor", "y")
     if yv.ndim == 2 and yv.shape[1] == 1:
         yv = yv[:, 0]
     if yv.shape != x.shape:

@@ -57,6 +57,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .config import check_output, grid_from_config, length_of
 from .grid import Grid
 
 __all__ = ["fit_tables", "learning_curve_table", "bootstrap_tables", "fit_png", "learning_curve_png",
@@ -98,8 +99,29 @@ def _need(doc, key: str, what: str):
     return doc[key]
 
 
+#: What to do about a result too large to export.
+_EXPORT_FIX = ("export a result of a coarser grid or fewer points, or lift the budget on your own machine "
+               "(--no-limits, or bftcore.limits.using(bftcore.limits.UNLIMITED))")
+
+
+def _numbers_in(value) -> int:
+    """How many numbers ``value`` holds, from its shape or its lengths (the first row of a nested list stands for
+    every row), without converting it."""
+    n = length_of(value)
+    if n is None:
+        return 1
+    shape = getattr(value, "shape", None)
+    if isinstance(shape, tuple):
+        return int(np.prod(shape, dtype=object))
+    inner = length_of(value[0]) if n else None
+    return n * (inner or 1)
+
+
 def _floats(value, key: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
-    """``value`` (numbers, nulls for gaps) as a float array, nulls as NaN; ValueError naming ``key`` otherwise."""
+    """``value`` (numbers, nulls for gaps) as a float array, nulls as NaN; ValueError naming ``key`` otherwise.  Its
+    count is checked against the budget of outputs (:attr:`bftcore.limits.Limits.max_output_values`) before it is
+    converted: every table and figure is drawn from arrays read here."""
+    check_output(_numbers_in(value), f"{key} holds {{}} numbers", _EXPORT_FIX)
     try:
         a = np.array(value, dtype=float)
     except (TypeError, ValueError, OverflowError):
@@ -122,13 +144,17 @@ def _check_model(cfg, doc, what: str) -> str:
 
 
 def _grid(cfg) -> Grid:
-    from .config import grid_from_config
     _need(cfg, "grid", "configuration")
     try:
         return grid_from_config(cfg)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"the configuration's grid is not valid ({e}); pass a validated configuration "
                          f"(bftcore.config.validate_config)") from None
+
+
+def _check_cells(rows: int, columns: int, table: str) -> None:
+    """Refuse a CSV table of more cells than the budget of outputs, before a row is written."""
+    check_output(rows * columns, f"the {table} table of {rows} rows x {columns} columns holds {{}} cells", _EXPORT_FIX)
 
 
 def _data(cfg) -> np.ndarray:
@@ -239,7 +265,9 @@ def fit_tables(cfg: dict, doc: dict) -> dict[str, str]:
     a = _fit_arrays(cfg, doc)
     band = ["lo", "hi"] if "lo" in a else []
     extra = [a[k] for k in band]
+    _check_cells(len(a["x"]), 4 + len(band), "h")
     if a["model"] == "density":
+        _check_cells(a["grid"].size, 4, "P")
         return {"P": _csv(["x", "y", "P", "L"], _long_rows(a["x"], a["y"], a["P"], a["L"])),
                 "h": _csv(["x", "h", "sd", *band], zip(a["x"], a["h"], a["sd"], *extra))}
     return {"h": _csv(["x", "h", "mean", "sd", *band], zip(a["x"], a["h"], a["mean"], a["sd"], *extra))}
@@ -315,6 +343,8 @@ def _n_cell(v: float):
 def learning_curve_table(doc: dict) -> str:
     """One CSV text of a learning-curve document, long format (columns in the module docstring)."""
     lc = _learning_curves(doc)
+    _check_cells(sum(len(c["n"]) for c in [lc["main"], *lc["curves"]])
+                 + (len(lc["replica"]["n"]) if lc["replica"] is not None else 0), 7, "learning-curve")
     rows = []
     for c in [lc["main"], *lc["curves"]]:
         (trm, trs), (tem, tes) = c["train"], c["test"]
@@ -353,6 +383,9 @@ def bootstrap_tables(cfg: dict, doc: dict) -> dict[str, str]:
     (columns in the module docstring)."""
     a = _bootstrap_arrays(cfg, doc)
     cols = ["h", "h_mean", "h_sd", "h_lo", "h_hi"] + (["h_bias"] if a["h_bias"] is not None else [])
+    _check_cells(len(a["x"]), 1 + len(cols), "h")
+    if a["model"] == "density":
+        _check_cells(a["grid"].size, 5, "P")
     tables = {"h": _csv(["x", *cols], zip(a["x"], *(a[k] for k in cols)))}
     if a["model"] == "density" and (a["P_mean"] is not None or a["P_sd"] is not None):
         nx, ny = a["grid"].shape

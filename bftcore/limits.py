@@ -64,6 +64,12 @@ class Limits:
     #: million values are 40 MB of float64; the worst accepted Laplace call (1 220 draws on 64 x 64) peaks at a few
     #: hundred MB with its work arrays (docs/limits.md).
     max_sample_values: int | None = 5_000_000
+    #: Numbers of one result handed back or written (issue 25: outputs are budgeted like inputs): sample_y's draws x
+    #: query points, a prediction's values (predict, predict_proba, score_samples: one per query point, two with
+    #: return_std), predict's covariance (query points squared), and the cells of one exported CSV table or the
+    #: values one PNG figure draws.  Checked from the shapes, before any conversion or allocation; 5 million numbers
+    #: are 40 MB of float64.
+    max_output_values: int | None = 5_000_000
     #: Bytes of one JSON document (file or upload) and nesting depth of its arrays and objects.
     max_document_bytes: int | None = 32 * 1024 * 1024
     max_depth: int | None = 64

@@ -2,6 +2,7 @@
 ``python -m bftcore fit|reproduce`` with its result document and its handling of bad input (no tracebacks)."""
 import copy
 import json
+import os
 import subprocess
 import sys
 
@@ -260,3 +261,61 @@ def test_cli_missing_file_and_unknown_figure(tmp_path):
     assert out.returncode != 0 and "Traceback" not in out.stderr and "nowhere.json" in out.stderr
     out = cli("reproduce", "fig99", "--json", cwd=tmp_path)
     assert out.returncode != 0 and "Traceback" not in out.stderr and "fig99" in out.stderr
+
+
+# ------------------------------------------------------------------------------------------------ the doors (issue 25)
+@pytest.mark.parametrize("command, option, value, named", [
+    ("bootstrap", "--seed", "-1", "argument --seed: expected a whole number >= 0, got -1"),
+    ("learning-curve", "--seed", "-1", "argument --seed: expected a whole number >= 0, got -1"),
+    ("bootstrap", "--resamples", "1", "argument --resamples: expected a whole number >= 2, got 1"),
+    ("learning-curve", "--resamples", "0", "argument --resamples: expected a whole number >= 1, got 0"),
+    ("bootstrap", "--level", "1.5", "argument --level: expected a number between 0 and 1"),
+    ("bootstrap", "--level", "nan", "argument --level: expected a number between 0 and 1"),
+])
+def test_cli_arguments_are_checked_at_the_door_naming_the_option(command, option, value, named, tmp_path,
+                                                                 monkeypatch, capsys):
+    # --seed=-1 reached three Dask workers and came back as their tracebacks, then "expected non-negative integer"
+    # without naming --seed: now argparse refuses it before anything runs (a run would fail this test)
+    from bftcore import __main__ as cli_main
+    for name in ("learning_curve_document", "bootstrap_document"):
+        monkeypatch.setattr(api, name, lambda *a, **k: pytest.fail("the command ran"))
+    path = tmp_path / "cfg.json"
+    path.write_text(json.dumps({"data": [[2, 3], [5, 8], [7, 12]]}))
+    extra = ["--n", "2:3:2"] if command == "learning-curve" else []
+    with pytest.raises(SystemExit) as stop:
+        cli_main.main([command, str(path), *extra, f"{option}={value}"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and named in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("make, kind", [(os.mkfifo, "a named pipe (FIFO)"), (None, "a device")])
+@pytest.mark.parametrize("suffix, with_config", [(".json", False), (".csv", False), (".json", True)])
+def test_cli_refuses_a_file_that_is_not_regular_before_opening_it(tmp_path, make, kind, suffix, with_config):
+    # open() of a FIFO waits for a writer forever: the command used to hang; a device never ends
+    if make is None:
+        path = "/dev/zero"
+        if not os.path.exists(path):
+            pytest.skip("no /dev/zero here")
+    else:
+        path = str(tmp_path / f"pipe{suffix}")
+        make(path)
+    table = tmp_path / "data.csv"
+    table.write_text("x,y\n2,3\n5,8\n")
+    args = ["fit", table, "--config", path] if with_config else ["fit", path]
+    out = cli(*args, cwd=tmp_path)
+    assert out.returncode == 2 and f"{path} is {kind}, not a regular file" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_cli_reads_a_table_by_its_header_names(tmp_path):
+    # header y,x was read by position: the axes silently swapped
+    rows = [(2.0, 30.0), (5.0, 80.0), (7.0, 120.0)]
+    (tmp_path / "xy.csv").write_text("x,y\n" + "".join(f"{x},{y}\n" for x, y in rows))
+    (tmp_path / "yx.csv").write_text("y,x\n" + "".join(f"{y},{x}\n" for x, y in rows))
+    docs = [strict_json(cli("fit", tmp_path / name, "--json", cwd=tmp_path).stdout) for name in ("xy.csv", "yx.csv")]
+    assert docs[0]["P"] == docs[1]["P"]
+    out = cli("fit", tmp_path / "xy.csv", cwd=tmp_path)
+    assert "x 30 nodes on [1.5, 7.5]" in out.stdout, out.stdout          # x spans 2..7 padded by 10 %
+    (tmp_path / "ab.csv").write_text("a,b\n1,2\n")
+    out = cli("fit", tmp_path / "ab.csv", cwd=tmp_path)
+    assert out.returncode == 2 and "the header names the columns 'a', 'b'" in out.stderr

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from bftcore import api
-from bftcore.estimator import BFTDensity
+from bftcore.estimator import BFTDensity, NotFittedError
 from bftcore.grid import Grid
 from bftcore.presets import TWO_POINTS, figure_config
 
@@ -48,7 +48,7 @@ def test_bad_input_is_refused_with_a_message_and_keeps_the_fitted_state():
     with pytest.raises(ValueError, match="lambda"):
         BFTDensity(lam=0.0).fit(TWO_POINTS)
     assert np.array_equal(est.density_, before)
-    with pytest.raises(RuntimeError, match="not fitted"):
+    with pytest.raises(NotFittedError, match="not fitted"):
         BFTDensity().score(TWO_POINTS)
 
 

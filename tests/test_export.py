@@ -409,3 +409,44 @@ def test_old_pillow_font_fallback(reg, monkeypatch):
     cfg, doc = reg
     img = _image(export.fit_png(cfg, doc))
     assert img.std() > 0
+
+
+class _Huge:
+    """An array-like that says its shape and fails if anything converts or reads it: a refusal by the budget must
+    come from the shape alone (issue 25: outputs are budgeted like inputs, before any conversion)."""
+
+    def __init__(self, *shape):
+        self.shape = shape
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __array__(self, *a, **k):
+        raise AssertionError("converted before the budget refused it")
+
+    def __iter__(self):
+        raise AssertionError("read before the budget refused it")
+
+    def __getitem__(self, k):
+        raise AssertionError("read before the budget refused it")
+
+
+def test_exports_are_budgeted_before_anything_is_converted_or_drawn(density, reg, learning):
+    from bftcore.limits import lifted, using
+
+    cfg, doc = reg
+    huge = dict(doc, h=_Huge(10**7))
+    for make in (export.fit_tables, export.fit_png):
+        with pytest.raises(ValueError, match=r"^h holds 10 000 000 numbers \(76.3 MiB of float64\), over the limit of "
+                                             r"5 000 000 numbers of one result; export a result of a coarser grid"):
+            make(cfg, huge)
+    # the tables' cells are counted before a row is written: the density's P table is nodes x 4 cells
+    dcfg, ddoc = density
+    nodes = dcfg["grid"]["x"]["n"] * dcfg["grid"]["y"]["n"]
+    with using(lifted(max_output_values=4 * nodes - 1)):
+        with pytest.raises(ValueError, match=f"the P table of {nodes} rows x 4 columns holds {4 * nodes} cells"):
+            export.fit_tables(dcfg, ddoc)
+        with pytest.raises(ValueError, match="over the limit"):
+            export.learning_curve_table(dict(learning, n=_Huge(4 * nodes)))
+    with using(lifted(max_output_values=4 * nodes)):        # the bound is the count itself: at it, all is written
+        assert len(_rows(export.fit_tables(dcfg, ddoc)["P"])[1]) == nodes

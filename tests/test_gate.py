@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from bftcore import api
 from bftcore.config import ConfigError, load_config, parse_document, to_plain, validate_config, validate_sweep
+from bftcore.grid import Grid
 from bftcore.limits import LIMITS, UNLIMITED, RunBudgetExceeded, deadline, lifted, using
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -467,7 +468,8 @@ def test_draw_counts_are_checked_before_anything_is_drawn(monkeypatch):
              lambda: prior_samples(problem, 10**9, rng)]
     for call in calls:
         tracemalloc.start()
-        with pytest.raises(ConfigError, match=r"exceed the limit of 5 000 000 numbers; draw fewer at a time"):
+        with pytest.raises(ConfigError, match=r"the limit of 5 000 000 numbers( of one result)?; draw fewer at a "
+                                              r"time"):
             call()
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
@@ -484,3 +486,97 @@ def test_draw_counts_are_checked_before_anything_is_drawn(monkeypatch):
     # within the budget the draws are what they were
     assert reg.sample_y([1.0, 2.0], n_samples=3).shape == (2, 3)
     assert regression.RegressionModel.posterior_samples(reg.model_, 1.0, 2).shape == (2, reg.model_.n)
+
+
+# ------------------------------------------------------------------------------------------------ outputs (issue 25)
+class _Huge:
+    """An array-like that says its shape and fails if anything converts or reads it: a refusal that comes from the
+    budget must come from the shape alone, before any conversion or allocation."""
+
+    def __init__(self, *shape):
+        self.shape = shape
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __array__(self, *a, **k):
+        raise AssertionError("converted before the budget refused it")
+
+    def __iter__(self):
+        raise AssertionError("read before the budget refused it")
+
+    def __getitem__(self, k):
+        raise AssertionError("read before the budget refused it")
+
+
+def _peak(call, match: str) -> int:
+    """The peak of Python allocations while ``call`` is refused with a ConfigError matching ``match``."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError, match=match):
+            call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.fixture(scope="module")
+def regressor():
+    from bftcore.estimator import BFTRegressor
+    x = np.random.default_rng(1).uniform(1, 9, 30)
+    return BFTRegressor().fit(x, np.sin(x))
+
+
+def test_sample_y_counts_draws_times_query_points_before_allocating(regressor):
+    # the door counted draws x nodes: 100 draws at 10^6 query points returned 800 MB, at 5 10^6 numpy was asked for
+    # 3.7 GiB.  Now draws x query points are counted from X's length, before X is converted
+    with pytest.raises(ConfigError, match=r"^BFTRegressor.sample_y: 100 draws at 10 000 000 query points are "
+                                          r"1 000 000 000 numbers \(7.45 GiB of float64\), over the limit of 5 000 000 "
+                                          r"numbers of one result; ask for at most 50 000 query points a call, "
+                                          r"or lift"):
+        regressor.sample_y(_Huge(10**7), n_samples=100)
+    for n_query, draws, fix in ((10**7, 1, "ask for at most 5 000 000 query points a call"),
+                                (10**6, 100, r"draw fewer at a time \(batches of at most 5 draws at these points\)")):
+        q = np.linspace(1, 9, n_query)
+        assert _peak(lambda: regressor.sample_y(q, n_samples=draws), "over the limit of 5 000 000 numbers of one "
+                     "result; " + fix) < 2**20
+    # within the budget the draws are there, one column a draw, at the nodes nearest to X
+    q = np.linspace(1, 9, 1000)
+    draws = regressor.sample_y(q, n_samples=5000)
+    assert draws.shape == (1000, 5000)
+    ix = regressor.model_.axis.snap(q)
+    assert np.array_equal(draws[0], regressor.sample_y(q[:1], n_samples=5000)[0])      # the same seed, node ix[0]
+    assert abs(draws.mean(axis=1) - regressor.h_[ix]).max() < 6 * regressor.std_[ix].max() / np.sqrt(5000)
+
+
+def test_predictions_are_budgeted_from_the_query_shape(regressor):
+    from bftcore.estimator import BFTDensity
+    for call, match in [
+        (lambda: regressor.predict(_Huge(10**7)), r"^BFTRegressor.predict: 10 000 000 query points are 10 000 000 "
+                                                  r"numbers .* ask for at most 5 000 000 query points a call"),
+        (lambda: regressor.predict(_Huge(3 * 10**6), return_std=True), r"3 000 000 query points \(2 numbers each\) "
+                                                                       r"are 6 000 000 numbers"),
+        (lambda: regressor.predict(_Huge(10**4), return_cov=True), r"the covariance of 10 000 query points is "
+                                                                   r"100 000 000 numbers .* at most 2 236 points"),
+        (lambda: regressor.score(_Huge(10**7), _Huge(10**7)), "BFTRegressor.score: 10 000 000 query points"),
+    ]:
+        assert _peak(call, match) < 2**20
+    density = BFTDensity(grid=Grid.paper("periodic")).fit([[3, 3], [7, 12]])
+    for call in (density.predict_proba, density.score_samples, density.score):
+        assert _peak(lambda: call(_Huge(10**7, 2)), r"10 000 000 query points are 10 000 000 numbers") < 2**20
+    # lifted, the same count is allowed through (the budget is the only reason)
+    with using(lifted(max_output_values=None)):
+        assert regressor.predict(np.linspace(1, 9, 10)).shape == (10,)
+
+
+def test_data_are_counted_before_they_are_converted():
+    # 10^6 points were turned into lists (+240 MB, 2-4 s) before the count refused them
+    from bftcore.estimator import BFTDensity, BFTRegressor
+    points = np.random.default_rng(0).uniform(2, 9, (10**6, 2))
+    match = r"1 000 000 points.* 100 000"
+    assert _peak(lambda: validate_config({"data": points}), match) < 2**20
+    assert _peak(lambda: BFTDensity().fit(points), match) < 2**20
+    assert _peak(lambda: BFTRegressor().fit(points[:, 0], points[:, 1]), match) < 2**20
+    assert _peak(lambda: BFTDensity().fit(_Huge(10**6, 2)), match) < 2**20
+    assert _peak(lambda: validate_config({"templates": [{"kind": "array", "values": _Huge(10**4, 10**4)}]}),
+                 r"templates\[0\].values of 100 000 000 values exceeds the limit of 16 384") < 2**20

@@ -350,7 +350,8 @@ def test_regressor_refuses_bad_input_naming_it(params, X, y, msg):
 
 
 def test_regressor_refuses_use_before_fit_and_points_off_the_grid():
-    with pytest.raises(RuntimeError, match="not fitted"):
+    from bftcore.estimator import NotFittedError
+    with pytest.raises(NotFittedError, match="not fitted"):
         BFTRegressor().predict([1.0])
     est = BFTRegressor(x_min=0.0, x_max=5.0, n=51).fit([1.0, 2.0, 4.0], [0.0, 1.0, 0.5])
     with pytest.raises(ValueError, match="off the fitted grid"):
