@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from bftcore import api
+from bftcore.config import ConfigError
 from bftcore.estimator import BFTDensity, NotFittedError
 from bftcore.grid import Grid
 from bftcore.presets import TWO_POINTS, figure_config
@@ -84,3 +85,75 @@ def test_bad_data_raise_a_config_error():
     for X in ([[1, 2, 3]], "abc", [[np.nan, 3]], [[30, 3]]):
         with pytest.raises(ConfigError):
             BFTDensity().fit(X)
+
+
+# ------------------------------------------------------------------------------------------------ the doors (issue 25)
+class _Table:
+    """A pandas-like table without pandas: ``.columns`` and column access by name (duck typing is the contract)."""
+
+    def __init__(self, **columns):
+        self._data = {k: np.asarray(v) for k, v in columns.items()}
+        self.columns = list(columns)
+
+    def __getitem__(self, name):
+        return self._data[name]
+
+    def __len__(self):
+        return len(next(iter(self._data.values())))
+
+
+def test_named_columns_are_read_by_name_in_any_order():
+    pts = np.array([[3.0, 3.0], [7.0, 12.0], [5.0, 8.0]])
+    by_array = BFTDensity(grid="paper", l2=0.025).fit(pts)
+    for table in (_Table(x=pts[:, 0], y=pts[:, 1]), _Table(y=pts[:, 1], x=pts[:, 0]),
+                  _Table(Y=pts[:, 1], X=pts[:, 0])):
+        est = BFTDensity(grid="paper", l2=0.025).fit(table)
+        assert np.array_equal(est.density_, by_array.density_)
+        assert np.array_equal(est.score_samples(table), by_array.score_samples(pts))
+    with pytest.raises(ConfigError, match=r"X has the columns 'a', 'b'; a conditional density reads two columns "
+                                          r"named x and y"):
+        BFTDensity(grid="paper").fit(_Table(a=pts[:, 0], b=pts[:, 1]))
+    pd = pytest.importorskip("pandas")
+    frame = pd.DataFrame({"y": pts[:, 1], "x": pts[:, 0]})
+    assert np.array_equal(BFTDensity(grid="paper", l2=0.025).fit(frame).density_, by_array.density_)
+    # columns that are positions (a frame made from an array) are read by position
+    assert np.array_equal(BFTDensity(grid="paper", l2=0.025).fit(pd.DataFrame(pts)).density_, by_array.density_)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.array([[3 + 1j, 3], [7, 12]]), "holds complex numbers"),
+    ([[3 + 0j, 3.0], [7.0, 12.0]], "holds complex numbers"),
+    (np.ma.masked_array([[3.0, 3.0], [7.0, 12.0]], mask=[[False, True], [False, False]]),
+     r"is a masked array with 1 masked value\(s\)"),
+    (np.empty((0, 2)), r"X is empty \(shape \(0, 2\)\)"),
+    (np.empty(0), r"X is empty"),
+    ([["a", "b"]], "must be real numbers"),
+])
+def test_complex_masked_empty_and_text_data_are_refused(bad, match):
+    # complex values lost their imaginary part, a mask was ignored, and empty 2-D data fitted the flat prior
+    with pytest.raises(ConfigError, match=match):
+        BFTDensity(grid="paper").fit(bad)
+    from bftcore.estimator import BFTRegressor
+    if np.ndim(bad) == 2 and np.shape(bad)[0]:
+        with pytest.raises(ConfigError, match=match):
+            BFTRegressor().fit(np.asarray(bad)[:, :1] if not np.ma.isMaskedArray(bad) else bad[:, 1:], [1.0, 2.0])
+
+
+def test_a_masked_array_without_masked_values_is_its_data():
+    pts = np.array([[3.0, 3.0], [7.0, 12.0]])
+    plain = BFTDensity(grid="paper", l2=0.025).fit(pts)
+    masked = BFTDensity(grid="paper", l2=0.025).fit(np.ma.masked_array(pts, mask=False))
+    assert np.array_equal(plain.density_, masked.density_)
+
+
+def test_not_fitted_error_is_scikit_learns_when_installed():
+    from bftcore.estimator import BFTRegressor
+    for est, call in ((BFTDensity(), lambda e: e.score([[3, 3]])), (BFTDensity(), lambda e: e.predict_proba([[3, 3]])),
+                      (BFTDensity(), lambda e: e.regression()), (BFTRegressor(), lambda e: e.predict([1.0])),
+                      (BFTRegressor(), lambda e: e.sample_y([1.0])), (BFTRegressor(), lambda e: e.score([1.0], [1.0])),
+                      (BFTRegressor(), lambda e: e.log_marginal_likelihood())):
+        with pytest.raises(NotFittedError, match=f"this {type(est).__name__} is not fitted yet") as info:
+            call(est)
+        assert isinstance(info.value, ValueError) and isinstance(info.value, AttributeError)   # as sklearn's
+    sklearn_exceptions = pytest.importorskip("sklearn.exceptions")
+    assert issubclass(NotFittedError, sklearn_exceptions.NotFittedError)
