@@ -227,6 +227,9 @@ class BFTSession(param.Parameterized):
     message = param.String("", doc="Last message to the user (errors, refused input); cleared by the next change "
                                    "of the problem.")
     status = param.String("")
+    link_too_long = param.Integer(0, bounds=(0, None), doc="Length in characters of the link the state would need, "
+                                  "while that is over what a link may hold (app.views.share.share_query), else 0: "
+                                  "the share panel then offers the configuration file instead.")
 
     def __init__(self, doc=None, **params):
         super().__init__(**params)

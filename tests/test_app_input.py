@@ -338,3 +338,108 @@ def test_a_document_with_a_free_boundary_loads_and_a_free_x_for_a_density_is_exp
     s2.boundary_x = "free"
     s2.reset(play=False)
     assert "for the y axis of a density" in s2.message
+
+
+# ------------------------------------------------------------------- repeated link keys, upload sizes (issue 25)
+def test_a_repeated_link_key_is_read_with_its_last_value_and_the_message_says_so():
+    s = opened("?lam=0.5&lam=7&beta=2")
+    assert s.lam == 7.0 and s.beta == 2.0
+    assert s.message == "From the link: lam is given 2 times; used the last, lam=7.", s.message
+    # the last value is judged like any other: a refused one is named too, and the one before it is not used
+    s = opened("?lam=0.5&lam=-1")
+    assert s.lam == 1.0 and "lam is given 2 times; used the last, lam=-1" in s.message
+    assert "ignored lam=-1" in s.message
+    assert opened("?lam=0.5&beta=2").message == ""
+
+
+def test_a_link_key_given_many_times_is_cut_in_the_note():
+    s = opened("?" + "&".join(f"display={'x' * 80}{k}" for k in range(3)))
+    assert "display is given 3 times; used the last, display=" + "x" * 40 + "..." in s.message, s.message
+
+
+def share_panel(s):
+    from app.views.share import SharePanel
+    return SharePanel(session=s)
+
+
+def solved(**values) -> BFTSession:
+    s = BFTSession(live=False)
+    s.param.update(**values)
+    s.solve()
+    return s
+
+
+@pytest.mark.parametrize("size", [0, None])
+def test_an_upload_refused_in_the_page_for_its_size_gets_a_message_and_nothing_changes(size):
+    """What the page sends for a file that is empty or over the limit: its name and size, not its content."""
+    from app.views.share import MAX_UPLOAD_BYTES
+    size = MAX_UPLOAD_BYTES + 1 if size is None else size
+    s = solved(lam=0.4, data=[[2.0, 2.0]])
+    before, record = s.to_config(), s.record
+    share_panel(s).upload._handle_msg({"name": "mine.json", "size": size})
+    assert s.message.startswith("Refused mine.json: ") and "Nothing was changed." in s.message, s.message
+    assert ("empty" in s.message) == (size == 0)
+    assert ("over the upload limit of 10 MiB" in s.message) == (size > 0)
+    assert s.to_config() == before and s.record is record
+    still_usable(s)
+
+
+def test_the_server_checks_the_size_of_an_upload_again():
+    """A page is not trusted: content over the limit is refused without being decoded, and so is content that is
+    not base64."""
+    import base64
+
+    from app.views.share import MAX_UPLOAD_BYTES
+    s = solved()
+    before = s.to_config()
+    upload = share_panel(s).upload
+    upload._handle_msg({"name": "big.csv", "size": 3, "data": "A" * (4 * MAX_UPLOAD_BYTES // 3 + 8)})
+    assert s.message.startswith("Refused big.csv: ") and "over the upload limit" in s.message, s.message
+    s.message = ""
+    upload._handle_msg({"name": "junk.csv", "size": 3, "data": "not base64 at all!"})
+    assert s.message.startswith("Refused junk.csv: the browser could not read or send it"), s.message
+    s.message = ""
+    upload._handle_msg({"name": "gone.csv", "size": 3, "unreadable": True})  # the page's FileReader failed
+    assert s.message.startswith("Refused gone.csv: the browser could not read or send it"), s.message
+    upload._handle_msg(["not", "a", "message"])
+    assert s.to_config() == before
+    # a file at the limit is read (here: a table with one point per line, padded with blank lines to the limit)
+    table = b"x,y\n2,3\n4,5\n"
+    raw = table + b"\n" * (MAX_UPLOAD_BYTES - len(table))
+    upload._handle_msg({"name": "at-limit.csv", "size": len(raw), "data": base64.b64encode(raw).decode()})
+    assert s.message.startswith("Loaded 2 points from at-limit.csv"), s.message[:200]
+    assert s.data == [[2.0, 3.0], [4.0, 5.0]]
+
+
+def test_an_empty_upload_is_refused_by_name_whatever_way_it_comes():
+    """Refused by the page (its size alone), or sent empty all the same."""
+    s = solved(data=[[2.0, 2.0]])
+    before = s.to_config()
+    upload = share_panel(s).upload
+    for msg in ({"name": "empty.csv", "size": 0}, {"name": "empty.csv", "size": 0, "data": ""},
+                {"name": "empty.csv", "size": 5, "data": ""}):
+        s.message = ""
+        upload._handle_msg(msg)
+        assert s.message.startswith("Refused empty.csv: the file is empty."), s.message
+    upload._handle_msg({"name": "", "size": 0})
+    assert s.message.startswith("Refused the file: the file is empty"), s.message
+    assert s.to_config() == before
+
+
+def test_the_same_file_uploaded_twice_is_loaded_twice():
+    """The page sends every choice of a file; the second, equal to the first, is loaded again (after an edit)."""
+    s = solved()
+    upload = share_panel(s).upload
+    upload.receive("two.csv", b"x,y\n2,3\n4,5\n")
+    assert s.add_point(3.0, 4.0) and len(s.data) == 3, s.message
+    upload.receive("two.csv", b"x,y\n2,3\n4,5\n")
+    assert s.data == [[2.0, 3.0], [4.0, 5.0]] and s.message.startswith("Loaded 2 points from two.csv")
+
+
+def test_an_upload_message_keeps_the_file_name_as_text():
+    """The name is the user's (or an attacker's): it reaches the message as written, cut to 60 characters, and the
+    message line shows it as text (app.views.common.LiveText)."""
+    s = solved()
+    name = "<img src=x onerror=alert(1)>" + "a" * 80 + ".csv"
+    share_panel(s).upload._handle_msg({"name": name, "size": 0})
+    assert s.message.startswith(f"Refused {name[:60]}...: the file is empty"), s.message

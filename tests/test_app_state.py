@@ -415,3 +415,61 @@ def test_l0_is_the_priors_l0_and_solver_mass2_the_relaxation_mass():
     other = BFTSession(live=False)
     assert other.load_config(cfg) and other.l0 == 0.25 and other.solver_mass2 == 0.5
     assert s.param.l0.label == "mass m² (l0)" and "mass2" not in s.param
+
+
+# ------------------------------------------------------------------ setups too large for a link (issue 25)
+def long_document(nx=46, ny=71, seed=5) -> dict:
+    """A density problem with an array template of nx x ny values of 12 significant digits: its link is longer than a
+    link may be (each value about 14 characters and a percent-encoded comma)."""
+    values = np.round(1.0 + np.random.default_rng(seed).random((nx, ny)), 12).tolist()
+    return {"model": "density", "data": [[3, 3], [7, 12], [5, 8]],
+            "grid": {"x": {"min": 1, "max": 10, "n": nx}, "y": {"min": 1, "max": 15, "n": ny}},
+            "templates": [{"kind": "uniform"}, {"kind": "array", "values": values}], "weights": [0.5, 0.5]}
+
+
+def test_a_setup_too_large_for_a_link_writes_no_link_longer_than_the_app_reads():
+    from app.views.share import MAX_QUERY_CHARS, TOO_LONG_KEY, read_url, share_query, url_query
+    s = BFTSession(live=False)
+    assert s.load_config(long_document()), s.message
+    full = url_query(s)
+    assert len(full) > MAX_QUERY_CHARS
+    query, chars = share_query(s)
+    assert (query, chars) == (f"?{TOO_LONG_KEY}={len(full)}", len(full))
+    # whoever opens it sees the defaults and is told why, and where the setup is
+    other = BFTSession(live=False)
+    read_url(other, query)
+    assert other.to_config() == BFTSession(live=False).to_config()
+    assert other.message.startswith(f"This link stands for a setup too large for a link ({len(full):,} characters)")
+    assert "configuration file" in other.message
+    # back under the limit (the menu's templates), the full link returns
+    s.use_menu_templates()
+    assert share_query(s) == (url_query(s), 0) and len(url_query(s)) <= MAX_QUERY_CHARS
+
+
+def test_a_link_with_the_too_long_key_and_state_is_read_as_a_link():
+    """Only the link share_query writes (the key alone) is the note: beside real parameters the key is unknown
+    and ignored, as any other unknown key."""
+    from app.views.share import read_url
+    s = BFTSession(live=False)
+    read_url(s, "?too_long=90000&lam=0.5")
+    assert s.lam == 0.5 and s.message == ""
+    read_url(s, "?too_long=<b>x</b>")
+    assert s.message.startswith("This link stands for a setup too large for a link, so") and "<b>" not in s.message
+
+
+def test_the_share_panel_offers_the_file_while_the_setup_is_too_large_and_the_file_restores_it():
+    from app.views.share import SharePanel, load_upload, share_query, too_long_note
+    s = BFTSession(live=False)
+    assert s.load_config(long_document()), s.message
+    s.solve()
+    panel = SharePanel(session=s)
+    assert panel.link_note.text == ""
+    s.link_too_long = share_query(s)[1]  # what the served session's link writer sets
+    assert panel.link_note.text == too_long_note(s.link_too_long) != ""
+    assert "Download configuration (JSON)" in panel.link_note.text
+    raw = panel._config_file().getvalue()  # the Download button's file
+    fresh = BFTSession(live=False)
+    assert load_upload(fresh, raw.encode(), "bftcore-config.json"), fresh.message
+    assert fresh.to_config() == s.to_config()
+    s.link_too_long = 0
+    assert panel.link_note.text == ""

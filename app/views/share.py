@@ -2,6 +2,8 @@
 data uploaded as a table (CSV or whitespace; :func:`load_upload`)."""
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import io
 import itertools
@@ -11,6 +13,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import panel as pn
 import param
+from panel.custom import JSComponent
 from panel.io.cache import is_equal
 from panel.io.state import set_curdoc
 
@@ -21,6 +24,7 @@ from bftcore.tables import data_document, parse_table
 from ..configuration import CONFIG_PARAMS, MAX_POINTS, URL_PARAMS
 from ..session import BFTSession, preset_catalogue
 from ..transport import after_user_action, one_message, user_action
+from .common import LiveText
 
 
 def url_query(session: BFTSession) -> str:
@@ -40,6 +44,41 @@ def url_query(session: BFTSession) -> str:
 #: is below the HTTP server's own limit: Tornado drops a request whose headers pass 64 KiB (the browser shows an
 #: empty response, and no code of the app runs), so a link between the two gets a message saying why.
 MAX_QUERY_CHARS = 56 * 1024
+
+
+#: The only key of the link written in place of a setup too large for a link (:func:`share_query`); its value is
+#: the length, in characters, of the link that setup would have needed.
+TOO_LONG_KEY = "too_long"
+
+
+def share_query(session: BFTSession) -> tuple[str, int]:
+    """The query the address bar is given for the state of ``session``, and 0: :func:`url_query`; or, when that is
+    longer than :data:`MAX_QUERY_CHARS` (array templates, many points on a large custom grid), ``?too_long=N`` and
+    N, the length of the link the state would need.
+
+    Decision: a link the dashboard could not read back is never written, and neither is a shortened one (a link
+    without the data or the templates would open a setup that never existed, and the previous link a setup that is
+    no longer on screen).  Whoever opens ``?too_long=N`` is told that the setup travels as a configuration file
+    (:func:`read_url`), and the share panel offers that file (:class:`SharePanel`)."""
+    query = url_query(session)
+    if len(query) <= MAX_QUERY_CHARS:
+        return query, 0
+    return "?" + urlencode({TOO_LONG_KEY: len(query)}), len(query)
+
+
+def too_long_note(chars: int) -> str:
+    """What the share panel says while the state is too large for a link (``chars``: the link it would need)."""
+    return (f"This setup is too large for a link ({chars:,} characters; a link holds at most {MAX_QUERY_CHARS:,}), "
+            f"so the address bar does not hold it. Share it as a file: Download configuration (JSON) below, "
+            f"then Upload it.")
+
+
+def _too_long_link_message(text: str) -> str:
+    """The message for a link written by :func:`share_query` in place of a setup too large for a link."""
+    chars = int(text) if _INTEGER.fullmatch(text.strip()) and int(text) > 0 else None
+    size = f" ({chars:,} characters)" if chars is not None else ""
+    return (f"This link stands for a setup too large for a link{size}, so the defaults are shown. Ask for its "
+            f"configuration file (Download configuration (JSON)), then Upload it here.")
 
 
 def _short(v, n: int = 40) -> str:
@@ -125,8 +164,24 @@ def parse_link(search: str) -> dict[str, str]:
     """The raw text of each parameter of a link's query (``?a=1&b=...``), nothing converted yet.  Panel's
     ``Location.query_params`` is not used: it converts digit strings with ``int()``, which raises on a value of
     more than 4 300 digits before any of our code runs, and falls back to ``ast.literal_eval``."""
+    return dict(_link_pairs(search))
+
+
+def _link_pairs(search: str) -> list[tuple[str, str]]:
+    """The (name, raw text) pairs of a link's query in their order, a name given twice twice."""
     text = search[1:] if search.startswith("?") else search
-    return dict(parse_qsl(text, keep_blank_values=True, max_num_fields=4 * len(URL_PARAMS)))
+    return parse_qsl(text, keep_blank_values=True, max_num_fields=4 * len(URL_PARAMS))
+
+
+def _repeated(pairs: list[tuple[str, str]]) -> list[str]:
+    """Notes on the URL parameters a link gives more than once: the last value is the one read (as
+    :func:`parse_link` reads it), and the note says which it was."""
+    given: dict[str, list[str]] = {}
+    for name, text in pairs:
+        if name in URL_PARAMS or name in LINK_ALIASES:
+            given.setdefault(name, []).append(text)
+    return [f"{name} is given {len(texts)} times; used the last, {name}={_short(texts[-1])}"
+            for name, texts in given.items() if len(texts) > 1]
 
 
 #: Old names of URL parameters that links still use, old -> current.  Links are a public contract: a link made
@@ -215,18 +270,26 @@ def read_url(session: BFTSession, search: str) -> None:
 
     Aliases (:data:`LINK_ALIASES`): ``mass2=`` is read as ``l0=``, the prior's l0 ("mass m² (l0)"), which links
     called ``mass2`` before the parameter was renamed; a link with both takes ``l0``.  Links written now say ``l0``
-    (and ``solver_mass2`` for the relaxation mass, as before)."""
+    (and ``solver_mass2`` for the relaxation mass, as before).
+
+    A name given more than once (``?lam=0.5&lam=7``) is read with its last value, and the message says so.  The
+    link the dashboard writes for a setup too large for a link (:func:`share_query`: ``?too_long=N``) shows the
+    defaults with a message asking for the configuration file."""
     if len(search) > MAX_QUERY_CHARS:
         session.message = (f"This link is too long to load ({len(search):,} characters; the limit is "
                            f"{MAX_QUERY_CHARS:,}), so the defaults are shown. Share a large setup as a file: "
                            f"Download configuration (JSON), then Upload a configuration.")
         return
     try:
-        query = _read_aliases(parse_link(search))
+        pairs = _link_pairs(search)
     except ValueError as e:
         session.message = f"This link cannot be read ({_reason(e)}), so the defaults are shown."
         return
-    notes, values = [], _preset_base(session, query)
+    query = _read_aliases(dict(pairs))
+    if TOO_LONG_KEY in query and not any(name in query for name in URL_PARAMS):
+        session.message = _too_long_link_message(query[TOO_LONG_KEY])
+        return
+    notes, values = _repeated(pairs), _preset_base(session, query)
 
     def refuse(names, why, held=None):
         # the value kept: the preset's where the link names one and only the link's own value is refused, else the
@@ -354,13 +417,123 @@ def load_table(session: BFTSession, raw, name: str = "the table") -> bool:
     return True
 
 
+#: Largest upload, bytes.  The browser refuses a larger file before sending anything (:class:`UploadInput`), with
+#: a message; the server checks again.  Why 10 MiB: the file travels base64-encoded (4/3 of its size: 13.3 MiB) in
+#: one websocket message, and Tornado closes the connection, without a word and with the session, on a message over
+#: ``panel serve --websocket-max-message-size`` (20 MiB by default); a 17 MB file did that.  10 MiB leaves a third of
+#: that limit free, and is below the gate's own 32 MiB per document (``bftcore.limits.Limits.max_document_bytes``).
+MAX_UPLOAD_BYTES = 10 * 1024 * 1024
+
+
+def upload_refusal(name: str, size: int) -> str:
+    """The message for an upload refused before it is read: empty (``size`` 0), over :data:`MAX_UPLOAD_BYTES`, or
+    (``size`` -1) not readable by the browser or not sent as it should be."""
+    what = _short(name, 60) if name.strip() else "the file"
+    if size == 0:
+        return (f"Refused {what}: the file is empty. Nothing was changed. Upload a JSON configuration or a data "
+                f"table.")
+    if size < 0 or size <= MAX_UPLOAD_BYTES:
+        return f"Refused {what}: the browser could not read or send it. Nothing was changed. Try the upload again."
+    return (f"Refused {what}: {size / 2**20:.1f} MiB is over the upload limit of {MAX_UPLOAD_BYTES / 2**20:g} MiB. "
+            f"Nothing was changed. Use the command line for larger files: python -m bftcore fit FILE")
+
+
 def load_upload(session: BFTSession, raw, filename=None) -> bool:
     """An uploaded file: a data table (:func:`is_table`, :func:`load_table`) or a JSON configuration
-    (:meth:`BFTSession.load_config`).  True when loaded; otherwise the session is unchanged and says why."""
+    (:meth:`BFTSession.load_config`).  True when loaded; otherwise the session is unchanged and says why.  (The
+    page's upload refuses an empty file or one over :data:`MAX_UPLOAD_BYTES` before this: :class:`UploadInput`.)"""
     name = filename if isinstance(filename, str) and filename.strip() else ""
     if is_table(name, raw):
         return load_table(session, raw, _short(name, 60) if name else "the table")
     return session.load_config(raw)
+
+
+class UploadInput(JSComponent):
+    """The file input of the share panel: it checks a file's size in the browser before anything is sent.
+
+    Panel's ``FileInput`` (Bokeh's) sends any file whole, base64-encoded, in one websocket message, and a message
+    over the server's limit closes the connection: the session was lost without a word.  Here the browser sends
+    only the name and size of a file that is empty or over ``max_bytes`` (:data:`MAX_UPLOAD_BYTES`), and the
+    server answers with a message (:func:`upload_refusal`); the content of any other file follows, and the server
+    checks its size again (a page is not trusted).  The component shows no text of its own: the browser's file
+    input, and the message line of the session.
+
+    ``filename`` then ``value`` (bytes) are set for a file that arrives (``value`` triggers its watchers even when
+    the same file comes twice), ``refusal`` (name, size; size -1 for a file that could not be read) for one that
+    does not; none of them goes back to the browser."""
+
+    accept = param.String(default="")
+    max_bytes = param.Integer(default=MAX_UPLOAD_BYTES, bounds=(0, None))
+    aria_label = param.String(default="Upload a JSON configuration or a data table")
+    value = param.Parameter(default=None, precedence=-1, doc="Bytes of the last file received.")
+    filename = param.String(default=None, allow_None=True, precedence=-1, doc="Name of the last file received.")
+    refusal = param.Parameter(default=None, precedence=-1, doc="(name, size in bytes) of the last file refused for "
+                                                              "its size.")
+
+    # server-side only: never synchronised to the page (a file's bytes would go back to the browser)
+    _rename = {"value": None, "filename": None, "refusal": None}
+
+    _esm = """
+    export function render({ model, el }) {
+      const input = document.createElement("input");
+      input.type = "file";
+      input.accept = model.accept;
+      input.setAttribute("aria-label", model.aria_label);
+      input.addEventListener("change", () => {
+        const file = input.files && input.files[0];
+        if (!file) return;
+        const meta = { name: file.name, size: file.size };
+        if (file.size === 0 || file.size > model.max_bytes) {
+          input.value = "";  // the refused file is not left in the input
+          model.send_msg(meta);
+          return;
+        }
+        const reader = new FileReader();
+        reader.onload = () => {
+          const url = String(reader.result);
+          model.send_msg({ ...meta, data: url.slice(url.indexOf(",") + 1) });
+        };
+        reader.onerror = () => { input.value = ""; model.send_msg({ ...meta, unreadable: true }); };
+        reader.readAsDataURL(file);
+      });
+      el.appendChild(input);
+    }
+    """
+
+    def _handle_msg(self, msg) -> None:
+        if not isinstance(msg, dict):
+            return
+        name: str = msg["name"] if isinstance(msg.get("name"), str) else ""
+        size: int = msg["size"] if isinstance(msg.get("size"), int) else -1
+        data = msg.get("data")
+        if not isinstance(data, str):  # refused by the page: empty or too large, or the browser could not read it
+            self.receive_refusal(name, size if size == 0 or size > self.max_bytes else -1)
+            return
+        # base64 is 4 characters for every 3 bytes: a text longer than that of max_bytes is refused undecoded
+        if len(data) > 4 * (-(-self.max_bytes // 3)):
+            self.receive_refusal(name, len(data) // 4 * 3)
+            return
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            self.receive_refusal(name, -1)
+            return
+        if not 0 < len(raw) <= self.max_bytes:
+            self.receive_refusal(name, len(raw))
+            return
+        self.receive(name, raw)
+
+    def receive(self, name: str, raw: bytes) -> None:
+        """A file has arrived (what the page's message does; tests call it directly)."""
+        with param.parameterized.discard_events(self):
+            self.param.update(filename=name, value=raw)
+        self.param.trigger("value")
+
+    def receive_refusal(self, name: str, size: int) -> None:
+        """A file was refused (in the page, or here): empty (``size`` 0), too large, or unreadable (-1)."""
+        with param.parameterized.discard_events(self):
+            self.refusal = (name, size)
+        self.param.trigger("refusal")
 
 
 class SharePanel(pn.viewable.Viewer):
@@ -374,13 +547,20 @@ class SharePanel(pn.viewable.Viewer):
                                                 width=280)
         self.csv = pn.widgets.FileDownload(callback=lambda: io.StringIO(s.data_csv()), filename="bftcore-data.csv",
                                            label="Download data (CSV)", width=280)
-        self.upload = pn.widgets.FileInput(accept=UPLOAD_ACCEPT, width=280, label="upload")
+        self.upload = UploadInput(accept=UPLOAD_ACCEPT, width=280, height=40, css_classes=["bft-upload"])
         self.upload.param.watch(self._on_upload, "value")
+        self.upload.param.watch(self._on_refusal, "refusal")
+        # said while the state is too large for a link (set by sync_url's writer; empty otherwise)
+        self.link_note = LiveText(width=290, styles={"white-space": "normal", "color": "#b35900"},
+                                  css_classes=["bft-link-note"]).follow(
+            s, "link_too_long", lambda n: too_long_note(n) if n else "")
         self.help = pn.pane.Markdown(
             "Upload a JSON configuration, or your own data as a table (.csv, .tsv, .txt, .dat): one column y "
             "(a one-dimensional density) or two columns x, y, one header line allowed. The grid is fitted to "
             "your data; model, prior and solver stay as they are. "
-            "The address bar always holds the current state: copy it to hand out this exact setup. "
+            "The address bar holds the current state: copy it to hand out this exact setup (a setup too large "
+            "for a link, such as array templates, is shared as the JSON file instead). Files up to "
+            f"{MAX_UPLOAD_BYTES // 2**20} MiB. "
             "The JSON file reproduces the run on the command line: `python -m bftcore fit bftcore-config.json`. "
             "Each plot's toolbar has a save button for a PNG.", width=290, styles={"font-size": "12px"})
 
@@ -392,6 +572,15 @@ class SharePanel(pn.viewable.Viewer):
             return
         # one message for everything a new problem changes, as a preset (app.views.presets)
         user_action(load_upload)(self.session, event.new, self.upload.filename)
+
+    def _on_refusal(self, event):
+        if event.new is None:
+            return
+        name, size = event.new
+
+        def say():
+            self.session.message = upload_refusal(name, size)
+        user_action(say)()
 
     @staticmethod
     def sync_url(session: BFTSession):
@@ -414,10 +603,11 @@ class SharePanel(pn.viewable.Viewer):
 
         def write():
             pending.clear()
-            search = url_query(session)
-            if loc.search != search:
+            search, too_long = share_query(session)
+            if loc.search != search or session.link_too_long != too_long:
                 with set_curdoc(doc), one_message(doc):
                     loc.search = search
+                    session.link_too_long = too_long
 
         def schedule(*_):
             if not pending:
@@ -432,4 +622,4 @@ class SharePanel(pn.viewable.Viewer):
     def __panel__(self):
         return pn.Column(self.download, self.csv, pn.pane.Markdown("**Upload a configuration or your data**",
                                                                    margin=(5, 10, 0, 10)),
-                         self.upload, self.help, width=300)
+                         self.upload, self.link_note, self.help, width=300)
