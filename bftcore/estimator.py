@@ -16,8 +16,10 @@ axis).  Learned state ends in ``_``; ``fit`` returns ``self``.
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
+import scipy.sparse
 
 from . import api, metrics, regression
 from .config import ConfigError, _fmt_int, check_output, length_of
@@ -84,6 +86,32 @@ def _not_fitted(est) -> None:
                                   f"first")
 
 
+def _sklearn_tags(estimator_type: str | None, target_required: bool, one_d: bool):
+    """scikit-learn's tags of an estimator (``__sklearn_tags__``; only scikit-learn asks, so it is importable).
+    ``one_d``: X may have shape (n,) (BFTRegressor's one input; scikit-learn's common checks then pass it so)."""
+    from sklearn.utils import InputTags, RegressorTags, Tags, TargetTags
+    return Tags(estimator_type=estimator_type, target_tags=TargetTags(required=target_required),
+                regressor_tags=RegressorTags() if estimator_type == "regressor" else None,
+                input_tags=InputTags(one_d_array=one_d, two_d_array=True))
+
+
+def _repr(est) -> str:
+    """``Name(param=value, ...)`` with the parameters that differ from the constructor's defaults, as
+    scikit-learn shows an estimator (and names its test cases)."""
+    defaults = {k: p.default for k, p in inspect.signature(type(est).__init__).parameters.items() if k != "self"}
+    given = [f"{k}={v!r}" for k, v in est.get_params().items()
+             if not (k in defaults and type(v) is type(defaults[k]) and _same(v, defaults[k]))]
+    text = f"{type(est).__name__}({', '.join(given)})"
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # arrays compare elementwise
+        return a is b
+
+
 def _count_points(X, who: str, name: str = "X") -> None:
     """Refuse data over the budget's data points from their length, before they are converted."""
     n, cap = length_of(X), active().max_points
@@ -120,6 +148,9 @@ def _numbers(X, who: str, name: str) -> np.ndarray:
     """X as a float array: a masked array with masked values, complex values and anything that is not numbers are
     refused with a message naming ``name``, never converted with a loss (numpy would drop an imaginary part with a
     warning and ignore a mask)."""
+    if scipy.sparse.issparse(X):
+        raise ConfigError(f"{who}: {name} is a sparse matrix, and sparse input is not supported (the data are a "
+                          f"handful of coordinates); pass {name}.toarray()")
     if np.ma.isMaskedArray(X):
         masked = int(np.ma.count_masked(X))
         if masked:
@@ -130,8 +161,8 @@ def _numbers(X, who: str, name: str) -> np.ndarray:
     try:
         a = np.asarray(X)
         if a.dtype.kind == "c" or (a.dtype.kind == "O" and any(isinstance(v, complex) for v in a.flat)):
-            raise ConfigError(f"{who}: {name} holds complex numbers; give real numbers (the real part, X.real, or "
-                              f"the modulus, abs(X), whichever you mean)")
+            raise ConfigError(f"{who}: {name} holds complex numbers (Complex data not supported); give real numbers "
+                              f"(the real part, {name}.real, or the modulus, abs({name}), whichever you mean)")
         return a.astype(float, copy=False)
     except (TypeError, ValueError) as e:
         if isinstance(e, ConfigError):
@@ -179,7 +210,11 @@ def _density_data(X, y, who: str) -> tuple[np.ndarray, bool]:
     _count_points(X, who)
     if y is not None:
         _count_points(y, who, "y")
-        x, yv = np.ravel(_numbers(X, who, "X")), np.ravel(_numbers(y, who, "y"))
+        xa = _numbers(X, who, "X")
+        if xa.ndim > 2 or (xa.ndim == 2 and xa.shape[1] != 1):
+            raise ConfigError(f"{who}: with y given, X holds the x values, of shape (n,) or (n, 1), got shape "
+                              f"{xa.shape}; or pass (x, y) points as X alone")
+        x, yv = np.ravel(xa), np.ravel(_numbers(y, who, "y"))
         if x.size != yv.size:
             raise ConfigError(f"{who}: x = X and y must have equal lengths, got {x.size} and {yv.size}")
         a, one_d = np.column_stack([x, yv]), False
@@ -188,6 +223,9 @@ def _density_data(X, y, who: str) -> tuple[np.ndarray, bool]:
         one_d = a.ndim == 1 or (a.ndim == 2 and a.shape[1] == 1)
         if one_d:
             a = a.ravel()
+        elif a.ndim == 2 and a.shape[1] == 0:
+            raise ConfigError(f"{who}: X has 0 feature(s) (shape={a.shape}) while a minimum of 1 is required; give "
+                              f"the y values of a one-dimensional density or (x, y) points")
         elif a.ndim != 2 or a.shape[1] != 2:
             raise ConfigError(f"{who}: X must be an (n, 2) array of (x, y) points or the y values of a "
                               f"one-dimensional density, got shape {a.shape}")
@@ -266,6 +304,12 @@ class BFTDensity:
                 raise ValueError(f"unknown parameter {k!r} for BFTDensity; valid: {', '.join(self._PARAMS)}")
             setattr(self, k, v)
         return self
+
+    def __sklearn_tags__(self):
+        return _sklearn_tags(None, False, False)
+
+    def __repr__(self) -> str:
+        return _repr(self)
 
     def _by_evidence(self) -> bool:
         return isinstance(self.lam, str) and self.lam == "evidence"
@@ -470,6 +514,24 @@ class BFTRegressor:
             setattr(self, k, v)
         return self
 
+    def __sklearn_tags__(self):
+        return _sklearn_tags("regressor", True, True)
+
+    def __repr__(self) -> str:
+        return _repr(self)
+
+    def __getstate__(self) -> dict:
+        # the fitted model holds a sparse factorisation (SuperLU), which does not pickle; it is rebuilt from the
+        # validated document config_ on unpickling, so a fitted regressor pickles (joblib, multiprocessing)
+        state = dict(self.__dict__)
+        state.pop("model_", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if "config_" in state:
+            self.model_ = regression.RegressionModel.from_config(state["config_"], validated=True)
+
     # --- fit -----------------------------------------------------------------------------------------------------
     def _hyper(self, name: str, allow_zero: bool = False):
         """A number, or "evidence" (returned as None)."""
@@ -649,20 +711,26 @@ def _regression_x(X, name: str) -> np.ndarray:
     """Inputs of shape (n,) or (n, 1) as a finite (n,) array; otherwise a ValueError naming ``name`` (complex or
     masked values refused, :func:`_numbers`)."""
     x = _numbers(X, "BFTRegressor", name)
+    if not np.all(np.isfinite(x)):  # before the shape: whatever its shape, a NaN is the first thing to say
+        raise ValueError(f"BFTRegressor: {name} contains NaN or infinite values at positions "
+                         f"{np.argwhere(~np.isfinite(x))[:5].tolist()}; drop or impute them")
     if x.ndim == 2 and x.shape[1] == 1:
         x = x[:, 0]
+    if x.ndim == 2 and x.shape[1] == 0:
+        raise ValueError(f"BFTRegressor: {name} has 0 feature(s) (shape={x.shape}) while a minimum of 1 is required; "
+                         f"give the inputs as shape (n,) or (n, 1)")
     if x.ndim != 1:
         raise ValueError(f"BFTRegressor: {name} must have shape (n,) or (n, 1) (one input dimension), got shape "
                          f"{x.shape}; reshape with X.reshape(-1, 1)")
-    if not np.all(np.isfinite(x)):
-        raise ValueError(f"BFTRegressor: {name} contains NaN or infinite values at positions "
-                         f"{np.flatnonzero(~np.isfinite(x))[:5].tolist()}; drop or impute them")
     return x
 
 
 def _regression_xy(X, y, fit: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Inputs and targets of a fit (counted against the budget's data points before they are converted) or of
     :meth:`BFTRegressor.score`."""
+    if y is None:
+        raise ValueError("BFTRegressor requires y to be passed, but the target y is None; call fit(X, y) with the "
+                         "targets y")
     if fit:
         _count_points(X, "BFTRegressor")
         _count_points(y, "BFTRegressor", "y")
