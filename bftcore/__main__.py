@@ -9,6 +9,7 @@ researcher's own machine.  Exit status 1 with one line is a bug of bftcore, neve
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -20,7 +21,7 @@ import numpy as np
 from . import api, export
 from .bench import main as bench_main
 from .config import ConfigError, check_evidence_path, load_config, read_document, validate_config, validate_sweep
-from .distributed import Cancelled, parse_scheduler
+from .distributed import Cancelled, parse_scheduler, using_tls
 from .evidence import PATH_MAX_DROP
 from .learning import parse_sizes
 from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
@@ -254,7 +255,7 @@ def _run(args) -> tuple[dict | int, str]:
     with using(lim):
         cfg = _document(args)
         args.validated = validate_config(cfg)
-        with deadline(lim.run_seconds):
+        with deadline(lim.run_seconds), _tls(args):
             return _run_config(args, cfg)
 
 
@@ -273,6 +274,29 @@ def _document(args) -> dict:
     if doc is not None and not isinstance(doc, dict):
         raise ConfigError(f"{base}: the configuration must be a JSON object")
     return validate_config(data_document(read_table(path), doc))
+
+
+TLS_OPTIONS = ("--tls-ca-file", "--tls-cert", "--tls-key")
+
+
+def _tls_options(parser: argparse.ArgumentParser) -> None:
+    """The cluster's certificates for a ``tls://`` ``--scheduler`` (deploy/dask-cluster.sh --tls prints them)."""
+    for flag, what in zip(TLS_OPTIONS, ("the cluster's certificate authority", "this client's certificate",
+                                        "this client's private key")):
+        parser.add_argument(flag, metavar="FILE.pem", help=f"with a tls:// --scheduler: {what} (PEM)")
+
+
+def _tls(args):
+    """The certificates of --tls-ca-file, --tls-cert and --tls-key in force for the run (all three, and only with a
+    tls:// --scheduler); nothing without them."""
+    files = [getattr(args, flag[2:].replace("-", "_"), None) for flag in TLS_OPTIONS]
+    if not any(files):
+        return contextlib.nullcontext()
+    if not str(getattr(args, "scheduler", None) or "").startswith("tls://"):
+        raise ConfigError("--tls-ca-file, --tls-cert and --tls-key go with a tls:// --scheduler address")
+    if not all(files):
+        raise ConfigError("a tls:// --scheduler needs all three of --tls-ca-file, --tls-cert and --tls-key")
+    return using_tls(*files)
 
 
 def _run_config(args, cfg) -> tuple[dict, str]:
@@ -335,6 +359,7 @@ def main(argv=None) -> int:
                           help="serial (default: one solve after another here), inprocess, local[:N] (a Dask "
                                "LocalCluster of N worker processes) or a running Dask scheduler, tcp://host:8786: "
                                "independent solves (basins' starts, a sweep's down branches) side by side")
+    _tls_options(parallel)
     p = sub.add_parser("sweep", parents=[common, parallel], help="beta sweep up and down with continuation")
     p.add_argument("config")
     p.add_argument("--beta", required=True, help="MIN:MAX:N")
@@ -359,6 +384,7 @@ def main(argv=None) -> int:
     engine.add_argument("--scheduler", metavar="ADDR", default=None,
                         help="where the fits run: inprocess (default), serial, local[:N] (a Dask LocalCluster of N "
                              "worker processes) or a running Dask scheduler, e.g. tcp://host:8786")
+    _tls_options(engine)
     engine.add_argument("--seed", type=_whole(0), default=0, help="the seed of the resamples (default 0); the same "
                         "seed gives the same document on every scheduler")
     engine.add_argument("--progress", action="store_true", help="draw the progress bar on stderr even when it is "

@@ -11,9 +11,20 @@ Learning curves, bootstraps, beta sweeps from several starts and evidence grids 
 * ``"serial"``: a plain loop in the caller's thread, no Dask at all: the reference the others are tested against.
 * ``"local"`` or ``"local:N"``: a Dask ``LocalCluster`` of N worker processes (default: the machine's cores), one
   thread each, started for the call and closed after it.
-* ``"tcp://host:8786"`` (any Dask address): a running scheduler, whose workers must have bftcore installed
-  (``pip install bftcore`` and ``dask-worker tcp://host:8786`` on each machine).  Adding workers there needs no
-  change here.
+* ``"tcp://host:8786"`` or ``"tls://host:8786"``: a running scheduler, whose workers must have bftcore installed
+  (``pip install bftcore`` and ``dask worker tcp://host:8786`` on each machine).  Adding workers there needs no
+  change here.  A ``tls://`` scheduler needs the cluster's certificates (:func:`using_tls`, the CLI's
+  ``--tls-ca-file``, ``--tls-cert``, ``--tls-key``, or Dask's own ``distributed.comm.tls.*`` configuration).
+
+A scheduler given by address is trusted: Dask's protocol carries pickles, so the scheduler (and whoever can reach
+it) runs code in this process, and this process sends code to it.  What this module guards against is a wrong or
+broken address: connecting, Dask's handshake and the scheduler's first reply share one deadline
+(:data:`CONNECT_SECONDS`), and every failure there is a :class:`SchedulerError` that names the address.  No Dask
+setting bounds the length of an incoming frame: a peer that announces a length numpy cannot allocate (an HTTP
+or SSH server's first bytes read as one) is refused as the scheduler's fault; a plausible length reserves address
+space only (numpy's ``empty``; measured: 58 MB resident with a 2 GiB frame announced) until the deadline ends the
+wait for bytes that never come.  Against a hostile peer the defence is not to reach it: loopback, a trusted
+network, or TLS with a certificate authority made for the cluster.
 
 The result is the same whichever engine runs it: each task carries its own random seed (drawn from the call's seed
 by :class:`numpy.random.SeedSequence`, never from a shared generator), and the results come back in task order.
@@ -25,9 +36,12 @@ polled a few times a second: the outstanding tasks are then cancelled and :class
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
-from typing import Any, Callable, Sequence
+import time
+from typing import Any, Callable, Iterator, Sequence
+from urllib.parse import urlsplit
 
 from .limits import Limits, active, blas_threads, check_deadline, using
 
@@ -35,12 +49,26 @@ from .limits import Limits, active, blas_threads, check_deadline, using
 MAX_LOCAL_WORKERS = 64
 #: Seconds between two looks at ``cancel()`` while tasks run.
 POLL_SECONDS = 0.1
-#: Seconds to wait for a scheduler given by address before giving up with a clear message.
+#: Seconds for a scheduler given by address to accept the connection, finish Dask's handshake and answer the
+#: first request (the count of its worker threads): one deadline for the three.
 CONNECT_SECONDS = 10.0
+#: Seconds given to closing a client whose scheduler failed, on top of CONNECT_SECONDS.
+CLOSE_SECONDS = 2.0
+#: The schemes of a scheduler's address: Dask's TCP, and TCP under TLS.
+SCHEMES = ("tcp", "tls")
 
 
 class Cancelled(RuntimeError):
     """The caller cancelled the run (``cancel()`` returned True); the tasks not yet finished were dropped."""
+
+
+class SchedulerError(ValueError):
+    """A scheduler given by address could not be reached, did not speak Dask, or failed: the message names the
+    address, what went wrong and what to do."""
+
+    def __init__(self, address: str, what: str):
+        super().__init__(f"the Dask scheduler at {address} {what}")
+        self.address = address
 
 
 def parse_scheduler(spec: str | None) -> tuple[str, Any]:
@@ -59,10 +87,50 @@ def parse_scheduler(spec: str | None) -> tuple[str, Any]:
         if not text.isdigit() or not 1 <= int(text) <= MAX_LOCAL_WORKERS:
             raise ValueError(f"local:N needs a number of workers N from 1 to {MAX_LOCAL_WORKERS}, got {spec!r}")
         return "local", int(text)
-    if "://" in spec and spec.split("://", 1)[1]:
-        return "address", spec
+    if "://" in spec:
+        return "address", _check_address(spec)
     raise ValueError(f"unknown scheduler {spec!r}; use inprocess (the default), serial, local, local:N (N worker "
                      f"processes) or the address of a running Dask scheduler such as tcp://host:8786")
+
+
+def _check_address(address: str) -> str:
+    """``address`` if it is ``tcp://HOST[:PORT]`` or ``tls://HOST[:PORT]``; a SchedulerError otherwise."""
+    scheme = address.split("://", 1)[0]
+    if scheme not in SCHEMES:
+        raise SchedulerError(address, f"has the scheme {scheme}://, which bftcore does not reach; use "
+                                      f"tcp://HOST:PORT, or tls://HOST:PORT with the cluster's certificates")
+    try:
+        parts = urlsplit(address)
+        port = parts.port
+    except ValueError:
+        raise SchedulerError(address, "has no valid port; give a number from 1 to 65535, as in "
+                                      f"{scheme}://HOST:8786") from None
+    if not parts.hostname:
+        raise SchedulerError(address, f"names no host; give one, as in {scheme}://127.0.0.1:8786")
+    if parts.path or parts.query or parts.fragment or parts.username or parts.password:
+        raise SchedulerError(address, f"is not of the form {scheme}://HOST:PORT; drop what follows the port")
+    if port == 0:
+        raise SchedulerError(address, "has port 0; give the scheduler's port, 8786 unless it was told otherwise")
+    return address
+
+
+@contextlib.contextmanager
+def using_tls(ca_file: str, cert: str, key: str) -> Iterator[None]:
+    """Within the block, ``tls://`` schedulers are reached with these certificates: the cluster's certificate
+    authority, this client's certificate and its private key (files, or their PEM text, as
+    :meth:`distributed.security.Security.temporary` holds them).  They become Dask's own configuration
+    ``distributed.comm.tls.*`` for the block, which :class:`distributed.security.Security` reads."""
+    files = {"ca-file": ("certificate authority", ca_file), "client.cert": ("certificate", cert),
+             "client.key": ("key", key)}
+    for what, value in files.values():
+        if not isinstance(value, str) or not value:
+            raise ValueError(f"the TLS {what} is missing; give the cluster's certificate authority, certificate "
+                             f"and key (deploy/dask-cluster.sh --tls prints them)")
+        if "\n" not in value and not (os.path.isfile(value) and os.access(value, os.R_OK)):
+            raise ValueError(f"the TLS {what} {value} is not a readable file")
+    import dask
+    with dask.config.set({f"distributed.comm.tls.{name}": value for name, (_, value) in files.items()}):
+        yield
 
 
 def _run_one(fn: Callable, task: Any, limits: Limits) -> Any:
@@ -109,15 +177,19 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Sequence, scheduler: str | None =
             if progress is not None:
                 progress(k + 1, len(tasks))
         return out
-    with _client(kind, arg) as client:
-        return _gather(client, fn, tasks, limits, progress, cancel, on_result)
+    with _client(kind, arg) as engine:
+        return _gather(engine, fn, tasks, limits, progress, cancel, on_result)
 
 
 class _client:
     """A Dask client for the engine (and the cluster it starts), closed on exit."""
 
     def __init__(self, kind: str, arg: Any):
-        self.kind, self.arg, self.cluster, self.client = kind, arg, None, None
+        self.kind, self.arg, self.threads = kind, arg, 1
+        self.cluster: Any = None
+        self.client: Any = None
+        #: The address of a scheduler given by address, which failures of the connection name; None otherwise.
+        self.address = arg if kind == "address" else None
 
     def __enter__(self):
         import dask
@@ -135,13 +207,10 @@ class _client:
                                             host="127.0.0.1", **loopback)
                 self.client = Client(self.cluster)
         if self.kind == "address":
-            try:
-                self.client = Client(self.arg, timeout=CONNECT_SECONDS)
-            except (OSError, TimeoutError) as e:
-                raise ValueError(f"cannot reach the Dask scheduler at {self.arg} ({e}); start one with "
-                                 f"'dask-scheduler' and workers with 'dask-worker {self.arg}', or drop "
-                                 f"--scheduler to run here") from None
-        return self.client
+            self.client, self.threads = _connect(self.arg)
+        else:
+            self.threads = max(1, sum(self.client.nthreads().values()))
+        return self
 
     def __exit__(self, *exc):
         if self.client is not None:
@@ -151,11 +220,84 @@ class _client:
         return False
 
 
-def _gather(client, fn, tasks, limits, progress, cancel, on_result) -> list:
+def _connect(address: str) -> tuple[Any, int]:
+    """A client of the scheduler at ``address`` and the number of its worker threads (at least 1), with one
+    deadline, :data:`CONNECT_SECONDS`, for the connection, Dask's handshake and that first reply; a
+    :class:`SchedulerError` naming the address otherwise."""
+    from dask.distributed import Client
+    from distributed.security import Security
+
+    class BoundedClient(Client):
+        """``Client(timeout=)`` bounds the TCP connection and some of the replies but not Dask's handshake
+        (``distributed.comm.core.connect`` awaits the peer's first message without a timeout): a peer that accepts
+        and stays silent hung the CLI.  ``sync``'s ``callback_timeout`` bounds the whole start instead."""
+
+        def start(self, **kwargs):
+            try:
+                return super().start(callback_timeout=CONNECT_SECONDS, **kwargs)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self.close(timeout=CLOSE_SECONDS)
+                raise
+
+    security = None
+    if address.startswith("tls://"):
+        security = Security(require_encryption=True)
+        tls = security.get_tls_config_for_role("client")
+        if not (tls["ca_file"] and tls["cert"]):
+            raise SchedulerError(address, "needs the cluster's certificates: give --tls-ca-file, --tls-cert and "
+                                          "--tls-key (deploy/dask-cluster.sh --tls prints them), or "
+                                          "bftcore.distributed.using_tls in Python")
+    started = time.monotonic()
+    client = None
+    try:
+        client = BoundedClient(address, timeout=CONNECT_SECONDS, security=security, set_as_default=False)
+        left = CONNECT_SECONDS - (time.monotonic() - started)
+        if left <= 0:
+            raise TimeoutError("no time left for the first reply")
+        nthreads = client.nthreads(callback_timeout=left)
+        if not isinstance(nthreads, dict) or not all(type(n) is int and n >= 0 for n in nthreads.values()):
+            raise ValueError(f"its count of worker threads is {type(nthreads).__name__}, not a table of numbers")
+    except Exception as e:  # noqa: BLE001 - whatever the peer made Dask raise is the peer's failure, named as such
+        if client is not None:
+            with contextlib.suppress(Exception):
+                client.close(timeout=CLOSE_SECONDS)
+        raise SchedulerError(address, _connect_failure(e, address)) from None
+    return client, max(1, sum(nthreads.values()))
+
+
+def _connect_failure(e: BaseException, address: str) -> str:
+    """What went wrong in reaching the scheduler at ``address``, and what to do (SchedulerError's message)."""
+    import ssl
+    what = _printable(e)
+    if isinstance(e, TimeoutError):
+        return (f"did not answer within {CONNECT_SECONDS:g} s (connection, Dask's handshake and first reply); check "
+                f"that a Dask scheduler listens there (dask scheduler, or deploy/dask-cluster.sh) and that the port "
+                f"is the scheduler's (8786 unless told otherwise), or drop --scheduler to run here")
+    if isinstance(e, ssl.SSLError) or "TLS" in what or "certificate" in what:
+        return (f"failed the TLS handshake ({what}); a plain scheduler is reached with tcp://, and a TLS one with "
+                f"tls:// and certificates signed by the cluster's own certificate authority")
+    if isinstance(e, OSError):
+        return (f"cannot be reached ({what}); start one with 'dask scheduler' and workers with "
+                f"'dask worker {address}' (or deploy/dask-cluster.sh), reach a TLS scheduler with tls://, or drop "
+                f"--scheduler to run here")
+    return (f"did not answer as a Dask scheduler ({type(e).__name__}: {what}); check that the address is a Dask "
+            f"scheduler's, of a compatible Dask version, and that a TLS scheduler is reached with tls://")
+
+
+def _printable(e: BaseException, width: int = 160) -> str:
+    """An exception's text on one line of printable characters (a peer's bytes can reach it), cut to ``width``."""
+    text = " ".join(str(e).split()) or type(e).__name__
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _gather(engine: _client, fn, tasks, limits, progress, cancel, on_result) -> list:
     """Submit the tasks in chunks, then collect them as they finish (a queue filled by the futures' callbacks, read
-    with a timeout so that ``cancel`` is polled while nothing finishes)."""
-    threads = max(1, sum(client.nthreads().values()))
-    n_chunks = max(1, min(len(tasks), max(MIN_CHUNKS, CHUNKS_PER_THREAD * threads)))
+    with a timeout so that ``cancel`` is polled while nothing finishes).  A chunk that fails by its own exception
+    raises it; one that a scheduler given by address lost raises a SchedulerError naming it."""
+    client = engine.client
+    n_chunks = max(1, min(len(tasks), max(MIN_CHUNKS, CHUNKS_PER_THREAD * engine.threads)))
     bounds = [round(k * len(tasks) / n_chunks) for k in range(n_chunks + 1)]
     chunks = [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
     finished: queue.Queue = queue.Queue()
@@ -171,7 +313,14 @@ def _gather(client, fn, tasks, limits, progress, cancel, on_result) -> list:
             except queue.Empty:
                 j = None
             if j is not None and j in pending:
-                for i, res in zip(chunks[j], futures[j].result()):  # raises the task's own exception
+                try:
+                    results = futures[j].result()
+                except Exception as e:
+                    if futures[j].status == "error" or engine.address is None:
+                        raise  # the task's own exception
+                    raise SchedulerError(engine.address, f"lost the tasks ({_printable(e)}); check the scheduler "
+                                                         f"and its workers, then run again") from None
+                for i, res in zip(chunks[j], results):
                     out[i] = res
                     if on_result is not None:
                         on_result(i, res)
