@@ -142,7 +142,7 @@ JS_TRACES_READY = """() => { for (const d of Bokeh.documents) { const m = d.get_
 JS_CLICK_SETUP = f"""(xy) => [({JS_CANVAS_XY})(xy), window.__bftImageChanges.length, performance.now()]"""
 
 
-def wait_for_app(page, timeout=30000):
+def wait_for_app(page, timeout=120000):
     """Wait until the page's heatmap exists and the first solve, which runs on load, has reached the traces."""
     page.wait_for_function(JS_MODEL, arg="bft-image-source", timeout=timeout)
     page.wait_for_function(JS_TRACES_READY, timeout=timeout)

@@ -18,10 +18,22 @@ def server(tmp_path_factory):
         yield url, log_path
 
 
+#: Playwright's deadline for one navigation or action (its default is 30 s). A failure deadline, not a measurement:
+#: on a machine loaded by other jobs a page took longer than 30 s to open, and a test must wait, not fail.
+ACTION_TIMEOUT_MS = 120_000
+
+
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as p:
         b = launch(p)
+        new_context = b.new_context
+
+        def patient_context(**kwargs):
+            ctx = new_context(**kwargs)
+            ctx.set_default_timeout(ACTION_TIMEOUT_MS)
+            return ctx
+        b.new_context = patient_context  # every context of the UI tests, those they open themselves included
         yield b
         b.close()
 

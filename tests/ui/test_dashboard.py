@@ -1,7 +1,6 @@
 """Real-browser tests of the dashboard: `panel serve app` + Debian chromium (see conftest.py)."""
 import json
 import re
-import time
 
 import pytest
 
@@ -23,7 +22,8 @@ def shows(page, text: str) -> bool:
 
 def test_page_loads_without_console_errors(page, server):
     assert page.locator("text=Bayesian field theory").first.is_visible()
-    time.sleep(1.0)
+    # the first solve, which runs on load, to its end (an event; a fixed pause could end before a late error)
+    wait_until(lambda: "finished" in page.get_by_text("iteration ").first.inner_text(), timeout=120)
     assert page.errors == []
     log = open(server[1]).read()
     assert "Traceback" not in log and "ERROR" not in log

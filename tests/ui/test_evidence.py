@@ -1,7 +1,6 @@
 """The evidence card in a real browser (issue 14): the log evidence against λ with the current λ marked, the band of
 h(x) over the heatmap, "Choose λ by evidence" moving λ, and the curve following the clicks."""
 import re
-import time
 
 from app.harness import canvas_xy, column, wait_until
 
@@ -17,7 +16,7 @@ def test_the_evidence_card_draws_the_path_marks_lambda_and_chooses_it(page):
     # closed, it computes nothing
     assert len(column(page, "bft-evidence-path", "lam") or []) == 0
     page.get_by_text("Evidence: choose λ from the data").first.click()
-    wait_until(lambda: len(column(page, "bft-evidence-path", "lam") or []) >= 20)
+    wait_until(lambda: len(column(page, "bft-evidence-path", "lam") or []) >= 20, timeout=180)
     lam, logev = path(page)
     assert all(a < b for a, b in zip(lam, lam[1:]))               # λ increasing, log-spaced
     best = column(page, "bft-evidence-best", "lam")[0]
@@ -35,8 +34,9 @@ def test_the_evidence_card_draws_the_path_marks_lambda_and_chooses_it(page):
     # the curve follows the clicks (the card stays open beside the heatmap)
     before = column(page, "bft-evidence-best", "logev")[0]
     for xy in ((2.0, 4.0), (8.0, 11.0), (5.0, 7.0)):
+        n = len(column(page, "bft-points-source", "x"))
         page.mouse.click(*canvas_xy(page, *xy))
-        time.sleep(0.3)
+        wait_until(lambda: len(column(page, "bft-points-source", "x")) == n + 1)  # each click landed
     # five points are less probable than two under any prior: the maximum drops
-    wait_until(lambda: column(page, "bft-evidence-best", "logev")[0] < before - 1.0, timeout=60)
+    wait_until(lambda: column(page, "bft-evidence-best", "logev")[0] < before - 1.0, timeout=180)
     assert not page.errors, page.errors

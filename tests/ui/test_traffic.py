@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from app.harness import canvas_xy, wait_for_app
+from app.harness import canvas_xy, wait_for_app, wait_until
 
 pytestmark = pytest.mark.ui
 
@@ -37,30 +37,30 @@ def events_of(frames):
     return out
 
 
-def run_settled(page, quiet=1.5, timeout=20.0):
-    """Wait until no message has arrived for `quiet` seconds (page.wait_for_timeout, not time.sleep: the sync
-    Playwright API delivers the websocket events only while it has control)."""
-    end, n, last = time.time() + timeout, -1, time.time()
-    while time.time() < end:
-        if len(page.received) != n:
-            n, last = len(page.received), time.time()
-        elif time.time() - last > quiet:
-            return
-        page.wait_for_timeout(100)
-    raise AssertionError("the page kept receiving messages")
+def status(page) -> str:
+    return page.get_by_text("iteration ").first.inner_text()
+
+
+def run_finished(page, before: str | None = None):
+    """Wait until the page's run has finished: its status line says so and, after an action, differs from the line
+    ``before`` it (until the new run's second frame the old run's line stays).  An event, not a quiet spell: on a
+    loaded machine a run pauses longer than any quiet time one could choose.  (wait_until polls through page
+    calls, which is when the sync Playwright API delivers the websocket events.)"""
+    wait_until(lambda: "finished" in (s := status(page)) and s != before, timeout=120)
+    return status(page)
 
 
 def test_each_frame_is_one_message_and_a_click_is_not_echoed_back_more_than_once(browser, server):
     ctx, page = recorded_page(browser, server)
     try:
         image_id = page.evaluate(JS_ID, "bft-image-source")
-        run_settled(page)
+        line = run_finished(page)
         page.received.clear()
         page.sent.clear()
         for x, y in ((4.0, 6.0), (7.0, 11.0)):
             sx, sy = canvas_xy(page, x, y)
             page.mouse.click(sx, sy)
-            run_settled(page)
+            line = run_finished(page, line)
         frames = [evs for evs in events_of(page.received)
                   if any(e.get("model", {}).get("id") == image_id and e.get("attr") == "data" for e in evs)]
         assert len(frames) >= 2  # both clicks animated
@@ -115,14 +115,13 @@ def test_browser_patches_are_installed_and_legends_follow_their_items(page):
     shown, visible = legend(page)
     assert shown == visible and "h(x)" in shown and "exact mean" not in shown  # density mode: no exact mean
     sx, sy = canvas_xy(page, 6.0, 9.0)  # a click streams data into the sources the legend items refer to
+    line = status(page)
     page.mouse.click(sx, sy)
-    page.wait_for_timeout(1500)
+    line = run_finished(page, line)
     assert legend(page) == [shown, visible]
     page.locator("select:has(option[value='fig21'])").select_option("two_trends")  # regression: items appear
-    end = time.time() + 20
-    while time.time() < end and "exact mean" not in legend(page)[0]:
-        page.wait_for_timeout(200)
-    page.wait_for_timeout(1000)
+    wait_until(lambda: "exact mean" in legend(page)[0], timeout=120)
+    run_finished(page, line)
     shown, visible = legend(page)
     assert shown == visible and "exact mean" in shown
     assert page.errors == []
