@@ -111,3 +111,47 @@ def test_a_change_of_the_problem_cancels_the_running_curve(page):
     assert finite_count(column(page, "bft-learning-curve-0", "test")) == 0
     wait_until(lambda: not button.is_disabled())  # once the worker has stopped, a new curve can start
     assert page.errors == []
+
+
+#: The message line's own text (its shadow root holds stylesheets beside it), or "".
+JS_MESSAGE = """() => {
+  const find = (root) => {
+    for (const el of root.querySelectorAll("*")) {
+      if (el.classList.contains("bft-message")) return Array.from((el.shadowRoot || el).childNodes)
+        .filter((n) => !["STYLE", "LINK"].includes(n.nodeName)).map((n) => n.textContent).join("");
+      if (el.shadowRoot) { const t = find(el.shadowRoot); if (t !== null) return t; }
+    }
+    return null;
+  };
+  return find(document) || "";
+}"""
+
+
+def message(page) -> str:
+    return page.evaluate(JS_MESSAGE).strip()
+
+
+def test_an_oversized_or_empty_upload_gets_a_message_and_the_session_lives_on(page):
+    """A file over the limit is refused by the page before anything is sent (17 MB, base64-encoded, is past the
+    transport's 20 MiB: the connection closed and the session was lost without a word); an empty file is named; a
+    file at the limit goes through.  After each, the same session answers: its points are intact and a click adds
+    one."""
+    from app.harness import canvas_xy
+    from app.views.share import MAX_UPLOAD_BYTES
+    upload(page, "clouds.csv", CSV)
+    wait_until(lambda: message(page).startswith(f"Loaded {len(POINTS)} points from clouds.csv"))
+    upload(page, "huge.csv", CSV + b"\n" * (17 * 1000 * 1000))
+    wait_until(lambda: message(page).startswith("Refused huge.csv: 16.2 MiB is over the upload limit of 10 MiB."))
+    assert points(page) == sorted(POINTS)
+    upload(page, "empty.json", b"", mime="application/json")
+    wait_until(lambda: message(page).startswith("Refused empty.json: the file is empty."))
+    assert points(page) == sorted(POINTS)
+    # a file of exactly the limit travels (4/3 of it in base64, inside the transport's 20 MiB) and is read
+    at_limit = b"x,y\n4,5\n6,7\n"
+    upload(page, "at-limit.csv", at_limit + b"\n" * (MAX_UPLOAD_BYTES - len(at_limit)))
+    wait_until(lambda: message(page).startswith("Loaded 2 points from at-limit.csv"), timeout=120)
+    wait_until(lambda: points(page) == [(4.0, 5.0), (6.0, 7.0)])
+    # the same session, still connected: a click adds a point
+    page.mouse.click(*canvas_xy(page, 5.0, 6.0))
+    wait_until(lambda: len(points(page)) == 3)
+    assert page.errors == []
