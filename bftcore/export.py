@@ -44,6 +44,11 @@ size and reduced, thick lines and 15-22 px text for a projector; non-finite valu
 The axis transforms of the figures are public (:func:`fit_axes`, :func:`learning_curve_axes`,
 :func:`bootstrap_axes` -> :class:`Axes`, whose :meth:`Axes.to_pixel` maps data to pixel coordinates of the PNG)
 and so is the colour map (:func:`colormap`), so that a test can find a value's pixel and its expected colour.
+
+Budget (issue 25): a figure is always :data:`FIGURE_SIZE`; what it draws and what a table writes is counted first.
+Every array read from a document, and every table's rows x columns, is checked against
+:attr:`bftcore.limits.Limits.max_output_values` from its shape or lengths before it is converted or a row is written
+(ValueError naming the array and the way out); the CLI's ``--no-limits`` lifts it with the rest of the budget.
 """
 from __future__ import annotations
 
