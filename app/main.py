@@ -47,6 +47,9 @@ the JSON document of the command line, so `python -m bftcore fit config.json` re
 """
 
 
+#: Shown when the page loses its server (its session is gone with it); the link still holds the whole setup.
+DISCONNECT_NOTIFICATION = "Connection to the server was lost: reload the page (the link keeps your setup)."
+
 #: The presenter layout: the header and the message line have fixed heights (a message never moves the plots), the
 #: hero (the density, or the regression curve) takes what the window leaves, the mixing and the traces sit beside it
 #: and wrap below it on a narrow screen; the dark high-contrast theme is a class on <body>.
@@ -118,7 +121,8 @@ canvas.toBlob((blob) => { const a = document.createElement("a"); a.href = URL.cr
   a.download = name; document.body.appendChild(a); a.click(); a.remove(); });
 """
 
-pn.extension("katex", notifications=False, raw_css=[CSS])
+# a session lost with its server (a worker that died, a restart): say so, and how to get the setup back
+pn.extension("katex", raw_css=[CSS], disconnect_notification=DISCONNECT_NOTIFICATION)
 
 
 
