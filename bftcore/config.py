@@ -177,6 +177,11 @@ def to_plain(obj, where: str = "the configuration", depth: int = 0):
     if isinstance(obj, numbers.Real):
         return float(obj)
     if isinstance(obj, np.ndarray):
+        if np.ma.isMaskedArray(obj) and np.ma.count_masked(obj):  # tolist() would turn masked values into null
+            raise ConfigError(f"{where} holds a masked array with {_fmt_int(int(np.ma.count_masked(obj)))} masked "
+                              f"value(s); bftcore does not guess what they were: drop or fill them first")
+        if obj.dtype.kind == "c":
+            raise ConfigError(f"{where} holds complex numbers; give real numbers")
         if obj.dtype.kind in "biuf":
             return obj.tolist()
         obj = obj.tolist()

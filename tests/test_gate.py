@@ -580,3 +580,12 @@ def test_data_are_counted_before_they_are_converted():
     assert _peak(lambda: BFTDensity().fit(_Huge(10**6, 2)), match) < 2**20
     assert _peak(lambda: validate_config({"templates": [{"kind": "array", "values": _Huge(10**4, 10**4)}]}),
                  r"templates\[0\].values of 100 000 000 values exceeds the limit of 16 384") < 2**20
+
+
+def test_documents_refuse_complex_and_masked_arrays_rather_than_converting_them():
+    with pytest.raises(ConfigError, match="holds complex numbers; give real numbers"):
+        validate_config({"data": np.array([[3 + 1j, 3], [7, 12]])})
+    with pytest.raises(ConfigError, match=r"holds a masked array with 1 masked value\(s\)"):
+        validate_config({"data": np.ma.masked_array([[3.0, 3.0], [7.0, 12.0]], mask=[[0, 1], [0, 0]])})
+    unmasked = validate_config({"data": np.ma.masked_array([[3.0, 3.0], [7.0, 12.0]], mask=False)})
+    assert unmasked["data"] == [[3.0, 3.0], [7.0, 12.0]]
