@@ -470,6 +470,10 @@ def _check_outputs(args) -> None:
         folder = os.path.dirname(os.path.abspath(png))
         if not os.path.isdir(folder):
             raise ConfigError(f"--png {png}: the folder {folder} does not exist; create it or write elsewhere")
+        try:
+            export.refuse_special_target(png)  # a named pipe would block the write after the whole fit
+        except ValueError as e:
+            raise ConfigError(f"--png {e}") from None
     if prefix is not None:
         folder = os.path.dirname(os.path.abspath(prefix))
         if os.path.isdir(prefix) or not os.path.isdir(folder):

@@ -58,6 +58,7 @@ import io
 import math
 import os
 import re
+import stat
 from typing import Any, Sequence
 
 import numpy as np
@@ -401,6 +402,21 @@ def bootstrap_tables(cfg: dict, doc: dict) -> dict[str, str]:
 
 
 # ============================================================================================ writing
+def refuse_special_target(path: str) -> None:
+    """ValueError, before anything is opened, when an output ``path`` exists and is not a regular file: open() for
+    writing of a named pipe waits for a reader forever, and a device or a directory is no place for a result."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise ValueError(f"cannot write {path}: {e.strerror or e}") from None
+    if not stat.S_ISREG(mode):
+        kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else
+                "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file")
+        raise ValueError(f"{path} is {kind}, not a regular file; write the results to a file name")
+
+
 def write_outputs(prefix, tables: dict[str, str] | str | None, png: bytes | None) -> list[str]:
     """Write ``<prefix>_<key>.csv`` per table (``<prefix>.csv`` for a single text) and ``<prefix>.png``; return the
     paths written.  ValueError (nothing written) when the directory of ``prefix`` does not exist."""
@@ -427,6 +443,8 @@ def write_outputs(prefix, tables: dict[str, str] | str | None, png: bytes | None
         jobs.extend((f"{prefix}_{key}.csv", text) for key, text in tables.items())
     if png is not None:
         jobs.append((prefix + ".png", bytes(png)))
+    for path, _ in jobs:
+        refuse_special_target(path)
     written = []
     for path, content in jobs:
         if isinstance(content, str):

@@ -319,3 +319,13 @@ def test_cli_reads_a_table_by_its_header_names(tmp_path):
     (tmp_path / "ab.csv").write_text("a,b\n1,2\n")
     out = cli("fit", tmp_path / "ab.csv", cwd=tmp_path)
     assert out.returncode == 2 and "the header names the columns 'a', 'b'" in out.stderr
+
+
+def test_cli_refuses_a_png_target_that_is_a_pipe_before_the_fit(tmp_path, monkeypatch, capsys):
+    from bftcore import __main__ as cli_main
+    monkeypatch.setattr(api, "fit", lambda *a, **k: pytest.fail("the fit ran"))
+    cfg = tmp_path / "cfg.json"
+    cfg.write_text(json.dumps({"data": [[2, 3], [5, 8]]}))
+    os.mkfifo(tmp_path / "out.png")
+    assert cli_main.main(["fit", str(cfg), "--png", str(tmp_path / "out.png")]) == 2
+    assert "out.png is a named pipe (FIFO), not a regular file" in capsys.readouterr().err

@@ -450,3 +450,15 @@ def test_exports_are_budgeted_before_anything_is_converted_or_drawn(density, reg
             export.learning_curve_table(dict(learning, n=_Huge(4 * nodes)))
     with using(lifted(max_output_values=4 * nodes)):        # the bound is the count itself: at it, all is written
         assert len(_rows(export.fit_tables(dcfg, ddoc)["P"])[1]) == nodes
+
+
+def test_write_outputs_refuses_a_target_that_is_not_a_regular_file_before_writing_any(tmp_path):
+    # open() for writing of a named pipe waits for a reader forever
+    import os
+    os.mkfifo(tmp_path / "run_h.csv")
+    with pytest.raises(ValueError, match=r"run_h.csv is a named pipe \(FIFO\), not a regular file"):
+        export.write_outputs(str(tmp_path / "run"), {"P": "x\n1\n", "h": "x\n2\n"}, None)
+    assert not (tmp_path / "run_P.csv").exists()                   # checked before the first file is written
+    (tmp_path / "lc.png").mkdir()
+    with pytest.raises(ValueError, match="lc.png is a directory"):
+        export.write_outputs(str(tmp_path / "lc"), None, b"\x89PNG")
