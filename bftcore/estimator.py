@@ -412,12 +412,13 @@ class BFTDensity:
             if pts.ndim == 1 and self.n_features_in_ == 1:
                 pts = pts[:, None]
             features = pts.shape[1] if pts.ndim == 2 else None
-            if features != self.n_features_in_:
+            # a one-dimensional density also takes (x, y) points on its one x node, as it did before n_features_in_
+            if features != self.n_features_in_ and not (self.n_features_in_ == 1 and features == 2):
                 raise ValueError(f"X has {features if features is not None else 'no'} features, but BFTDensity is "
                                  f"expecting {self.n_features_in_} features as input (shape {pts.shape}: "
                                  + ("the y values of the one-dimensional density it was fitted to)"
                                     if self.n_features_in_ == 1 else "(x, y) points)"))
-            if self.n_features_in_ == 1:
+            if features == 1:
                 pts = np.column_stack([np.full(len(pts), self.grid_.x.min), pts[:, 0]])
         return self.grid_.snap(pts)
 

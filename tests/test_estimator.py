@@ -157,3 +157,20 @@ def test_not_fitted_error_is_scikit_learns_when_installed():
         assert isinstance(info.value, ValueError) and isinstance(info.value, AttributeError)   # as sklearn's
     sklearn_exceptions = pytest.importorskip("sklearn.exceptions")
     assert issubclass(NotFittedError, sklearn_exceptions.NotFittedError)
+
+
+def test_a_one_dimensional_density_is_queried_by_y_values_or_by_points_on_its_node():
+    y = np.array([0.2, 0.5, 0.4, 1.1, 0.9])
+    est = BFTDensity(l2=1.0).fit(y)
+    assert est.n_features_in_ == 1
+    q = np.array([0.3, 0.8])
+    by_values = est.score_samples(q)
+    assert np.array_equal(by_values, est.score_samples(q[:, None]))
+    assert np.array_equal(by_values, est.score_samples(np.column_stack([np.zeros(2), q])))   # x = 0, its node
+    iy = est.grid_.y.snap(q)
+    assert np.array_equal(by_values, est.log_density_[0, iy])
+    with pytest.raises(ValueError, match="X has 3 features, but BFTDensity is expecting 1 features as input"):
+        est.score_samples(np.zeros((2, 3)))
+    two_d = BFTDensity(grid="paper", l2=0.025).fit([[3, 3], [7, 12]])
+    with pytest.raises(ValueError, match="X has 1 features, but BFTDensity is expecting 2 features as input"):
+        two_d.score_samples(np.array([[3.0], [4.0]]))
