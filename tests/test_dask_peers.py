@@ -1,7 +1,8 @@
 """Peers that are not Dask schedulers, given to ``--scheduler``: real sockets on 127.0.0.1 that accept and stay
 silent, send junk, announce a frame no one can allocate or one that never comes, or hang up.  Each run ends (the
 subprocess's timeout is only a guard against the hang this file exists to catch) with exit status 2 and one line
-that names the scheduler's address, never the grid or memory advice meant for a too-large problem."""
+that names the scheduler's address, never the grid or memory advice meant for a too-large problem.  So does a
+real scheduler lost in the middle of a run, and an address bftcore does not reach (inproc://, ws://, ...)."""
 from __future__ import annotations
 
 import json
@@ -12,11 +13,13 @@ import sys
 import threading
 from pathlib import Path
 
+import dask
 import numpy as np
 import pytest
+from dask.distributed import LocalCluster
 
 from bftcore.__main__ import main
-from bftcore.distributed import SchedulerError, parse_scheduler, using_tls
+from bftcore.distributed import SchedulerError, parse_scheduler, run_tasks, using_tls
 from bftcore.presets import figure_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,3 +141,39 @@ def test_missing_certificate_files_are_named(tmp_path):
     with pytest.raises(ValueError, match="the TLS key .*nowhere.pem is not a readable file"):
         with using_tls(__file__, __file__, str(tmp_path / "nowhere.pem")):
             pass
+
+
+RELEASE = threading.Event()
+
+
+def _first_then_wait(x: int) -> int:
+    """Task 0 returns at once; the others wait until the test lets them go (the scheduler is gone by then)."""
+    if x:
+        RELEASE.wait(60)
+    return x
+
+
+def test_a_scheduler_lost_mid_run_is_named():
+    """The scheduler closes after the first result, while the other tasks wait: the run ends naming it."""
+    cluster = LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://", host="127.0.0.1",
+                           dashboard_address="127.0.0.1:0")
+    address = cluster.scheduler_address
+    first = threading.Event()
+
+    def close_the_scheduler_after_the_first_result():
+        first.wait(60)
+        cluster.sync(cluster.scheduler.close)
+        RELEASE.set()
+
+    closer = threading.Thread(target=close_the_scheduler_after_the_first_result, daemon=True)
+    closer.start()
+    try:
+        with pytest.raises(SchedulerError) as lost:
+            run_tasks(_first_then_wait, list(range(8)), address, on_result=lambda i, r: first.set())
+    finally:
+        first.set()
+        RELEASE.set()
+        closer.join(60)
+        with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):  # the orphaned worker's retries
+            cluster.close()
+    assert str(lost.value).startswith(f"the Dask scheduler at {address} lost the tasks")
