@@ -1,5 +1,10 @@
 """Share and export: the state in the URL, the JSON configuration (download / upload), the data as CSV, and your own
-data uploaded as a table (CSV or whitespace; :func:`load_upload`)."""
+data uploaded as a table (CSV or whitespace; :func:`load_upload`).
+
+A setup whose link would be longer than the dashboard reads (:data:`MAX_QUERY_CHARS`) gets ``?too_long=N`` in the
+address bar instead (:func:`share_query`) and travels as its JSON file.  Uploads are checked for size in the page
+before they are sent (:class:`UploadInput`, :data:`MAX_UPLOAD_BYTES`).  Every message that quotes outside text (a
+link's value, a file's name) goes to :attr:`BFTSession.message` as plain text; nothing here builds markup from it."""
 from __future__ import annotations
 
 import base64
@@ -592,9 +597,11 @@ class SharePanel(pn.viewable.Viewer):
         action's message, :func:`app.transport.after_user_action`: the heatmap that answers a click does not wait
         for the link, which follows a few milliseconds later, well within one frame): the
         complete query of every URL parameter, not only the one that changed, so the address bar is a full
-        description of the state.  ``Location.sync`` is not used: it also writes the query on every change, in
-        its own form, so each click changed the address twice and the browser echoed it back twice; and alone,
-        a change made from a Select sometimes reached the address bar only with the next event."""
+        description of the state; or, for a setup too large for a link, ``?too_long=N`` (:func:`share_query`),
+        with :attr:`BFTSession.link_too_long` set for the share panel's note.  ``Location.sync`` is not used: it
+        also writes the query on every change, in its own form, so each click changed the address twice and the
+        browser echoed it back twice; and alone, a change made from a Select sometimes reached the address bar only
+        with the next event."""
         loc, doc = pn.state.location, pn.state.curdoc
         if loc is None or doc is None:
             return
