@@ -30,7 +30,8 @@ class Peer:
     at once when ``hang_up``; it counts the connections it accepted."""
 
     def __init__(self, greeting: bytes = b"", hang_up: bool = False):
-        self.greeting, self.hang_up, self.accepted, self.open = greeting, hang_up, 0, []
+        self.greeting, self.hang_up, self.accepted = greeting, hang_up, 0
+        self.open: list[socket.socket] = []
         self.server = socket.create_server(("127.0.0.1", 0))
         self.address = f"tcp://127.0.0.1:{self.server.getsockname()[1]}"
         threading.Thread(target=self._serve, daemon=True).start()
@@ -159,6 +160,7 @@ def test_a_scheduler_lost_mid_run_is_named():
                            dashboard_address="127.0.0.1:0")
     address = cluster.scheduler_address
     first = threading.Event()
+    RELEASE.clear()
 
     def close_the_scheduler_after_the_first_result():
         first.wait(60)
