@@ -245,11 +245,15 @@ def test_the_longest_link_the_app_reads_opens_through_nginx(classroom):
         browser = launch(p)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 720})
+            requests = []
+            page.on("request", requests.append)
             response = page.goto(f"http://127.0.0.1:{port}/app{query}", timeout=120000)
             assert response.status == 200 and _secured(response.all_headers())
             wait_for_app(page, timeout=120000)
             # every point of the link was read (a link the app does not read would show its defaults instead)
             page.get_by_text(f"{n} points", exact=True).first.wait_for(timeout=30000)
+            # Referrer-Policy: no-referrer: the page's scripts and styles do not carry the link again as a Referer
+            assert len(requests) > 10 and not [r.url for r in requests if "referer" in r.headers]
         finally:
             browser.close()
 
@@ -324,7 +328,7 @@ def test_a_killed_worker_comes_back_and_its_pages_say_the_connection_was_lost(cl
             assert response.headers["x-bft-worker"] == f"127.0.0.1:{port + 1}"
             wait_for_app(page, timeout=120000)
             os.kill(old, signal.SIGKILL)
-            page.get_by_text(DISCONNECT_NOTIFICATION).wait_for(timeout=30000)
+            page.locator(".notyf__message", has_text=DISCONNECT_NOTIFICATION).wait_for(timeout=60000)
         finally:
             browser.close()
     wait_until(lambda: (run_dir / "worker-1.pid").read_text().strip() not in ("", str(old)), timeout=60)
