@@ -463,13 +463,13 @@ def test_the_share_panel_offers_the_file_while_the_setup_is_too_large_and_the_fi
     assert s.load_config(long_document()), s.message
     s.solve()
     panel = SharePanel(session=s)
-    assert panel.link_note.text == ""
+    assert panel.link_note.text == "" and not panel.link_note.pane.visible
     s.link_too_long = share_query(s)[1]  # what the served session's link writer sets
-    assert panel.link_note.text == too_long_note(s.link_too_long) != ""
+    assert panel.link_note.text == too_long_note(s.link_too_long) != "" and panel.link_note.pane.visible
     assert "Download configuration (JSON)" in panel.link_note.text
     raw = panel._config_file().getvalue()  # the Download button's file
     fresh = BFTSession(live=False)
     assert load_upload(fresh, raw.encode(), "bftcore-config.json"), fresh.message
     assert fresh.to_config() == s.to_config()
     s.link_too_long = 0
-    assert panel.link_note.text == ""
+    assert panel.link_note.text == "" and not panel.link_note.pane.visible

@@ -74,7 +74,7 @@ def share_query(session: BFTSession) -> tuple[str, int]:
 def too_long_note(chars: int) -> str:
     """What the share panel says while the state is too large for a link (``chars``: the link it would need)."""
     return (f"This setup is too large for a link ({chars:,} characters; a link holds at most {MAX_QUERY_CHARS:,}), "
-            f"so the address bar does not hold it. Share it as a file: Download configuration (JSON) below, "
+            f"so the address bar does not hold it. Share it as a file: Download configuration (JSON) above, "
             f"then Upload it.")
 
 
@@ -556,9 +556,14 @@ class SharePanel(pn.viewable.Viewer):
         self.upload.param.watch(self._on_upload, "value")
         self.upload.param.watch(self._on_refusal, "refusal")
         # said while the state is too large for a link (set by sync_url's writer; empty otherwise)
-        self.link_note = LiveText(width=290, styles={"white-space": "normal", "color": "#b35900"},
+        # wrapped: a text pane's <pre> keeps its text on one line otherwise
+        self.link_note = LiveText(width=290, styles={"white-space": "normal", "overflow": "visible",
+                                                     "color": "#b35900"},
+                                  stylesheets=["pre { white-space: pre-wrap; font-family: inherit; }"],
                                   css_classes=["bft-link-note"]).follow(
             s, "link_too_long", lambda n: too_long_note(n) if n else "")
+        self.link_note.pane.visible = bool(s.link_too_long)  # no empty line while every link fits
+        s.param.watch(lambda event: setattr(self.link_note.pane, "visible", bool(event.new)), "link_too_long")
         self.help = pn.pane.Markdown(
             "Upload a JSON configuration, or your own data as a table (.csv, .tsv, .txt, .dat): one column y "
             "(a one-dimensional density) or two columns x, y, one header line allowed. The grid is fitted to "
