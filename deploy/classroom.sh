@@ -19,9 +19,10 @@
 # one process), even when a whole class shares one IP address behind a NAT (ip_hash would send them all to one
 # worker).  The response header X-BFT-Worker says which worker answered.
 #
-# nginx takes request lines as long as the longest link the app reads (app.views.share.MAX_QUERY_CHARS) and
-# answers a longer one with a page saying to share the setup as a file (deploy/link-too-long.html), where
-# tornado alone would drop the connection (a blank page).  Every response carries X-Content-Type-Options,
+# nginx takes request lines as long as the longest link the app reads (app.views.share.MAX_QUERY_CHARS), drops
+# the copy of the link in the websocket's address (see the nginx.conf below), and answers a longer link with a
+# page saying to share the setup as a file (deploy/link-too-long.html), where tornado alone would drop the
+# connection (a blank page).  Every response carries X-Content-Type-Options,
 # Content-Security-Policy frame-ancestors and Referrer-Policy: no-referrer (the link holds the whole setup,
 # data included: no request sends it on as a Referer).
 set -euo pipefail
@@ -46,7 +47,7 @@ while [ $# -gt 0 ]; do
     --run-dir) RUN_DIR="${2:-}"; shift 2 ;;
     --stop) ACTION=stop; shift ;;
     --status) ACTION=status; shift ;;
-    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
@@ -211,6 +212,7 @@ UPSTREAMS=""
 for i in $(seq 1 "$WORKERS"); do
   wport=$((PORT + i))
   rm -f "$RUN_DIR/worker-$i.restarts"
+  : >"$RUN_DIR/logs/worker-$i.log"   # this run's log (a restarted worker appends to it)
   supervise "$i" "$wport" </dev/null >>"$RUN_DIR/logs/supervisor.log" 2>&1 &
   echo $! >"$RUN_DIR/supervisor-$i.pid"
   UPSTREAMS+="        server 127.0.0.1:$wport max_fails=0;"$'\n'

@@ -31,7 +31,8 @@ NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin
 #: The page's words when it loses its server, read from app/main.py (a script that builds a session when imported).
 DISCONNECT_NOTIFICATION = next(
     node.value.value for node in ast.parse((ROOT / "app" / "main.py").read_text()).body
-    if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "DISCONNECT_NOTIFICATION")
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+    and getattr(node.targets[0], "id", "") == "DISCONNECT_NOTIFICATION")
 
 pytestmark = [pytest.mark.ui,
               pytest.mark.skipif(NGINX is None, reason="nginx is not installed (.ci/run installs Debian's package)"),
@@ -201,7 +202,8 @@ def _longest_link() -> tuple[str, int]:
     with twelve random decimals each (the worst case for the session token, which carries the query compressed), the
     last coordinate padded with zeros to the exact length (a decimal's trailing zeros do not change it)."""
     rng = random.Random(25)
-    points, query = [], ""
+    points: list[list[float]] = []
+    query = ""
     while True:
         point = [round(rng.uniform(1.5, 9.5), 12), round(rng.uniform(1.5, 14.5), 12)]
         trial = "?" + urlencode({"data": json.dumps(points + [point])})
@@ -246,14 +248,14 @@ def test_the_longest_link_the_app_reads_opens_through_nginx(classroom):
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 720})
             requests = []
-            page.on("request", requests.append)
+            page.on("request", lambda r: requests.append(r))
             response = page.goto(f"http://127.0.0.1:{port}/app{query}", timeout=120000)
             assert response.status == 200 and _secured(response.all_headers())
             wait_for_app(page, timeout=120000)
             # every point of the link was read (a link the app does not read would show its defaults instead)
             page.get_by_text(f"{n} points", exact=True).first.wait_for(timeout=30000)
             # Referrer-Policy: no-referrer: the page's scripts and styles do not carry the link again as a Referer
-            assert len(requests) > 10 and not [r.url for r in requests if "referer" in r.headers]
+            assert len(requests) > 10 and not [r.url for r in requests if r.headers.get("referer")]
         finally:
             browser.close()
 
