@@ -1,5 +1,4 @@
 """The presenter layout (issue 13) in a real browser: geometry by bounding boxes, model-specific text, the prior."""
-import time
 
 import pytest
 
@@ -206,9 +205,11 @@ def test_main_controls_have_accessible_names(page):
 
 def test_no_validation_warnings_in_the_server_log(page, server):
     """Bokeh's validation (W-1005 fixed sizing without a size, and the others) says nothing about the page."""
-    time.sleep(0.5)
-    log = open(server[1]).read()
-    assert "ServerConnection created" in log
+    # the page's session is in the log (written by the server process: wait for it, not for a fixed pause)
+    def session_logged():
+        text = open(server[1]).read()
+        return text if "ServerConnection created" in text else None
+    log = wait_until(session_logged)
     assert " W-1" not in log and " E-1" not in log, [line for line in log.splitlines() if " W-1" in line or " E-1" in line]
 
 
