@@ -128,7 +128,8 @@ def test_stationarity_of_E_L(name):
     """(127): N - lambda cell K (L - t̄) - Lambda_X P hy = 0 with (137) Lambda_X = N_X - lambda cell sum_y K(L - t̄)."""
     cfg = CONFIGS[name]()
     problem = api.build_density(cfg)
-    hist = run(cfg, "newton", max_iter=200, tol=1e-14)
+    tol = 1e-14
+    hist = run(cfg, "newton", max_iter=200, tol=tol)
     assert hist[-1].converged
     g = problem.grid
     L = hist[-1].L
@@ -142,7 +143,12 @@ def test_stationarity_of_E_L(name):
     Lambda = problem.N.sum(axis=1) - lam * cell * KLt.sum(axis=1)
     residual = problem.N - lam * cell * KLt - Lambda[:, None] * P * g.hy
     scale = max(1.0, np.abs(problem.N).max(), np.abs(lam * cell * KLt).max())
-    assert np.max(np.abs(residual)) < 1e-8 * scale  # the energy line search resolves a residual of ~sqrt(eps)
+    # what the stopping rule (bftcore.solvers.IterationController) promises: a residual of at most sqrt(tol), or a
+    # stall of the energy line search, which resolves the residual to ~sqrt(eps) of the scale (10 times allowed);
+    # 1e-8 of the scale was below both (odd-L-mixture stopped at 0.93e-8 of it)
+    eps = np.finfo(float).eps
+    assert np.max(np.abs(residual)) <= max(np.sqrt(tol), 10 * np.sqrt(eps)) * scale
+    assert abs(np.max(np.abs(residual)) - hist[-1].residual) <= 1e3 * eps * scale  # the solver's own residual
     # Lambda_X is also N_X plus nothing else when integrated: sum_y of the residual vanishes identically
     assert np.allclose(Lambda, api.build_density(cfg).energy.at(L).lagrange_multiplier, rtol=1e-10, atol=1e-10)
     # the field is not trivially stationary: the data term alone is far from zero
