@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlencode
 
 #: The app's own folder, what `panel serve` is given (served at /app).
 APP_DIR = Path(__file__).resolve().parent
@@ -280,3 +283,24 @@ class Barrier:
         if self.count >= self.n:
             self.event.set()
         await asyncio.wait_for(self.event.wait(), 900)
+
+
+def longest_link(chars: int) -> tuple[str, int]:
+    """A share link's query (with its "?") of exactly ``chars`` characters, and its number of points: as many data
+    points as fit, with twelve random decimals each (the worst case for compression, which Bokeh's session token
+    applied to the query), the last coordinate padded with zeros to the exact length (a decimal's trailing zeros do
+    not change it)."""
+    rng = random.Random(25)
+    points: list[list[float]] = []
+    query = ""
+    while True:
+        point = [round(rng.uniform(1.5, 9.5), 12), round(rng.uniform(1.5, 14.5), 12)]
+        trial = "?" + urlencode({"data": json.dumps(points + [point])})
+        if len(trial) > chars - 40:
+            break
+        points.append(point)
+        query = trial
+    text = json.dumps(points)
+    query = "?" + urlencode({"data": text[:-2] + "0" * (chars - len(query)) + "]]"})
+    assert len(query) == chars and "." in text[-20:]
+    return query, len(points)

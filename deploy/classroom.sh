@@ -19,8 +19,8 @@
 # one process), even when a whole class shares one IP address behind a NAT (ip_hash would send them all to one
 # worker).  The response header X-BFT-Worker says which worker answered.
 #
-# nginx takes request lines as long as the longest link the app reads (app.views.share.MAX_QUERY_CHARS), drops
-# the copy of the link in the websocket's address (see the nginx.conf below), and answers a longer link with a
+# nginx takes request lines as long as the longest link the app reads (app.views.share.MAX_QUERY_CHARS), passes
+# the websocket's copy of it on (the session token holds no other: app/app_hooks.py), and answers a longer link with a
 # page saying to share the setup as a file (deploy/link-too-long.html), where tornado alone would drop the
 # connection (a blank page).  Every response carries X-Content-Type-Options,
 # Content-Security-Policy frame-ancestors and Referrer-Policy: no-referrer (the link holds the whole setup,
@@ -274,13 +274,12 @@ $UPSTREAMS    }
             $SECURITY
             access_log off;
         }
-        # a page's websocket: Bokeh's client repeats the page's query in its address, and the session token (a
-        # header of the same request) carries it again, compressed; the session was made with the page, from the
-        # page's own request, and nothing reads the websocket's query, so it is dropped here.  A link of the
-        # app's longest then opens its websocket within a worker's 64 KiB of request headers (with the query
-        # twice it did not, straight to a worker either)
+        # a page's websocket: Bokeh's client repeats the page's query in its address, which is passed on as it
+        # is (a session made anew at the websocket, after Bokeh dropped an unused one, reads the link from it); the
+        # session token carries no second copy (app/app_hooks.py), so the longest link fits a worker's 64 KiB of
+        # request headers
         location ~ /ws\$ {
-            proxy_pass http://bftcore_workers\$uri;
+            proxy_pass http://bftcore_workers;
             proxy_http_version 1.1;
             proxy_set_header Upgrade \$http_upgrade;
             proxy_set_header Connection \$connection_upgrade;

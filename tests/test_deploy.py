@@ -2,9 +2,7 @@
 by the project's own script, used through nginx by real Chromium tabs."""
 import ast
 import http.server
-import json
 import os
-import random
 import re
 import shutil
 import signal
@@ -16,12 +14,11 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from urllib.parse import urlencode
 
 import pytest
 from playwright import sync_api
 
-from app.harness import CHROMIUM, canvas_xy, image_sum, launch, wait_for_app, wait_until
+from app.harness import CHROMIUM, canvas_xy, image_sum, launch, longest_link, wait_for_app, wait_until
 from app.views.share import MAX_QUERY_CHARS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,27 +194,6 @@ def test_bad_options_are_refused_with_a_message(tmp_path):
 
 
 # --- links as long as the app reads, and longer ------------------------------------------------------------------
-def _longest_link() -> tuple[str, int]:
-    """A share link whose query (with its "?") is exactly MAX_QUERY_CHARS characters: as many data points as fit,
-    with twelve random decimals each (the worst case for the session token, which carries the query compressed), the
-    last coordinate padded with zeros to the exact length (a decimal's trailing zeros do not change it)."""
-    rng = random.Random(25)
-    points: list[list[float]] = []
-    query = ""
-    while True:
-        point = [round(rng.uniform(1.5, 9.5), 12), round(rng.uniform(1.5, 14.5), 12)]
-        trial = "?" + urlencode({"data": json.dumps(points + [point])})
-        if len(trial) > MAX_QUERY_CHARS - 40:
-            break
-        points.append(point)
-        query = trial
-    text = json.dumps(points)
-    pad = MAX_QUERY_CHARS - len(query)
-    query = "?" + urlencode({"data": text[:-2] + "0" * pad + "]]"})
-    assert len(query) == MAX_QUERY_CHARS and "." in text[-20:]
-    return query, len(points)
-
-
 def _get(url: str, headers=None):
     """(status, headers, text) of a GET, an HTTP error's included; (None, {}, reason) without an answer."""
     req = urllib.request.Request(url, headers=headers or {})
@@ -238,11 +214,11 @@ def _secured(headers, ancestors="'self'") -> bool:
 
 
 def test_the_longest_link_the_app_reads_opens_through_nginx(classroom):
-    """The page and its websocket: Bokeh's client repeats the query in the websocket's address and its session token
-    carries it again, compressed; with both, the handshake passed a worker's 64 KiB and the dashboard never came up
-    (nginx drops the address' copy)."""
+    """The page and its websocket: Bokeh's client repeats the query in the websocket's address; the session token
+    carried it again, compressed, and with both the handshake passed a worker's 64 KiB and the dashboard never came
+    up (the token no longer holds it: app/app_hooks.py)."""
     port, _ = classroom
-    query, n = _longest_link()
+    query, n = longest_link(MAX_QUERY_CHARS)
     with sync_api.sync_playwright() as p:
         browser = launch(p)
         try:
@@ -265,7 +241,7 @@ def test_a_longer_link_gets_a_page_saying_to_share_the_setup_as_a_file(classroom
     the connection without an answer): nginx's 414 with a page of the deployment, and the same page for a header
     line too long (nginx's "Request Header Or Cookie Too Large")."""
     port, _ = classroom
-    query, _ = _longest_link()
+    query, _ = longest_link(MAX_QUERY_CHARS)
     pages = [_get(f"http://127.0.0.1:{port}/app{query}{'0' * extra}") for extra in (2048, 70 * 1024)]
     pages.append(_get(f"http://127.0.0.1:{port}/app", {"Referer": f"http://127.0.0.1:{port}/app{query}" + "0" * 9000}))
     for (status, headers, text), expected in zip(pages, (414, 414, 400)):

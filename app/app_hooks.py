@@ -1,0 +1,19 @@
+"""Bokeh's request hook for the dashboard's directory (``panel serve app`` reads ``app_hooks.py`` beside
+``main.py``): what goes into a session's token besides Bokeh's own fields.
+
+A share link holds the whole state in its query, up to :data:`app.views.share.MAX_QUERY_CHARS` (56 KiB).  Bokeh
+puts the page request's arguments into the session token by default, and the browser sends that token in a header
+of the websocket request, whose address repeats the query as well: the link travelled twice, and from about 34 KiB
+on the handshake passed Tornado's 64 KiB limit on a request's headers (measured: a 32 KiB link of random decimals
+opened on a plain ``panel serve``, one of 36 KiB left a blank page).  Here the token carries no arguments (``None``
+makes Bokeh read them from the request the session is made from: the page's own request, or the websocket's, which
+holds the same query), so the link travels once.  Bokeh documents this hook ("request handler hooks",
+``process_request``) as the place for the token's extra payload."""
+from __future__ import annotations
+
+from typing import Any
+
+
+def process_request(request) -> dict[str, Any]:
+    """The token's extra payload: no copy of the link's arguments (see the module's docstring)."""
+    return {"arguments": None}
