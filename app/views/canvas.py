@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.events import Tap
+from bokeh.events import DoubleTap, Tap
 from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LabelSet, LinearColorMapper
 
 from bftcore.api import empirical_density
@@ -132,6 +132,10 @@ class DataCanvas(pn.viewable.Viewer):
         # Tap events reach the server without a TapTool; the tool would also hit-test and select glyphs on every
         # click (one more round of rendering and a selection message), which the canvas does not use.
         fig.on_event(Tap, self._on_tap)
+        # BokehJS reads a second click within 300 ms of the last one, anywhere on the plot, as a double tap
+        # (UIGestures.doubletap_threshold), not a tap: a student placing two points quickly lost the second.  Every
+        # click is one point, so a double tap is a click too.
+        fig.on_event(DoubleTap, self._on_tap)
         # Frame acknowledgement: each frame carries its serial in the image source's tags; the browser echoes it once
         # the frame is applied, and the runner holds further frames while the browser is behind (ACK_TIMEOUT_S).
         self.ack_source = ColumnDataSource(dict(), name="bft-frame-ack")

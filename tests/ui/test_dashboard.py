@@ -41,6 +41,17 @@ def test_click_on_canvas_adds_a_point_and_changes_the_density(page):
     assert page.errors == []
 
 
+def test_two_quick_clicks_add_two_points(page):
+    """BokehJS reads a second click within 300 ms as a double tap; each click is still one point."""
+    n = points_count(page)
+    first, second = canvas_xy(page, 2.0, 4.0), canvas_xy(page, 8.0, 11.0)
+    page.mouse.click(*first)
+    page.mouse.click(*second)  # at once: well within BokehJS' 300 ms
+    wait_until(lambda: points_count(page) == n + 2)
+    xs, ys = column(page, "bft-points-source", "x"), column(page, "bft-points-source", "y")
+    assert {(2.0, 4.0), (8.0, 11.0)} <= set(zip(xs, ys))
+
+
 def test_slider_change_changes_the_traces(page):
     energy_before = column(page, "bft-traces-source", "energy")
     handle = page.locator(".noUi-handle").first  # λ, the first slider of the "Model and prior" section

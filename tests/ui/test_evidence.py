@@ -2,7 +2,11 @@
 h(x) over the heatmap, "Choose λ by evidence" moving λ, and the curve following the clicks."""
 import re
 
+import pytest
+
 from app.harness import canvas_xy, column, wait_until
+
+pytestmark = pytest.mark.ui
 
 JS_PROP = """([name, prop]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(name);
   if (m) return m[prop]; } return null; }"""
