@@ -102,25 +102,6 @@ window.__bftApplyDark();
 DARK = dict(bg="#000000", fg="#ffffff", grid="#444444", legend="#111111")
 LIGHT = dict(bg="#ffffff", fg="#222222", grid="#e5e5e5", legend="#ffffff")
 
-#: PNG export of the hero at projector resolution: the plot is drawn again at a pixel ratio that makes it at least
-#: 1920×1080, and downloaded (no prompt).
-EXPORT_JS = """
-const view = Bokeh.index.find_one(fig);
-if (!view) return;
-const {width, height} = view.bbox;
-const ratio = Math.max(1920 / width, 1080 / height, 2);
-const desc = Object.getOwnPropertyDescriptor(window, "devicePixelRatio");
-Object.defineProperty(window, "devicePixelRatio", {get: () => ratio, configurable: true});
-let layer;
-try { layer = view.export("png", true); }
-finally { if (desc) Object.defineProperty(window, "devicePixelRatio", desc); else delete window.devicePixelRatio; }
-const canvas = layer.canvas;
-window.__bftExport = [canvas.width, canvas.height, fig.title.text];
-const name = "bftcore-" + fig.title.text.replace(/[^A-Za-z0-9]+/g, "-").replace(/^-|-$/g, "").slice(0, 60) + ".png";
-canvas.toBlob((blob) => { const a = document.createElement("a"); a.href = URL.createObjectURL(blob);
-  a.download = name; document.body.appendChild(a); a.click(); a.remove(); });
-"""
-
 # a session lost with its server (a worker that died, a restart): say so, and how to get the setup back
 pn.extension("katex", raw_css=[CSS], disconnect_notification=DISCONNECT_NOTIFICATION)
 
@@ -166,10 +147,11 @@ def build():
     theme.jscallback(args=dict(css=DARK_SHADOW_CSS), value=DARK_JS)
 
     theme.param.watch(user_action(lambda event: apply_theme(pn.state.curdoc, event.new)), "value")
-    export = pn.widgets.Button(label="⤓ PNG (1920×1080)", width=150, margin=(8, 10, 0, 10),
-                               description="download the main plot as a PNG at projector resolution",
-                               css_classes=["bft-export"])
-    export.js_on_click(args=dict(fig=canvas.figure), code=EXPORT_JS)
+    # the fit's figure at projector resolution, from the declaration the CLI's --png draws (bftcore.figures)
+    export = pn.widgets.FileDownload(callback=session.figure_png, filename="bftcore-fit.png",
+                                     label="⤓ PNG (1920×1080)", width=150, margin=(8, 10, 0, 10),
+                                     css_classes=["bft-export"],
+                                     description="download the fit's figure as a PNG at projector resolution")
     header = pn.FlexBox(pn.pane.Markdown("## bftcore · Bayesian field theory", margin=(0, 10)), count, status,
                         message, export, theme, flex_wrap="nowrap", sizing_mode="stretch_width", height=50,
                         styles={"overflow": "hidden"})

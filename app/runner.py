@@ -673,6 +673,13 @@ class FramePump:
             self._jobs.pop(key, None)
         asyncio.ensure_future(work((fn, done, args)))
 
+    async def compute(self, fn, *args):
+        """``fn(*args)`` on the heavy worker thread within :data:`RUN_COMPUTE_S` when served (at once otherwise), for a
+        caller that awaits its result (the PNG export); its exception is raised to the caller."""
+        if not self.served:
+            return _within_budget(fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(_HEAVY_POOL, _within_budget, fn, *args)
+
     # --- beta sweep -------------------------------------------------------------------------------------------
     def sweep(self, cfg: dict, beta_min: float, beta_max: float, n: int):
         """Sweep beta of the validated ``cfg`` (bftcore.api.sweep_document) into the session's ``sweep``;

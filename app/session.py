@@ -23,8 +23,9 @@ import io
 import numpy as np
 import param
 
-from bftcore import api, presets
+from bftcore import api, figures, presets
 from bftcore.config import parse_document, validate_config, validate_sweep
+from bftcore.documents import record_document
 from bftcore.grid import Axis, Grid
 from bftcore.limits import MAX_COORDINATE, MAX_MAGNITUDE, MIN_BETA
 from bftcore.templates import describe
@@ -128,6 +129,14 @@ def _evidence_job(cfg: dict, values, field) -> tuple[dict, dict | None]:
     except ValueError:
         post = None  # e.g. a density prior mixture: the path has already said why, the band is left out
     return path, post
+
+
+def _figure_png(cfg: dict, record, exact, size: tuple[int, int]) -> bytes:
+    """PNG of the fit figure of ``record`` (a regression's exact posterior is computed when the run has not ended:
+    closed form, started at the record's h)."""
+    if cfg["model"] == "regression" and exact is None:
+        exact = api.fit(cfg, init=np.asarray(record.h, dtype=float))["exact"]
+    return figures.fit_png(cfg, record_document(cfg, record, exact), size)
 
 
 class BFTSession(param.Parameterized):
@@ -535,6 +544,23 @@ class BFTSession(param.Parameterized):
         if self.pump.run is None:
             self.start_run(warm=False, play=False)
         self.pump.solve(max_records)
+
+    # ===================================================================== figure export
+    async def figure_png(self, size: tuple[int, int] = figures.PROJECTOR_SIZE) -> io.BytesIO:
+        """The figure of the iteration on screen as PNG (the *PNG (1920×1080)* button): the same declaration as the
+        CLI's ``--png`` (:func:`bftcore.figures.fit_figure`), rendered on the heavy worker thread when served.  A
+        failure is said on the message line and raised (the download then does not start)."""
+        rec = self.record
+        try:
+            if rec is None:
+                raise ValueError("nothing to export yet: the fit has not drawn its first iteration")
+            cfg = api.validate_config(self.to_config())
+            exact = (self.result or {}).get("exact")
+            return io.BytesIO(await self.pump.compute(_figure_png, cfg, rec, exact, size))
+        except Exception as e:
+            self.message = f"The PNG export failed: {e}"
+            raise
+
 
     # ===================================================================== beta sweep
     def sweep_config(self) -> dict:

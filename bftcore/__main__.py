@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from . import api, export
+from . import api, export, figures, result_tables
 from .bench import main as bench_main
 from .config import ConfigError, check_evidence_path, load_config, read_document, validate_config, validate_sweep
 from .distributed import Cancelled, parse_scheduler, using_tls
@@ -442,19 +442,19 @@ def main(argv=None) -> int:
 
 
 def _export(args, kind: str, doc: dict) -> list[str]:
-    """The files of ``--csv PREFIX`` and ``--png FILE`` (:mod:`bftcore.export`), checked before anything is
-    written: a missing folder is a user error."""
+    """The files of ``--csv PREFIX`` (:mod:`bftcore.result_tables`) and ``--png FILE`` (:mod:`bftcore.figures`),
+    checked before anything is written: a missing folder is a user error."""
     csv_prefix, png = getattr(args, "csv", None), getattr(args, "png", None)
     if csv_prefix is None and png is None:
         return []
     cfg = args.validated
     tables: dict[str, str] | str
     if kind == "fit":
-        tables, figure = export.fit_tables(cfg, doc), (export.fit_png(cfg, doc) if png else None)
+        tables, figure = result_tables.fit_tables(cfg, doc), (figures.fit_png(cfg, doc) if png else None)
     elif kind == "learning-curve":
-        tables, figure = export.learning_curve_table(doc), (export.learning_curve_png(doc) if png else None)
+        tables, figure = result_tables.learning_curve_table(doc), (figures.learning_curve_png(doc) if png else None)
     else:
-        tables, figure = export.bootstrap_tables(cfg, doc), (export.bootstrap_png(cfg, doc) if png else None)
+        tables, figure = result_tables.bootstrap_tables(cfg, doc), (figures.bootstrap_png(cfg, doc) if png else None)
     written = export.write_outputs(csv_prefix, tables, None) if csv_prefix else []
     if png:
         written.append(_write_png(png, figure))
