@@ -1,4 +1,4 @@
-"""Command line: ``python -m bftcore fit|reproduce|sweep|basins|evidence|learning-curve|bootstrap|bench``
+"""Command line: ``python -m bftcore fit|reproduce|sweep|basins|evidence|learning-curve|bootstrap``
 (CONVENTIONS.md §4).
 
 User errors (bad files, bad keys, points off the grid, a problem over the cost budget of
@@ -19,7 +19,6 @@ import time
 import numpy as np
 
 from . import api, export, figures, result_tables
-from .bench import main as bench_main
 from .config import ConfigError, check_evidence_path, load_config, read_document, validate_config, validate_sweep
 from .distributed import Cancelled, parse_scheduler, using_tls
 from .evidence import PATH_MAX_DROP
@@ -240,13 +239,9 @@ def _limits(args) -> Limits:
     return UNLIMITED if getattr(args, "no_limits", False) else LIMITS
 
 
-def _run(args) -> tuple[dict | int, str]:
+def _run(args) -> tuple[dict, str]:
     blas_threads()  # the BLAS threads of a bftcore process (bftcore.limits.BLAS_THREADS)
     lim = _limits(args)
-    if args.command == "bench":
-        if not 1 <= args.repeats <= 100:
-            raise ConfigError(f"--repeats must be between 1 and 100, got {args.repeats}")
-        return bench_main(repeats=args.repeats, quick=args.quick), "bench"
     if args.command == "reproduce":
         if args.name == "fig7":
             return api.fig7_document(), "sweep"
@@ -409,14 +404,9 @@ def main(argv=None) -> int:
     p.add_argument("--resamples", type=_whole(2), default=50, help="resamples (default 50)")
     p.add_argument("--level", type=_fraction, default=0.9, help="the central band's probability (default 0.9)")
     p.add_argument("--json", action="store_true")
-    p = sub.add_parser("bench", help="the performance benchmark (prints a table)")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--quick", action="store_true", help="skip the 128x128 cases")
     args = parser.parse_args(argv)
     try:
         doc, kind = _run(args)
-        if isinstance(doc, int):  # the benchmark printed its table; this is its exit code
-            return doc
         summaries = {"fit": lambda d: _summary_fit(d, _validated_grid(args)), "sweep": _summary_sweep,
                      "basins": _summary_basins, "evidence": _summary_evidence, "learning-curve": _summary_learning,
                      "bootstrap": _summary_bootstrap}

@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 
 from bftcore import api, evidence, regression
-from bftcore.bench import random_problem
 from bftcore.density import build_density
 from bftcore.operators import axis_operator
+from bftcore.presets import random_problem
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = Path(os.environ.get("BFT_PEERS_VENV", Path(tempfile.gettempdir()) / "bftcore-peers"))

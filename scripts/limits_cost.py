@@ -17,14 +17,14 @@ import numpy as np
 
 CHILD = r"""
 import json, resource, sys, time
-from bftcore import api, mixtures
+from bftcore import api, workflows
 from bftcore.config import validate_config, validate_sweep
 case = json.loads(sys.stdin.read())
 cfg = validate_config(case["config"])
 t0 = time.perf_counter()
 if "sweep" in case:
     lo, hi, n = validate_sweep(cfg, *case["sweep"])
-    mixtures.sweep_document(cfg, lo, hi, n)
+    workflows.sweep_document(cfg, lo, hi, n)
     its = n
 else:
     its = api.fit(cfg)["iterations"]

@@ -12,10 +12,10 @@ import scipy.sparse as sp
 
 from bftcore import active_set, api, metrics, presets
 from bftcore.active_set import FaceCaches, LineEnergy, epsilon_active, massive_face_direction, project_simplex
-from bftcore.bench import random_problem
 from bftcore.energies import SeparablePreconditioner
 from bftcore.grid import Axis, Grid
 from bftcore.operators import PriorOperator, axis_operator, laplacian_1d
+from bftcore.presets import random_problem
 from bftcore.solvers import _curvature_step, _pcg
 
 

@@ -355,7 +355,6 @@ def test_cli_refuses_every_bad_file_with_one_line_and_exit_2(tmp_path, name):
     (["sweep", "{cfg}", "--beta", "0.1:2:1000000000"], str(LIMITS.max_sweep_points)),
     (["sweep", "{cfg}", "--beta", "0.1:2:" + "9" * 5000], "--beta"),
     (["sweep", "{cfg}", "--beta", "nan:2:5"], "finite"),
-    (["bench", "--repeats", "0"], "--repeats"),
     (["fit"], "config"),
     (["fit", "{cfg}", "--bogus"], "--bogus"),
 ])

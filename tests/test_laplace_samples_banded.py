@@ -6,10 +6,10 @@ import pytest
 import scipy.sparse as sp
 
 from bftcore import evidence as ev
-from bftcore.bench import random_problem
 from bftcore.config import validate_config
 from bftcore.density import build_density, solve
 from bftcore.limits import UNLIMITED
+from bftcore.presets import random_problem
 
 
 def config(nx, ny, lam=0.7, bx="neumann", by="periodic", n_data=9, seed=0, limits=None, **prior):

@@ -1,12 +1,12 @@
-"""Timings of the mixture tools (printed by ``python -m bftcore bench``): median wall time of several runs."""
+"""Timings of the mixture tools (printed by ``python scripts/bench.py``): median wall time of several runs."""
 from __future__ import annotations
 
 import time
 
 import numpy as np
 
-from .regression import RegressionModel, regression_presets
-from .workflows import sweep_document
+from bftcore.regression import RegressionModel, regression_presets
+from bftcore.workflows import sweep_document
 
 
 def _two_trends(n_nodes: int, n_data: int = 5, seed: int = 0) -> dict:

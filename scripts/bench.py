@@ -1,4 +1,5 @@
-"""Performance benchmark: ``python -m bftcore bench`` prints a table of medians over several runs.
+"""Performance benchmark: ``python scripts/bench.py [--repeats N] [--quick]`` prints a table of medians over
+several runs.
 
 Cases (issue: solver speed): random problems with 200 points, x uniform, y Gaussian around the middle
 (sd ny/8), E_L with Newton, periodic y, Neumann x, unit spacing, lambda = lambda_x = lambda_y = 1, kernel start;
@@ -13,25 +14,11 @@ import time
 
 import numpy as np
 import scipy.optimize as so
+from bench_mixtures import bench_rows
 
-from . import api
-from .bench_mixtures import bench_rows
-from .limits import UNLIMITED, blas_threads, using
-from .presets import figure_config
-
-
-def random_problem(n: int, prior: dict, seed: int = 0, points: int = 200) -> dict:
-    rng = np.random.default_rng(seed)
-    x = rng.uniform(1, n, points)
-    y = np.clip(rng.normal((n + 1) / 2, n / 8, points), 1, n)
-    pr = {"field": "L", "lambda": 1.0, "lambda_x": 1.0, "lambda_y": 1.0, "l0": 0.0, "l2": 0.0, "l4": 0.0,
-          "l6": 0.0, **prior}
-    return {"model": "density",
-            "grid": {"x": {"min": 1, "max": n, "n": n, "boundary": "neumann"},
-                     "y": {"min": 1, "max": n, "n": n, "boundary": "periodic"}},
-            "data": np.column_stack([x, y]).tolist(), "prior": pr,
-            "solver": {"method": "newton", "init": "kernel", "init_mass2": 0.1, "min_iter": 1, "max_iter": 200,
-                       "tol": 1e-9}}
+from bftcore import api
+from bftcore.limits import UNLIMITED, blas_threads, using
+from bftcore.presets import figure_config, random_problem
 
 
 def lbfgs_time(config: dict, target: float, max_seconds: float = 300.0) -> tuple[float, float, int]:
@@ -141,3 +128,16 @@ def _main(repeats: int, quick: bool, baseline_repeats: int) -> int:
     for row in bench_rows(repeats):
         print(f"{row[0]:<58}{row[1]:>10.2f}{row[2]:>8.0f}")
     return 0
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="the performance benchmark of bftcore (prints a table)")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per case, 1 to 100 (default 5)")
+    parser.add_argument("--quick", action="store_true", help="skip the 128x128 cases")
+    args = parser.parse_args()
+    if not 1 <= args.repeats <= 100:
+        parser.error(f"--repeats must be between 1 and 100, got {args.repeats}")
+    sys.exit(main(repeats=args.repeats, quick=args.quick))
