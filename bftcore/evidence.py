@@ -327,55 +327,93 @@ def logdet_stochastic(point: LogPoint, rng: np.random.Generator | None = None, p
 
 
 # ----------------------------------------------------------------------------------------- MAP and prior mode
-def map_newton(energy, L: np.ndarray, tol: float | None = None, max_iter: int = 60):
-    """Newton's method on M with the exact KKT step of the bordered Hessian (direct sparse solves) and a
-    backtracking line search; returns the point at the minimum and its :class:`BorderedHessian` (factorised there,
-    ready for the log-determinant).  Where the step is no descent direction (negative curvature) the package's own
-    solver takes over for a run and Newton resumes from its end."""
-    n_data = float(energy.N.sum())
-    tol = 1e-10 * max(1.0, n_data) if tol is None else tol
-    point = energy.at(normalise_log(np.asarray(L, dtype=float), energy.grid.hy))
-    fallback_used = False
-    stalls, last = 0, np.inf
-    for _ in range(max_iter):
-        fac = BorderedHessian(point)
-        stalls = stalls + 1 if point.residual > 0.5 * last else 0
-        last = point.residual
-        # the tolerance, or the rounding floor of an ill-conditioned B (tiny P in the tails): three steps without
-        # halving the residual, which is below a looser 1e-6 of the scale
-        if point.residual <= tol or (stalls >= 3 and point.residual <= 1e4 * tol):
-            return point, fac
+class StationarityRule:
+    """The stopping rule of :func:`map_newton` (an iteration controller of :func:`bftcore.solvers.iterate`): the
+    stationarity residual at most ``tol``, or at the rounding floor of an ill-conditioned B (tiny P in the tails):
+    three steps without halving the residual, which is then below ``1e4 tol``.  At most ``max_iter`` steps."""
+
+    def __init__(self, tol: float, max_iter: int):
+        self.tol, self.max_iter = tol, max_iter
+        self.stalls, self.last = 0, np.inf
+
+    def iterations(self) -> range:
+        return range(1, self.max_iter + 1)
+
+    def at_start(self, point) -> bool:
+        return self._done(point)
+
+    @staticmethod
+    def stalled(new_point) -> bool:
+        return new_point is None
+
+    def converged(self, it: int, change: float, dE: float, point) -> bool:
+        return self._done(point)
+
+    def _done(self, point) -> bool:
+        self.stalls = self.stalls + 1 if point.residual > 0.5 * self.last else 0
+        self.last = point.residual
+        return point.residual <= self.tol or (self.stalls >= 3 and point.residual <= 1e4 * self.tol)
+
+
+class BorderedNewtonStep:
+    """Newton's step on M for :func:`bftcore.solvers.iterate`: the exact KKT step of the bordered Hessian (direct
+    sparse solves), taken whole when it halves the residual or decreases the energy enough, else backtracked
+    (Armijo).  Where it is no descent direction (negative curvature) the package's own Newton runs (once) and this
+    step resumes from its end.  ``failed`` says that the fallback was needed a second time."""
+
+    label = "bordered-newton"
+
+    def __init__(self, energy, tol: float):
+        self.energy, self.tol = energy, tol
+        self.fallback_used = self.failed = False
+
+    def take(self, phi: np.ndarray, point):
+        """``(eta, new_phi, new_point, label)``; ``new_point`` None ends the run (no decrease is possible)."""
+        energy, hy = self.energy, self.energy.grid.hy
         r = point._r
-        d = fac.solve_tangent(-r)
+        d = BorderedHessian(point).solve_tangent(-r)
         slope = float(np.sum(r * d))
-        full = energy.at(normalise_log(point.phi + d, energy.grid.hy)) if np.all(np.isfinite(d)) else None
+        full = energy.at(normalise_log(point.phi + d, hy)) if np.all(np.isfinite(d)) else None
         if full is not None and (full.residual < 0.5 * point.residual
                                  or (slope < 0 and full.value <= point.value + 1e-4 * slope)):
-            point = full  # near the minimum the energy's change drowns in rounding: the residual decides
-            continue
-        if full is not None and not slope < 0 and point.residual <= 1e4 * tol:
-            return point, fac  # at the rounding floor the step's slope is rounding too, not negative curvature
-        if full is None or not slope < 0:  # no descent direction (negative curvature): the package's solver
-            if fallback_used:
-                break
-            fallback_used = True
+            return 1.0, full.phi, full, self.label  # near the minimum the energy's change drowns in rounding
+        if full is not None and not slope < 0 and point.residual <= 1e4 * self.tol:
+            return 0.0, phi, None, self.label  # at the rounding floor the step's slope is rounding too
+        if full is None or not slope < 0:  # no descent direction (negative curvature): the package's Newton
+            if self.fallback_used:
+                self.failed = True
+                return 0.0, phi, None, self.label
+            self.fallback_used = True
             for rec in solver_iterate(energy, point.phi, "newton", min_iter=1, max_iter=200, tol=1e-12):
                 pass
-            point = energy.at(rec.field)
-            continue
+            return 1.0, rec.field, energy.at(rec.field), "newton-fallback"
         eta, trial = 0.5, full
         while eta >= 1e-10:
-            trial = energy.at(normalise_log(point.phi + eta * d, energy.grid.hy))
+            trial = energy.at(normalise_log(point.phi + eta * d, hy))
             if trial.value <= point.value + 1e-4 * eta * slope:
                 break
             eta *= 0.5
         if trial.value >= point.value:  # no decrease at machine precision: as good as it gets
-            return point, fac
-        point = trial
-    if point.residual <= 1e4 * tol:  # the iterations ran out at the rounding floor (an l6 prior on 200 nodes
-        return point, BorderedHessian(point)  # spans 13 decades): as converged as this arithmetic allows
-    raise ValueError(f"Newton on the normalised densities did not reach the stationarity tolerance {tol:.1e} "
-                     f"(residual {point.residual:.2e}); the evidence needs a converged MAP")
+            return eta, phi, None, self.label
+        return eta, trial.phi, trial, self.label
+
+
+def map_newton(energy, L: np.ndarray, tol: float | None = None, max_iter: int = 60):
+    """The MAP on M by :func:`bftcore.solvers.iterate` with Newton's exact KKT step (:class:`BorderedNewtonStep`)
+    and the stationarity rule (:class:`StationarityRule`); returns the point at the minimum and its
+    :class:`BorderedHessian` (factorised there, ready for the log-determinant)."""
+    n_data = float(energy.N.sum())
+    tol = 1e-10 * max(1.0, n_data) if tol is None else tol
+    step, rule = BorderedNewtonStep(energy, tol), StationarityRule(tol, max_iter)
+    for rec in solver_iterate(energy, L, step=step, controller=rule):
+        pass
+    point = energy.at(rec.field)
+    # converged, or no decrease possible at machine precision, or the iterations ran out at the rounding floor (an
+    # l6 prior on 200 nodes spans 13 decades): as converged as this arithmetic allows
+    if step.failed or not (rec.converged or point.residual <= 1e4 * tol):
+        raise ValueError(f"Newton on the normalised densities did not reach the stationarity tolerance {tol:.1e} "
+                         f"(residual {point.residual:.2e}); the evidence needs a converged MAP")
+    return point, BorderedHessian(point)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -339,6 +339,11 @@ class IterationController:
         return range(1, self.max_iter + 1)
 
     @staticmethod
+    def at_start(point) -> bool:
+        """Whether the start already ends the run: never here (a run takes at least one step)."""
+        return False
+
+    @staticmethod
     def stalled(new_point) -> bool:
         """No decrease possible (the step returned no point): the run ends, converged at machine precision."""
         return new_point is None
@@ -352,14 +357,19 @@ class IterationController:
 
 # ------------------------------------------------------------------------------------------------- the run
 def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter: int = 4, max_iter: int = 50,
-            tol: float = 1e-8, cg_maxiter: int | None = None):
+            tol: float = 1e-8, cg_maxiter: int | None = None, step=None, controller=None):
     """Run a learning algorithm; yield a :class:`bftcore.records.Record` for the start and after every iteration.
 
-    The stopping rule is :class:`IterationController`'s; the step is ``energy.minimiser_step`` (the active-set
-    method for E_P) or :class:`DescentStep` with the learning matrix ``method`` (``"newton"``, ``"massive"`` with
-    ``mass2`` = m^2 > 0, or ``"gradient"``).  ``cg_maxiter`` caps the CG iterations of one Newton step; by default
-    it grows with the grid, ``min(1000, max(200, size // 16))``, as the conditioning of the Newton system does.
-    :func:`bftcore.limits.check_deadline` is called once per iteration.
+    The minimiser's step and the stopping rule are separate objects, passed in or made here.  The stopping rule is
+    ``controller`` (by default :class:`IterationController` of ``min_iter``, ``max_iter``, ``tol``): its
+    ``iterations()``, ``at_start(point)``, ``stalled(new_point)`` and ``converged(it, change, dE, point)``.  The
+    step is ``step`` (an object with ``take(phi, point)``, as :class:`DescentStep`), by default
+    ``energy.minimiser_step`` (the active-set method for E_P) or :class:`DescentStep` with the learning matrix
+    ``method`` (``"newton"``, ``"massive"`` with ``mass2`` = m^2 > 0, or ``"gradient"``).  ``cg_maxiter`` caps the CG
+    iterations of one Newton step; by default it grows with the grid, ``min(1000, max(200, size // 16))``, as the
+    conditioning of the Newton system does.  :func:`bftcore.limits.check_deadline` is called once per iteration.
+    The evidence's Newton on the normalised densities (:func:`bftcore.evidence.map_newton`) is this minimiser with
+    its own step (the exact KKT step) and stopping rule (the stationarity residual).
     """
     if method not in METHODS:
         raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
@@ -368,15 +378,19 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
     t0 = time.perf_counter()
     if cg_maxiter is None:
         cg_maxiter = int(min(1000, max(200, np.size(phi0) // 16)))
-    controller = IterationController(min_iter, max_iter, tol)
-    step = (energy.minimiser_step or DescentStep)(energy, method, mass2, cg_maxiter, line_search)
+    controller = controller or IterationController(min_iter, max_iter, tol)
+    step = step or (energy.minimiser_step or DescentStep)(energy, method, mass2, cg_maxiter, line_search)
     phi = energy.normalise(np.asarray(phi0, dtype=float))
     point = energy.at(phi)
     if not np.isfinite(point.value):
         raise SolverError("the energy is not finite at the initial field (for a prior on P the density must be "
                           "positive at every data point); choose another initialisation")
+    done = controller.at_start(point)
     yield Record(iteration=0, energy=point.value, train_error=None, test_error=None, mixing=point.mixing, step=0.0,
-                 residual=point.residual, method="start", elapsed_s=time.perf_counter() - t0, field=phi)
+                 residual=point.residual, method="start", converged=done, elapsed_s=time.perf_counter() - t0,
+                 field=phi)
+    if done:
+        return
     for it in controller.iterations():
         check_deadline()  # a wall-clock budget of the caller (bftcore.limits.deadline), if any
         eta, new_phi, new_point, label = step.take(phi, point)

@@ -206,3 +206,29 @@ def test_refusals_say_why_and_what_to_do():
         ev.laplace_evidence(pb, L)
     pb, L = problem_and_map(config(4, 5, data, lambda_y=0.0, l0=0.1))  # a mass makes it proper
     assert np.isfinite(ev.laplace_evidence(pb, L)["log_evidence"])
+
+
+def test_the_evidence_newton_is_the_one_minimiser_with_its_own_step_and_rule():
+    """map_newton is bftcore.solvers.iterate with the exact KKT step and the stationarity rule: from a rough start
+    (a flat field) the energy never rises, it ends below the tolerance, and at the MAP the package's own Newton
+    finds with its own step and stopping rule (an independent route), to the tolerance."""
+    from bftcore.solvers import iterate
+    nx, ny = 6, 8
+    pb, L_map = problem_and_map(config(nx, ny, random_data(nx, ny, 12, seed=3), lam=0.5, l4=0.2))
+    energy = pb.energy
+    tol = 1e-10 * max(1.0, float(energy.N.sum()))
+    step, rule = ev.BorderedNewtonStep(energy, tol), ev.StationarityRule(tol, 60)
+    records = list(iterate(energy, np.zeros((nx, ny)), step=step, controller=rule))
+    energies = [r.energy for r in records]
+    assert all(b <= a + 1e-12 * abs(a) for a, b in zip(energies, energies[1:]))
+    assert records[-1].converged and records[-1].residual <= tol
+    assert {r.method for r in records[1:]} <= {"bordered-newton", "newton-fallback"}
+    assert len(records) <= 15                                   # Newton's quadratic finish, not a slow crawl
+    point, _ = ev.map_newton(energy, np.zeros((nx, ny)))
+    assert np.allclose(point.phi, records[-1].field, atol=1e-12)
+    # the independent route: the package's Newton (CG on the projected Hessian) to a tight tolerance
+    assert np.allclose(np.exp(point.phi), np.exp(L_map), atol=1e-7)
+    # a start at the minimum ends at once, with no step
+    at_min = list(iterate(energy, point.phi, step=ev.BorderedNewtonStep(energy, tol),
+                          controller=ev.StationarityRule(tol, 60)))
+    assert len(at_min) == 1 and at_min[0].converged
