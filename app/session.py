@@ -48,6 +48,7 @@ from .configuration import (
     menu_kinds,
 )
 from .runner import FramePump, grid_key, release_memory, trial_start
+from .transport import check_value
 
 #: Bounds of the parameters that are coordinates (domain, data, template parameters): the gate's own range.  Every
 #: other number has the gate's bound MAX_MAGNITUDE, so a session never holds a number the gate refuses for its size
@@ -288,14 +289,14 @@ class BFTSession(param.Parameterized):
         current", the start field of the warm-started run on screen is written into it."""
         return configuration.export_config(self, self.pump.warm_start())
 
-    def _params_from_config(self, doc: dict) -> dict:
+    def params_from_config(self, doc: dict) -> dict:
         """Parameter values for a validated document, each checked by its parameter: a value the parameters
         refuse is refused (ValueError naming the control), never clipped."""
         out = configuration.params_from_config(doc)
         for name, value in out.items():
             p = self.param[name]
             try:
-                p._validate(value)
+                check_value(p, value)
             except Exception as e:
                 raise ValueError(f"{p.label or name} = {value!r} is outside what the dashboard allows: {e}") from None
         return out
@@ -312,7 +313,7 @@ class BFTSession(param.Parameterized):
             if isinstance(doc, (str, bytes, bytearray)):
                 doc = parse_document(doc, "the file" if not preset else f"preset {preset!r}")
             doc = validate_config(doc)
-            values = self._params_from_config(doc)
+            values = self.params_from_config(doc)
             trial_start(doc)
         except Exception as e:  # noqa: BLE001 - whatever the gate or the trial start raise (scipy's RuntimeError of a
             # singular factor, MemoryError, RecursionError, ...), the document is refused and the session kept

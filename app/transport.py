@@ -1,4 +1,13 @@
-"""Bokeh transport: how the dashboard's model changes reach the browser, and the one home of its private Bokeh use.
+"""The one home of the dashboard's private framework use: Bokeh's server session, BokehJS and param.
+
+Each use is version-gated or feature-detected and has a test that fails when it no longer holds on the tested
+versions: the transport below (tests/test_app_frames.py), the BokehJS patches of the page
+(:data:`BROWSER_PATCHES_JS`, tests/ui/test_internals.py) and param's check of a value without setting it
+(:func:`check_value`, tests/test_internals.py).  Where a public way exists it is used instead: ``pn.io.hold`` and
+``doc.hold`` for batching (their release is what :func:`release_as_one_message` replaces), ``param.update`` for
+setting values together.
+
+Bokeh transport: how the dashboard's model changes reach the browser.
 
 A frame of a run changes several Bokeh models (the image, the colour range, the frame serial, ...).  Bokeh's server
 session writes one PATCH-DOC message per changed property, and the page repaints for each;
@@ -10,7 +19,7 @@ the connection of the patch being applied, its per-event writer), so it is versi
 Bokeh must lie in :data:`TESTED_BOKEH`, the range pinned in pyproject.toml and exercised against a real
 ``ServerSession`` by tests/test_app_frames.py.  With any other Bokeh a warning is logged once and the transport is
 Bokeh's public behaviour, ``doc.unhold()`` (one message per change: slower pages, same content), and no private
-attribute is touched.  :data:`BOKEH_TESTED` says which; the BokehJS patches of :mod:`app.views.common` follow it too.
+attribute is touched.  :data:`BOKEH_TESTED` says which; the BokehJS patches follow it too.
 """
 from __future__ import annotations
 
@@ -21,6 +30,7 @@ from typing import Any
 
 import bokeh
 from bokeh.document.events import DocumentPatchedEvent
+from bokeh.models import CustomJS
 from packaging.version import InvalidVersion, Version
 from panel.io.state import set_curdoc, state
 
@@ -244,3 +254,167 @@ def user_action(fn):
         else:
             doc.add_next_tick_callback(run)
     return handler
+
+
+# --------------------------------------------------------------------------------------------------- param
+def check_value(parameter, value) -> None:
+    """Raise what ``parameter`` raises for ``value`` (bounds, type, the app's own rules of a Parameter subclass)
+    without setting it: param's ``Parameter._validate``, the one check that runs before a value is set.  A link or
+    an upload is judged as a whole before anything changes (a refused value leaves the state intact).  Param has no
+    public form of it; tests/test_internals.py fails if it no longer refuses without setting."""
+    parameter._validate(value)
+
+
+# --------------------------------------------------------------------------------------------------- BokehJS
+#: Run in each page once its document is ready: two places where BokehJS redoes work whose result is unchanged,
+#: each costing every session's browser a re-style of the page at every repaint.
+#:
+#: - BokehJS re-writes the position stylesheet of every renderer of a plot at every repaint, mostly the same text,
+#:   and each write makes the browser re-style the page (the colour look-ups of the next paint wait for it).
+#:   Text that does not differ is not written again.
+#: - A legend rebuilds its items (elements and a small canvas each) on every change of anything its items refer
+#:   to, the data sources included: every streamed trace point.  When the items, their labels and their
+#:   visibility are unchanged, only their hidden-renderer styling is refreshed.
+#:
+#: - Every change of a layout property (a widget shown or hidden, a text of another size, a slider's range) makes
+#:   BokehJS lay out and repaint the WHOLE page at once, inside the patch that carries it: a preset load changes about
+#:   ten of them in one message and the page froze for 1-1.5 s (profile: ``invalidate_layout`` 0.94 s of 1.13 s).
+#:   While a patch from the server is applied, the layout roots to redo are collected, and each is laid out once
+#:   after the patch.  The same for ``compute_layout``, which a re-rendered widget calls on the whole page.
+#: - A plot whose axis, title or colour bar changes size (new tick labels: every frame of the traces, the canvas'
+#:   title with the number of points) lays out the whole page from its root in its next paint, although its own box
+#:   is fixed by the page around it (width, height or stretch, never its content).  It lays out only itself.
+#: - A button re-renders itself, and so lays out the whole page, when only its ``disabled`` changes (the playback
+#:   buttons at the start and end of every run: three page layouts per click, each ~100 ms at 1280×720 with the
+#:   presenter layout's fifteen plots, in the message before the click's first frame).  The disabled attribute is
+#:   all that differs (BokehJS' ControlView sets it already), so only that is done.
+#: - Every visual property a plot reads (a line colour, a text alpha: hundreds per paint and per layout) first asks
+#:   the element's computed style for a ``--bk-*`` CSS variable that would override it, and each such read makes the
+#:   browser re-style the page when anything changed since the last read.  Laying out the page after a preset load
+#:   interleaves style writes and these reads: 200 ms of its 390 ms task (profile: ``getPropertyValue`` 802 of 1564
+#:   samples), and they sat in every click's paint too.  No stylesheet of Bokeh, Panel or this app defines such a
+#:   variable (a UI test checks every plot of the page), so the answer is always "none" and is given without asking.
+#:
+#: All are feature-detected: with a BokehJS that lacks the methods, the page runs unpatched.  They are repaint
+#: work of the page, not transport, but they use private BokehJS methods: with a Bokeh outside the tested range
+#: (:data:`BOKEH_TESTED`) they are not installed; tests/ui/test_internals.py fails when a patch of them
+#: no longer finds what it replaces on the tested Bokeh.
+BROWSER_PATCHES_JS = """
+const need = (mod) => { try { return Bokeh.require(mod); } catch (e) { return null; } };
+const dom = need("core/dom");
+const sheet = dom && dom.InlineStyleSheet && dom.InlineStyleSheet.prototype;
+if (sheet && typeof sheet._update === "function" && !sheet.__bft_patched) {
+  const update = sheet._update;
+  sheet._update = function (css) { if (this.el.textContent !== css) update.call(this, css); };
+  sheet.__bft_patched = true;
+}
+const legend = need("models/annotations/legend");
+const view = legend && legend.LegendView && legend.LegendView.prototype;
+if (view && typeof view._render_items === "function" && "_should_rerender_items" in view && !view.__bft_patched) {
+  const render_items = view._render_items;
+  view._render_items = function () {
+    const entries = this.entries;
+    const same = entries != null && entries.length > 0 && !this._should_rerender_items &&
+      entries.every((e) => e.el.isConnected && e.__bft_visible === e.item.visible);
+    if (same) {
+      for (const e of entries) this._toggle_inactive(e);
+      return;
+    }
+    render_items.call(this);
+    for (const e of this.entries || []) e.__bft_visible = e.item.visible;
+  };
+  view.__bft_patched = true;
+}
+const layout_mod = need("models/layouts/layout_dom");
+const docs_mod = need("document/document") || need("document");
+const layout = layout_mod && layout_mod.LayoutDOMView && layout_mod.LayoutDOMView.prototype;
+const doc = docs_mod && docs_mod.Document && docs_mod.Document.prototype;
+if (layout && doc && typeof layout.invalidate_layout === "function" && typeof layout.compute_layout === "function"
+    && typeof doc.apply_json_patch === "function" && !layout.__bft_patched) {
+  const LayoutDOMView = layout_mod.LayoutDOMView;
+  const invalidate = layout.invalidate_layout;
+  const compute = layout.compute_layout;
+  let pending = null;  // root view -> true when its styles must be redone too (invalidate), false: compute only
+  const defer = (view, restyle) => {
+    let root = view;
+    while (root.parent instanceof LayoutDOMView) root = root.parent;
+    pending.set(root, restyle || pending.get(root) === true);
+  };
+  layout.invalidate_layout = function () {
+    if (pending === null) return invalidate.call(this);
+    defer(this, true);
+  };
+  layout.compute_layout = function () {
+    if (this.__bft_local) {  // a plot's own side panels changed size: its box is its parent's business, not theirs
+      this.measure_layout(); this.update_bbox(); this._compute_layout(); this.after_layout();
+      this._layout_computed = true;
+      return;
+    }
+    if (pending === null) return compute.call(this);
+    defer(this, false);
+  };
+  const plot_mod = need("models/plots/plot");
+  const plot = plot_mod && plot_mod.PlotView && plot_mod.PlotView.prototype;
+  if (plot && typeof plot._invalidate_layout_if_needed === "function" && typeof layout.measure_layout === "function"
+      && typeof layout.update_bbox === "function" && typeof layout._compute_layout === "function"
+      && typeof layout.after_layout === "function") {
+    const if_needed = plot._invalidate_layout_if_needed;
+    plot._invalidate_layout_if_needed = function (...args) {
+      this.__bft_local = this.parent instanceof LayoutDOMView;
+      try { return if_needed.apply(this, args); } finally { this.__bft_local = false; }
+    };
+  }
+  const apply = doc.apply_json_patch;
+  doc.apply_json_patch = function (...args) {
+    if (pending !== null) return apply.apply(this, args);
+    pending = new Map();
+    try {
+      return apply.apply(this, args);
+    } finally {
+      const roots = pending;
+      pending = null;
+      for (const [root, restyle] of roots) (restyle ? invalidate : compute).call(root);
+      if (window.__bftDark && window.__bftApplyDark && !window.__bftDarkTimer)  // new elements get the dark theme
+        window.__bftDarkTimer = setTimeout(() => { window.__bftDarkTimer = null; window.__bftApplyDark(); }, 300);
+    }
+  };
+  layout.__bft_patched = true;
+}
+const button_mod = need("models/widgets/abstract_button");
+const button = button_mod && button_mod.AbstractButtonView && button_mod.AbstractButtonView.prototype;
+if (button && typeof button.render === "function" && typeof button.rerender === "function"
+    && !Object.prototype.hasOwnProperty.call(button, "__bft_patched")) {  // own: LayoutDOMView, an ancestor, has one
+  const render = button.render;
+  const rerender = button.rerender;
+  button.render = function (...args) {
+    const out = render.apply(this, args);
+    this.__bft_drawn = {label: this.label_view, icon: this.icon_view, type: this.model.button_type,
+                        disabled: this.model.disabled};
+    return out;
+  };
+  button.rerender = function (...args) {
+    const d = this.__bft_drawn, m = this.model;
+    if (d && this.button_el && d.label === this.label_view && d.icon === this.icon_view && d.type === m.button_type
+        && d.disabled !== m.disabled) {
+      d.disabled = m.disabled;
+      this.button_el.disabled = m.disabled;  // ControlView toggles the attribute too: nothing else to redraw
+      return;
+    }
+    return rerender.apply(this, args);
+  };
+  button.__bft_patched = true;
+}
+const visual = need("core/visuals/visual");
+const vprops = visual && visual.VisualProperties && visual.VisualProperties.prototype;
+if (vprops && typeof vprops._get_css_value === "function" && !vprops.__bft_patched) {
+  vprops._get_css_value = function (name) { return ""; };  // no --bk-* visual variables on this page
+  vprops.__bft_patched = true;
+}
+"""
+
+
+def install_browser_patches(doc) -> None:
+    """Attach :data:`BROWSER_PATCHES_JS` to the document's ``document_ready`` event (served pages of the tested
+    Bokeh only)."""
+    if doc is not None and BOKEH_TESTED:
+        doc.js_on_event("document_ready", CustomJS(code=BROWSER_PATCHES_JS))

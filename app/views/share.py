@@ -19,7 +19,6 @@ from urllib.parse import parse_qsl, urlencode
 import panel as pn
 import param
 from panel.custom import JSComponent
-from panel.io.cache import is_equal
 from panel.io.state import set_curdoc
 
 from bftcore.config import ConfigError, parse_document, validate_config
@@ -28,7 +27,7 @@ from bftcore.tables import data_document, parse_table
 
 from ..configuration import CONFIG_PARAMS, MAX_POINTS, URL_PARAMS
 from ..session import BFTSession, preset_catalogue
-from ..transport import after_user_action, one_message, user_action
+from ..transport import after_user_action, check_value, one_message, user_action
 from .common import LiveText
 
 
@@ -225,6 +224,15 @@ def _from_text(p: param.Parameter, text: str):
     return text
 
 
+def _same(a, b) -> bool:
+    """Whether a link's value equals the state's (numbers, text, nested lists); anything not comparable is a
+    change."""
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - an array's elementwise answer, or no answer: a change
+        return False
+
+
 def _preset_values(session: BFTSession, name: str) -> dict | None:
     """The session's parameter values of the preset called ``name``, or None for no such preset (or one the
     dashboard cannot show: none today)."""
@@ -232,7 +240,7 @@ def _preset_values(session: BFTSession, name: str) -> dict | None:
     if not name or name not in catalogue:
         return None
     try:
-        return session._params_from_config(validate_config(copy.deepcopy(catalogue[name][0])))
+        return session.params_from_config(validate_config(copy.deepcopy(catalogue[name][0])))
     except Exception:  # noqa: BLE001 - a preset the dashboard cannot show is neither a link's base nor restored
         return None
 
@@ -244,7 +252,7 @@ def _restore_preset(session: BFTSession, name: str) -> None:
     if session.preset == name:
         return
     values = _preset_values(session, name)
-    if values is not None and all(is_equal(getattr(session, k), v) for k, v in values.items() if k in CONFIG_PARAMS):
+    if values is not None and all(_same(getattr(session, k), v) for k, v in values.items() if k in CONFIG_PARAMS):
         session.param.update(preset=name, edited=False)
 
 
@@ -254,7 +262,7 @@ def _preset_base(session: BFTSession, query: dict) -> dict:
     with λ = 3.  A link the dashboard writes gives every parameter, so there the preset only supplies its name.
     An unknown name gives nothing (the defaults are kept and the message names it)."""
     values = _preset_values(session, query.get("preset", "")) or {}
-    return {k: v for k, v in values.items() if k in URL_PARAMS and not is_equal(v, getattr(session, k))}
+    return {k: v for k, v in values.items() if k in URL_PARAMS and not _same(v, getattr(session, k))}
 
 
 def read_url(session: BFTSession, search: str) -> None:
@@ -323,12 +331,12 @@ def read_url(session: BFTSession, search: str) -> None:
                              f"{', '.join(preset_catalogue())})")
             continue
         try:
-            if is_equal(value, values.get(name, getattr(session, name))):
+            if _same(value, values.get(name, getattr(session, name))):
                 continue
         except Exception:  # noqa: BLE001 - not comparable: treat as a change
             pass
         try:
-            p._validate(value)
+            check_value(p, value)
         except Exception as e:  # noqa: BLE001 - param's own refusal, with its reason and the control's name
             refuse([name], re.sub(r"^\w+ parameter '[\w.]+' ", f"{p.label or name} ", _reason(e)), values)
             continue
