@@ -1,4 +1,13 @@
-"""The data canvas: p(y|x) as a heatmap over the grid with the training points; click to add or remove."""
+"""The data canvas: p(y|x) as a heatmap over the grid with the training points; click to add or remove.
+
+Raw Bokeh, not HoloViews (issue 26 asked for HoloViews wherever it holds the click-to-heatmap latency, a median under
+50 ms at 1280x720): a frame of a run replaces the image column of one ColumnDataSource, 0.06-0.12 ms of server time
+per frame; the same heatmap declared with HoloViews (a DynamicMap of an Image over a Pipe stream, the declared way to
+stream) spends 24-27 ms of server time per frame re-rendering the element, on 10x15 to 128x128 (median of 100 frames,
+``python scripts/hv_update_cost.py``; measured while a test run used the other core).  With the traces, the mixing
+bars and the slice updated in the same frame, that alone would pass the 50 ms, and a worker serves a class.  The
+static figures (the CLI's ``--png``, the *PNG (1920×1080)* button) are HoloViews: :mod:`bftcore.figures`.
+"""
 from __future__ import annotations
 
 import numpy as np
