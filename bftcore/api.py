@@ -52,8 +52,8 @@ __all__ = ["ConfigError", "default_config", "validate_config", "grid_from_config
            "evidence_document", "choose_hyperparameters", "posterior_summary", "learning_curve_document",
            "bootstrap_document"]
 
-#: The hyperparameters an evidence path can follow, per model, and where each lives in the document.
-EVIDENCE_PARAMETERS = {"density": ("lambda", "l0", "l2", "l4", "l6"), "regression": ("lambda", "l0", "beta")}
+#: The hyperparameters an evidence path can follow, per model: each model's own list (one home each).
+PATH_PARAMETERS = {"density": evidence.PATH_PARAMS, "regression": regression.SCALAR_PARAMETERS}
 
 
 def _set_hyperparameter(cfg: dict, name: str, value: float) -> None:
@@ -69,9 +69,9 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
     "model": ..., "method": "laplace" | "exact"}`` (the keys of issue 14's CLI contract, others added)."""
     cfg = validate_config(config)
     model = cfg["model"]
-    if param not in EVIDENCE_PARAMETERS[model]:
+    if param not in PATH_PARAMETERS[model]:
         raise ConfigError(f"the evidence path of the {model} model follows one of "
-                          f"{', '.join(EVIDENCE_PARAMETERS[model])}; got {param!r}")
+                          f"{', '.join(PATH_PARAMETERS[model])}; got {param!r}")
     nodes = cfg["grid"]["x"]["n"] * (cfg["grid"]["y"]["n"] if model == "density" else 1)
     if values is not None:
         values = np.asarray(values, dtype=float)

@@ -582,7 +582,7 @@ class RegressionFit(FitResult):
 # --------------------------------------------------------------------------------------------------------------
 #: Hyperparameters the evidence can be maximised over (:func:`optimise_evidence`); the scalar ones can be walked
 #: (:func:`evidence_path`, :func:`evidence_surface`).
-EVIDENCE_PARAMETERS = ("lambda", "l0", "beta", "weights")
+MAXIMISABLE_PARAMETERS = ("lambda", "l0", "beta", "weights")
 SCALAR_PARAMETERS = ("lambda", "l0", "beta")
 #: Default box of :func:`optimise_evidence` (values, searched on a log scale).
 EVIDENCE_BOUNDS = {"lambda": (1e-6, 1e6), "l0": (1e-8, 1e4), "beta": (1e-6, 1e8)}
@@ -861,7 +861,7 @@ class RegressionEvidence:
     def optimise(self, params=("lambda", "beta"), beta: float = 1.0, lam=None, l0=None, weights=None,
                  bounds: dict | None = None, start: dict | None = None, grid_points: int = 7,
                  starts: int = 3) -> dict:
-        """Maximise the mixture log evidence over ``params`` (a subset of :data:`EVIDENCE_PARAMETERS`).
+        """Maximise the mixture log evidence over ``params`` (a subset of :data:`MAXIMISABLE_PARAMETERS`).
 
         L-BFGS-B (scipy) on ln lambda, ln l0, ln beta and the softmax coordinates of the weights, with the analytic
         gradient (:meth:`gradient`) and the box :data:`EVIDENCE_BOUNDS` (``bounds`` overrides, {name: (lo, hi)}).
@@ -879,9 +879,9 @@ class RegressionEvidence:
         ({name: derivative by the log / softmax coordinate} at the result, for the chosen names),
         "at_bound" (names whose value sits on a bound), "chosen" (the names optimised)}``."""
         params = tuple(params)
-        bad = [q for q in params if q not in EVIDENCE_PARAMETERS]
+        bad = [q for q in params if q not in MAXIMISABLE_PARAMETERS]
         if bad or not params or len(set(params)) != len(params):
-            raise ValueError(f"optimise the evidence over distinct names among {', '.join(EVIDENCE_PARAMETERS)}; "
+            raise ValueError(f"optimise the evidence over distinct names among {', '.join(MAXIMISABLE_PARAMETERS)}; "
                              f"got {list(params)}")
         self.check_has_data(", ".join(params))
         lam, l0, beta, p = self._values(lam, l0, beta, weights)
@@ -1112,7 +1112,7 @@ def evidence_surface(config: dict, first: tuple, second: tuple, validated: bool 
 
 def optimise_evidence(config: dict, params=("lambda", "beta"), validated: bool = False,
                       bounds: dict | None = None, start: dict | None = None) -> dict:
-    """Maximise the evidence of a regression document over ``params`` (names of :data:`EVIDENCE_PARAMETERS`),
+    """Maximise the evidence of a regression document over ``params`` (names of :data:`MAXIMISABLE_PARAMETERS`),
     the others fixed at the document's values; ``bounds`` {name: (lo, hi)} and ``start`` {name: value} as in
     :meth:`RegressionEvidence.optimise` (keys ``lambda``, ``l0``, ``beta``,
     ``weights``, ``log_evidence``, ``iterations``, ``evaluations``, ``converged``, ``gradient``, ``at_bound``,
