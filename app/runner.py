@@ -61,6 +61,7 @@ from panel.io.state import set_curdoc
 
 from bftcore import api
 from bftcore.limits import RunBudgetExceeded, deadline
+from bftcore.regression import exact_posterior
 
 from .transport import at_release, one_message
 
@@ -240,14 +241,13 @@ def without_arrays(rec):
 
 
 def _exact(run):
-    """Exact predictive mean and variance of a finished regression run (closed form, fast)."""
+    """Exact predictive mean and variance of a finished regression run (closed form, no second solve)."""
     if run.cfg["model"] != "regression":
         return None
-    try:  # started at the run's last h, the fit only confirms the MAP and adds the exact quantities
-        res = api.fit(run.cfg, init=None if run.last is None else np.asarray(run.last.h, float))
+    try:
+        return {"exact": exact_posterior(run.cfg)}
     except Exception as e:  # noqa: BLE001 - shown as a message, the MAP solution stays
         return e
-    return {"exact": res.get("exact"), "h": res.get("h")}
 
 
 class FieldBuffer:

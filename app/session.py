@@ -28,6 +28,7 @@ from bftcore.config import parse_document, validate_config, validate_sweep
 from bftcore.documents import record_document
 from bftcore.grid import Axis, Grid
 from bftcore.limits import MAX_COORDINATE, MAX_MAGNITUDE, MIN_BETA
+from bftcore.regression import exact_posterior
 from bftcore.templates import describe
 
 from . import configuration
@@ -134,9 +135,9 @@ def _evidence_job(cfg: dict, values, field) -> tuple[dict, dict | None]:
 
 def _figure_png(cfg: dict, record, exact, size: tuple[int, int]) -> bytes:
     """PNG of the fit figure of ``record`` (a regression's exact posterior is computed when the run has not ended:
-    closed form, started at the record's h)."""
+    closed form)."""
     if cfg["model"] == "regression" and exact is None:
-        exact = api.fit(cfg, init=np.asarray(record.h, dtype=float))["exact"]
+        exact = exact_posterior(cfg)
     return figures.fit_png(cfg, record_document(cfg, record, exact), size)
 
 

@@ -527,6 +527,12 @@ def solve(config: dict, init=None, validated: bool = False) -> "RegressionFit":
     return RegressionFit(history, time.perf_counter() - t0, model, energy, converged, stable)
 
 
+def exact_posterior(config: dict) -> dict:
+    """The exact posterior of a validated regression document, closed form ([001] Sect. 4.3): ``{"b", "mean",
+    "var"}`` as arrays (:meth:`RegressionModel.exact`), with no MAP solve: what the dashboard shows beside a run."""
+    return RegressionModel.from_config(config, validated=True).exact(config["beta"])
+
+
 def fit(config: dict, init=None) -> dict:
     """The result document of :func:`solve` (:meth:`RegressionFit.to_document`)."""
     return solve(config, init).to_document()

@@ -295,3 +295,14 @@ def test_two_trends_preset_shows_hysteresis_on_the_documented_interval():
     # the exact weights stay smooth across the bifurcation: no jump in b_1 along the up branch
     b1 = np.array(up["b"])[:, 0]
     assert np.max(np.abs(np.diff(b1))) < 0.02
+
+
+def test_the_exact_posterior_without_a_solve_equals_the_fit_documents():
+    """regression.exact_posterior (what the dashboard shows beside a run, no MAP solve) is the fit document's
+    ``exact``: the same closed form, reached without the solver."""
+    from bftcore import api
+    from bftcore.regression import exact_posterior, regression_presets
+    cfg = api.validate_config(regression_presets()["two_trends"])
+    direct, doc = exact_posterior(cfg), api.fit(cfg)["exact"]
+    for key in ("b", "mean", "var"):
+        assert np.allclose(direct[key], doc[key], rtol=1e-12, atol=1e-14)
