@@ -17,6 +17,7 @@ import numpy as np
 
 from .config import check_output, grid_from_config, length_of
 from .grid import Grid
+from .metrics import regression_function
 
 __all__ = ["fit_arrays", "learning_curves", "bootstrap_arrays", "data_of", "bands_of", "check_cells", "record_document"]
 
@@ -253,7 +254,6 @@ def record_document(cfg: dict, record, exact: dict | None = None) -> dict:
     record of the validated configuration ``cfg`` (the dashboard's iteration on screen, which may be mid-run):
     density ``P``, ``L`` and the regression function h(x), sd(x) of that P; regression ``x``, ``h`` and ``exact``
     (``{"mean", "var"}``, the exact posterior of the finished run, which the caller supplies)."""
-    from .metrics import regression_function  # the density's h(x) = E[y|x] of its P, as its fit document has it
     grid = grid_from_config(cfg)
     if cfg["model"] == "density":
         P = np.asarray(record.P, dtype=float)
