@@ -203,3 +203,20 @@ def test_no_test_error_curve_or_legend_entry_without_a_test_error():
     assert s.load_preset("fig27")
     s.solve()
     assert entry.visible and all(r.visible for r in view.test_renderers)
+
+
+def test_a_finished_regression_shows_the_exact_weights_beside_the_map_ones():
+    """The exact posterior of a finished regression run (closed form, arrays) reaches the mixing bars as b_j next
+    to the MAP a_j, and the regression view's exact band: nothing in the views takes an array for a truth value."""
+    from app.views.mixing import MixingView
+    from app.views.regression import RegressionView
+    s = BFTSession(live=False)
+    assert s.load_preset("two_trends")
+    mixing, regression = MixingView(session=s), RegressionView(session=s)
+    s.solve()
+    b = s.result["exact"]["b"]
+    k = len(b)
+    assert [n.split()[0] for n in mixing.bar_fig.x_range.factors] == [f"a{j + 1}" for j in range(k)] + \
+        [f"b{j + 1}" for j in range(k)]
+    assert mixing.bars.data["value"][k:] == pytest.approx([float(v) for v in b])
+    assert len(regression.exact.data["h"]) == s.grid.x.n
