@@ -208,7 +208,7 @@ def test_main_controls_have_accessible_names(page):
     from app.views.common import ARIA  # noqa: PLC0415 - the labels the page must carry
     for label in ARIA.values():
         wait_until(lambda: page.get_by_label(label).count() >= 1)
-    assert page.get_by_role("button", name="Download the main plot as a PNG").count() == 1
+    assert page.get_by_role("button", name="Download the figure of the fit as a PNG").count() == 1
     assert page.get_by_role("img", name="The learned density").count() == 1
 
 
