@@ -52,6 +52,8 @@ import asyncio
 import ctypes
 import dataclasses
 import itertools
+import logging
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -64,6 +66,10 @@ from bftcore.limits import RunBudgetExceeded, deadline
 from bftcore.regression import exact_posterior
 
 from .transport import at_release, one_message
+
+log = logging.getLogger(__name__)
+# `panel serve --log-level LEVEL` sets the level of Bokeh's logger only; the dashboard's lines follow the same choice
+log.setLevel(logging.getLogger("bokeh").getEffectiveLevel())
 
 #: Seconds of computing (time inside the worker thread, not pacing or queueing) one run may take on the server;
 #: past it the run is stopped with a message and the last iteration stays on screen.  The problems the budget of
@@ -158,6 +164,17 @@ def release_memory() -> None:
     """Give the memory freed by closed sessions back to the system (glibc keeps freed heap pages otherwise)."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
+
+
+#: The line the server logs (at INFO, once per session) when an ended session's runs have been closed on their
+#: worker threads and the memory given back: after it the session costs the server nothing.  An operator can read
+#: it in the workers' logs; the memory test waits for it instead of a clock (``app.harness.hostile_scenario``).
+SESSION_RELEASED = "session ended: its runs are closed and their memory given back"
+
+
+def _report_released() -> None:
+    release_memory()
+    log.info(SESSION_RELEASED)
 
 
 def trial_start(cfg: dict) -> None:
@@ -347,11 +364,20 @@ class FramePump:
         self.frame_serial = 0    # frames with records applied (the canvas sends it to the browser with the image)
         self.frame_acked = None  # the last serial the browser reported as applied; None: it never reported
         self.closed = False      # the browser session ended (close)
+        self._served = False     # see served
+        self._served = self.served
         self.fields = FieldBuffer()  # the fields of the run on screen, for the history scrubber
+        self._close_pools: set = set()  # worker pools on which this session's runs were closed (report_released)
 
     @property
     def served(self) -> bool:
-        return self.doc is not None and getattr(self.doc, "session_context", None) is not None
+        """The session is served by a Bokeh server (its runs go through worker threads), and stays so once seen:
+        Bokeh clears the document's ``session_context`` before it calls the session-destroyed hooks, and a close
+        that then took the session for an unserved one closed a generator on the event loop while its worker
+        thread was inside it ("generator already executing": the hook failed and the session's memory stayed)."""
+        if not self._served:
+            self._served = self.doc is not None and getattr(self.doc, "session_context", None) is not None
+        return self._served
 
     # --- run control ------------------------------------------------------------------------------------------
     def start(self, cfg: dict, init=None) -> bool:
@@ -383,6 +409,8 @@ class FramePump:
         self.playing, self.steps = False, 0
         if run is not None:
             run.close(on_worker=self.served, release=self.closed)
+            if self.served:
+                self._close_pools.add(run.pool)
 
     def close(self):
         """The browser session ended: stop the run and forget the runs (their generators are closed on their
@@ -391,6 +419,26 @@ class FramePump:
         self.cancel()
         self.run = self.shown_run = None
         self.fields.clear()
+
+    def report_released(self) -> None:
+        """After :meth:`close` and the session's own arrays are dropped: give the memory back and log
+        :data:`SESSION_RELEASED` once every run of the session has been closed on its worker thread (each pool has
+        one thread and serves in order, so a task queued behind the closes runs after them); at once when no run
+        was closed on a worker."""
+        pools, self._close_pools = list(self._close_pools), set()
+        if not pools:
+            _report_released()
+            return
+        remaining, lock = [len(pools)], threading.Lock()
+
+        def one_pool_done():
+            with lock:
+                remaining[0] -= 1
+                last = remaining[0] == 0
+            if last:
+                _report_released()
+        for pool in pools:
+            pool.submit(one_pool_done)
 
     def play(self):
         """Run (or resume) the current run, animated."""

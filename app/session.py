@@ -48,7 +48,7 @@ from .configuration import (
     fits_model,
     menu_kinds,
 )
-from .runner import FramePump, grid_key, release_memory, trial_start
+from .runner import FramePump, grid_key, trial_start
 from .transport import check_value
 
 #: Bounds of the parameters that are coordinates (domain, data, template parameters): the gate's own range.  Every
@@ -492,7 +492,7 @@ class BFTSession(param.Parameterized):
         self._undo = []
         with param.parameterized.discard_events(self):
             self.record, self.history, self.result, self.sweep = None, [], None, None
-        release_memory()
+        self.pump.report_released()
 
     def cancel(self):
         """Stop the current run (its generator is closed on its worker thread when served)."""

@@ -473,3 +473,48 @@ def test_the_share_panel_offers_the_file_while_the_setup_is_too_large_and_the_fi
     assert fresh.to_config() == s.to_config()
     s.link_too_long = 0
     assert panel.link_note.text == "" and not panel.link_note.pane.visible
+
+
+def test_a_session_ended_while_its_worker_computes_closes_the_run_there_and_says_so(caplog):
+    """Bokeh clears the document's session_context before it calls the session-destroyed hooks.  A session that
+    then took itself for an unserved one closed its run's generator on the event loop while the worker thread was
+    inside it: "generator already executing", the hook failed, and the session's memory stayed (on a loaded
+    machine, where an iteration is often in flight, the memory test of tests/ui/test_hostile_links.py failed).
+    The close must go to the worker thread, behind the iteration, and the server must log SESSION_RELEASED."""
+    import logging
+    import threading
+
+    from bokeh.document import Document
+
+    from app import runner
+    from bftcore.api import validate_config
+
+    class ServedDoc(Document):
+        session_context = object()
+
+    doc = ServedDoc()
+    s = BFTSession(doc=doc)
+    assert s.pump.start(validate_config(s.to_config()))
+    inside, go, closed_on = threading.Event(), threading.Event(), []
+
+    def held():
+        try:
+            inside.set()
+            assert go.wait(60)
+            yield None
+        finally:
+            closed_on.append(threading.current_thread().name)
+    run = s.pump.run
+    run.gen = held()
+    computing = run.pool.submit(runner._next_record, run.gen)  # the runner's iteration, in flight
+    assert inside.wait(60)
+    doc.session_context = None   # what Bokeh's Document.destroy does before the hooks
+    with caplog.at_level(logging.INFO, logger="app.runner"):
+        s.close()                # must not raise "generator already executing"
+        assert closed_on == [] and runner.SESSION_RELEASED not in caplog.text  # the iteration is still going
+        go.set()
+        computing.result(60)
+        run.pool.submit(lambda: None).result(60)  # the pool serves in order: the close and the report are done
+    assert closed_on and closed_on[0].startswith("bft-") and run.gen.gi_frame is None
+    assert caplog.text.count(runner.SESSION_RELEASED) == 1
+    assert s.record is None and s.history == []

@@ -113,7 +113,7 @@ def test_dashboard_works_through_nginx_in_several_tabs(classroom):
                 before = image_sum(page)[1]
                 sx, sy = canvas_xy(page, 5.0, 8.0)
                 page.mouse.click(sx, sy)
-                deadline = time.monotonic() + 30
+                deadline = time.monotonic() + 120  # bounds a failure only: a loaded machine is slower
                 while image_sum(page)[1] == pytest.approx(before, rel=1e-9):
                     assert time.monotonic() < deadline, "the click did not come back through nginx"
                     page.wait_for_timeout(100)
