@@ -27,15 +27,16 @@ What one session may cost the server (issue 11)
 -----------------------------------------------
 *Worker pools.*  ``asyncio.to_thread`` would put every session's iterations on the loop's default executor, shared
 by all sessions: three 16 000-node solves filled it and a click on the paper grid queued behind them.  Runs above
-:data:`HEAVY_NODES` grid nodes (a quarter of that for field P, whose sparse factorisations cost most) and beta
-sweeps go through one thread, ``_HEAVY_POOL``, in turn across sessions; smaller runs have threads of their own,
+:data:`HEAVY_NODES` grid nodes (a quarter of that for field P, whose sparse factorisations cost most) go through
+one thread, ``_HEAVY_POOL``, in turn across sessions and with the background tasks of :mod:`app.work` (its heavy
+lane: the evidence path, the beta sweep, the export); smaller runs have threads of their own,
 ``_LIGHT_POOLS``.  However many heavy links are open, they take one core between them and a small problem's click
 is computed at once.  Every executor has one thread and a run keeps its executor from its first iteration to the
 close of its generator: scipy's SuperLU frees a factorisation only on the thread that made it.
 
 *Compute budget.*  The runner adds up the seconds each run spends inside the worker thread; past
-:data:`RUN_COMPUTE_S` the run is stopped with a message and its last iteration stays on screen (a sweep gets the
-same budget as a wall-clock deadline).
+:data:`RUN_COMPUTE_S` the run is stopped with a message and its last iteration stays on screen (the background
+tasks of the heavy lane get the same budget as a wall-clock deadline).
 
 *Memory.*  When the browser session ends, :meth:`FramePump.close` stops the run, and :func:`release_memory` gives
 the freed pages back to the system; a fixed glibc mmap threshold (set at import) keeps large arrays out of the
@@ -62,10 +63,11 @@ import param
 from panel.io.state import set_curdoc
 
 from bftcore import api
-from bftcore.limits import RunBudgetExceeded, deadline
+from bftcore.limits import RunBudgetExceeded
 from bftcore.regression import exact_posterior
 
 from .transport import at_release, one_message
+from .work import HEAVY
 
 log = logging.getLogger(__name__)
 # `panel serve --log-level LEVEL` sets the level of Bokeh's logger only; the dashboard's lines follow the same choice
@@ -88,7 +90,7 @@ HEAVY_NODES = 4096
 LIGHT_THREADS = 4
 _LIGHT_POOLS = [ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"bft-light-{k}") for k in range(LIGHT_THREADS)]
 _LIGHT_TURN = itertools.cycle(_LIGHT_POOLS)
-_HEAVY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bft-heavy")
+_HEAVY_POOL = HEAVY.executor  # the heavy lane of app.work: heavy runs and background tasks in turn
 #: Shortest time between two frames pushed to the browser while a run plays (at most ~10 frames/s).
 MIN_FRAME_S = 0.15
 #: Shortest time between two updates of the secondary views (traces, mixing, regression curve, status line)
@@ -185,19 +187,6 @@ def trial_start(cfg: dict) -> None:
         next(gen)
     finally:
         gen.close()
-
-
-def _sweep_within_budget(cfg, beta_min, beta_max, n, progress=None):
-    """A log-spaced sweep in a worker thread, stopped after :data:`RUN_COMPUTE_S` seconds; ``progress(solves,
-    beta)`` is called after each solve."""
-    with deadline(RUN_COMPUTE_S):
-        return api.sweep_document(cfg, beta_min, beta_max, n, spacing="log", progress=progress)
-
-
-def _within_budget(fn, *args):
-    """``fn(*args)`` stopped after :data:`RUN_COMPUTE_S` seconds (a background job's budget)."""
-    with deadline(RUN_COMPUTE_S):
-        return fn(*args)
 
 
 def _nodes(cfg: dict) -> int:
@@ -360,7 +349,6 @@ class FramePump:
         self.playing = False     # the runner keeps going while True
         self.steps = 0           # single steps requested while paused
         self.task = None         # the session's runner task (served only)
-        self._jobs: dict = {}     # background jobs by key: None while one runs, or the next request waiting
         self.frame_serial = 0    # frames with records applied (the canvas sends it to the browser with the image)
         self.frame_acked = None  # the last serial the browser reported as applied; None: it never reported
         self.closed = False      # the browser session ended (close)
@@ -689,87 +677,3 @@ class FramePump:
             else:
                 await asyncio.sleep(0)
 
-    # --- background jobs (the evidence path) ---------------------------------------------------------------------
-    def background(self, key: str, fn, done, *args):
-        """``fn(*args)`` on the heavy worker thread within :data:`RUN_COMPUTE_S` (served; at once otherwise), then
-        ``done(result)`` on the document (an exception is passed as the result).  One job per ``key`` at a time: a
-        request made while one runs is kept (the newest only) and started when it ends, so a burst of clicks
-        costs two jobs, not one per click."""
-        if not self.served:
-            try:
-                result = _within_budget(fn, *args)
-            except Exception as e:  # noqa: BLE001 - handed to done, which tells the user
-                result = e
-            done(result)
-            return
-        if key in self._jobs:
-            self._jobs[key] = (fn, done, args)  # replaces an older waiting request
-            return
-        self._jobs[key] = None
-
-        async def work(job):
-            while job is not None:
-                fn_, done_, args_ = job
-                try:
-                    result = await asyncio.get_running_loop().run_in_executor(_HEAVY_POOL, _within_budget, fn_,
-                                                                               *args_)
-                except Exception as e:  # noqa: BLE001
-                    result = e
-                self.push(done_, result)
-                job = self._jobs.get(key)
-                self._jobs[key] = None
-            self._jobs.pop(key, None)
-        asyncio.ensure_future(work((fn, done, args)))
-
-    async def compute(self, fn, *args):
-        """``fn(*args)`` on the heavy worker thread within :data:`RUN_COMPUTE_S` when served (at once otherwise), for a
-        caller that awaits its result (the PNG export); its exception is raised to the caller."""
-        if not self.served:
-            return _within_budget(fn, *args)
-        return await asyncio.get_running_loop().run_in_executor(_HEAVY_POOL, _within_budget, fn, *args)
-
-    # --- beta sweep -------------------------------------------------------------------------------------------
-    def sweep(self, cfg: dict, beta_min: float, beta_max: float, n: int):
-        """Sweep beta of the validated ``cfg`` (bftcore.api.sweep_document) into the session's ``sweep``;
-        on the heavy worker thread, within :data:`RUN_COMPUTE_S`, when served."""
-        s = self.session
-
-        def done(doc):
-            s.sweeping = False
-            s.sweep_progress = ""
-            if isinstance(doc, Exception):
-                s.message = f"The sweep failed: {doc}"
-            else:
-                s.sweep = doc
-
-        total = 2 * int(n)  # followed upwards and downwards
-
-        def show(done_solves, beta):
-            s.sweep_progress = f"{min(done_solves, total)} of about {total} solves · β = {beta:.3g}"
-
-        s.sweep_progress = f"0 of about {total} solves"
-        s.sweeping = True
-        if self.served:
-            last = [0.0]
-
-            def progress(done_solves, beta):  # worker thread: hand it to the document, at most ~10 times a second
-                now = time.perf_counter()
-                if now - last[0] >= MIN_FRAME_S:
-                    last[0] = now
-                    self.push(show, done_solves, beta)
-
-            async def work():
-                try:
-                    doc = await asyncio.get_running_loop().run_in_executor(
-                        _HEAVY_POOL, _sweep_within_budget, cfg, beta_min, beta_max, n, progress)
-                except Exception as e:  # noqa: BLE001
-                    doc = e
-                self.push(done, doc)
-            asyncio.ensure_future(work())
-        else:
-            try:
-                result: dict | Exception = api.sweep_document(cfg, beta_min, beta_max, n, spacing="log",
-                                                              progress=show)
-            except Exception as e:  # noqa: BLE001
-                result = e
-            done(result)

@@ -1,15 +1,17 @@
-"""Headless tests of your own data (a CSV upload, app/views/share.py) and of the learning-curve view
-(app/views/learning.py): no browser, no server.  The view's worker thread runs the real
-bftcore.api.learning_curve_document; where a test must act while a curve is running, the curve is held at its first
-progress report until the test lets it go (no timing involved)."""
+"""Headless tests of your own data (a CSV upload, app/views/share.py) and of the learning curve: the session's
+task (app.session.BFTSession.start_learning, on app.work's learning lane) and its view (app/views/learning.py): no
+browser, no server.  The task's worker thread runs the real bftcore.api.learning_curve_document; where a test must
+act while a curve is running, the curve is held at its first progress report until the test lets it go (no timing
+involved)."""
 import threading
 
 import numpy as np
 import pytest
 
+from app import session as session_module
+from app import work
 from app.configuration import MAX_POINTS
 from app.session import BFTSession
-from app.views import learning
 from app.views.learning import CANCELLED_BY_CHANGE, LearningView
 from app.views.share import SharePanel, load_upload
 from bftcore import api
@@ -134,7 +136,7 @@ def held(monkeypatch):
             started.set()
             release.wait(60)
         return real(cfg, sizes, progress=hold, **kw)
-    monkeypatch.setattr(learning.api, "learning_curve_document", gated)
+    monkeypatch.setattr(session_module.api, "learning_curve_document", gated)
     yield started, release
     release.set()
 
@@ -143,11 +145,11 @@ def test_a_learning_curve_fills_every_source_and_the_progress_reaches_the_total(
     s, view = fig21
     partials = []
     draw = view._draw
-    monkeypatch.setattr(view, "_draw", lambda doc, job: (partials.append(doc.get("complete")), draw(doc, job)))
+    monkeypatch.setattr(view, "_draw", lambda doc, lam0: (partials.append(doc.get("complete")), draw(doc, lam0)))
     assert view.start()
     assert view.button.disabled and not view.cancel_button.disabled
     assert view.wait(120)
-    assert view.last_job.outcome == "complete", view.note.object
+    assert s.learning_state == "complete", view.note.object
     assert partials[-1] is True and False in partials  # partial documents were drawn before the final one
     for j in range(5):  # one curve per lambda: 1/4, 1/2, 1, 2 and 4 times the preset's 0.5
         data = view.curves[j].data
@@ -172,12 +174,12 @@ def test_a_second_click_while_one_runs_does_nothing(fig21, held):
     started, release = held
     assert view.start()
     assert started.wait(60)
-    first = view.last_job
-    assert view.button.disabled
+    first = s.work.running("learning")
+    assert view.button.disabled and first is not None
     assert not view.start()  # the button is disabled, and a click that still arrives changes nothing
-    assert view.last_job is first
+    assert s.work.running("learning") is first
     release.set()
-    assert view.wait(120) and view.last_job.outcome == "complete"
+    assert view.wait(120) and s.learning_state == "complete"
 
 
 def test_cancel_stops_the_curve_clears_it_and_says_so(fig21, held):
@@ -185,16 +187,17 @@ def test_cancel_stops_the_curve_clears_it_and_says_so(fig21, held):
     started, release = held
     assert view.start()
     assert started.wait(60)
+    task = s.work.running("learning")
     assert view.cancel()
-    assert view.last_job.cancelled.is_set()
+    assert task.cancelled.is_set()
     release.set()
     assert view.wait(60)
-    job = view.last_job
-    assert job.outcome == "cancelled" and job.done < job.total
+    done, total = s.learning_progress
+    assert task.outcome == s.learning_state == "cancelled" and done < total
     assert all(len(src.data["n"]) == 0 for src in view.curves) and len(view.best.data["n"]) == 0
     assert view.note.object.startswith("Cancelled.") and view.progress_text.text.endswith("data sets, stopped")
     assert not view.button.disabled and view.cancel_button.disabled
-    assert view.start() and view.wait(120) and view.last_job.outcome == "complete"  # and it starts again
+    assert view.start() and view.wait(120) and s.learning_state == "complete"  # and it starts again
 
 
 @pytest.mark.parametrize("change", ["slider", "click", "preset", "upload"])
@@ -203,6 +206,7 @@ def test_a_change_of_the_problem_cancels_the_running_curve(fig21, held, change):
     started, release = held
     assert view.start()
     assert started.wait(60)
+    task = s.work.running("learning")
     if change == "slider":
         s.lam = 0.8
     elif change == "click":
@@ -211,10 +215,10 @@ def test_a_change_of_the_problem_cancels_the_running_curve(fig21, held, change):
         assert s.load_preset("fig22")
     else:
         assert load_upload(s, GOOD_CSV, "mine.csv"), s.message
-    assert view.last_job.cancelled.is_set()
+    assert task.cancelled.is_set()
     release.set()
     assert view.wait(60)
-    assert view.last_job.outcome == "cancelled"
+    assert task.outcome == s.learning_state == "cancelled"
     assert view.note.object.startswith("Cancelled: the problem changed.")
     assert CANCELLED_BY_CHANGE in view.note.object.lower() and view.progress_text.text.endswith(", stopped")
     assert all(len(src.data["n"]) == 0 for src in view.curves)
@@ -241,7 +245,7 @@ def test_bootstrap_of_your_own_regression_data_labels_the_out_of_bag_error_and_a
     view = LearningView(session=s)
     view.param.update(n_from=5, n_to=20, n_sizes=2, resamples=3)
     assert view.start() and view.wait(120)
-    assert view.last_job.outcome == "complete", view.note.object
+    assert s.learning_state == "complete", view.note.object
     assert label(view.key_items[0]) == "out-of-bag error (solid)"
     assert "Bootstrap of your 12 points" in view.note.object and "out-of-bag" in view.note.object
     assert view.bag.visible and view.bag.object.endswith("by n: 5: 0.36 (0.35) · 20: 0.78 (0.82)")
@@ -253,7 +257,7 @@ def test_the_evidence_chosen_lambda_adds_a_curve_and_its_lambdas(fig21):
     s, view = fig21
     view.param.update(n_sizes=2, resamples=2, evidence=True)
     assert view.start() and view.wait(180)
-    assert view.last_job.outcome == "complete", view.note.object
+    assert s.learning_state == "complete", view.note.object
     assert label(view.curve_items[5]) == "evidence-chosen λ" and finite(view.curves[5].data["test"])
     assert finite(view.chosen.data["lam"]) and view.lambda_figure.legend.visible
     assert label(view.chosen_item) == "evidence (mean)"
@@ -265,33 +269,46 @@ def test_a_request_bftcore_refuses_says_why_and_starts_nothing():
     view = LearningView(session=s)
     view.param.update(n_from=5, n_to=20, n_sizes=2, resamples=3)
     assert view.start() and view.wait(60)
-    assert view.last_job.outcome == "failed"
+    assert s.learning_state == "failed"
     assert "needs at least 2 points" in view.note.object, view.note.object
     view.param.update(n_from=50, n_to=20)
     assert not view.start() and "larger than n to" in view.note.object
 
 
 def test_a_curve_waits_for_a_free_slot_of_the_server_and_then_runs(fig21, monkeypatch):
+    """Every thread of the server's learning lane is taken by another session's work: the curve says that it waits,
+    then runs when a thread is free."""
     s, view = fig21
-    slots = threading.BoundedSemaphore(1)
-    monkeypatch.setattr(learning, "_SLOTS", slots)
-    waiting = threading.Event()
-    say = view._waiting
-    monkeypatch.setattr(view, "_waiting", lambda job: (say(job), waiting.set()))
-    assert slots.acquire()  # another session's learning curve holds the only slot
+    lane = work.Lane("long-test", 1)
+    monkeypatch.setattr(session_module, "LONG", lane)
+    other, release = threading.Event(), threading.Event()
+    lane.submit(lambda: (other.set(), release.wait(60)))  # another session's learning curve holds the only thread
+    assert other.wait(60)
     assert view.start()
-    assert waiting.wait(60)
+    assert s.learning_state == "waiting"
     assert view.note.object.startswith("Waiting for a free worker")
     assert view.progress.value == 0 and view.button.disabled
-    slots.release()
-    assert view.wait(120) and view.last_job.outcome == "complete"
-    assert slots.acquire(blocking=False)  # the slot was given back
+    release.set()
+    assert view.wait(120) and s.learning_state == "complete"
+    assert lane.busy == 0  # the thread was given back
+
+
+def test_a_session_ended_cancels_its_curve_and_its_worker_stops(fig21, held):
+    s, view = fig21
+    started, release = held
+    assert view.start() and started.wait(60)
+    task = s.work.running("learning")
+    s.close()
+    assert task.cancelled.is_set()
+    release.set()
+    assert task.wait(60) and task.outcome == "cancelled"
+    assert not view.start()  # a closed session starts no new work
 
 
 def test_a_curve_over_the_servers_time_budget_stops_with_a_message(fig21, monkeypatch):
     s, view = fig21
-    monkeypatch.setattr(learning, "LEARNING_SECONDS", 0.0)  # over budget as soon as the first result arrives
+    monkeypatch.setattr(session_module, "LEARNING_SECONDS", 0.0)  # over budget as soon as the first result arrives
     assert view.start() and view.wait(120)
-    assert view.last_job.outcome == "failed"
+    assert s.learning_state == "failed"
     assert "the server's time budget for a learning curve" in view.note.object, view.note.object
     assert not view.button.disabled

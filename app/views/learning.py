@@ -6,13 +6,11 @@ truth, and the test error is measured against the truth.  Bootstrap mode (your o
 is n points drawn with replacement from the N points on the canvas, and the test error is the out-of-bag error on
 the points that were not drawn.
 
-How it runs (the pattern of the other background views, :mod:`app.views.evidence` and :mod:`app.views.sweep`):
-the computation blocks, so it runs in a daemon thread of its own (:class:`_Job`) with bftcore's in-process engine,
-within the server's time budget (:data:`LEARNING_SECONDS`) and at most :data:`LEARNING_SLOTS` of them at once in
-the whole server; every change it makes to the plots is handed to the session's document
-(``doc.add_next_tick_callback``, under Bokeh's lock, as one message: :meth:`LearningView._dispatch`), never made
-from the worker thread.  Without a server (tests, notebooks) the same calls are made from the worker thread under
-the view's lock.
+How it runs: the learning curve is a task of the session's background work (:mod:`app.work`), started and
+cancelled by the session (:meth:`app.session.BFTSession.start_learning`, ``cancel_learning``), on the server's
+learning lane (at most :data:`app.work.LONG_SLOTS` curves at once in the whole server; a session whose turn has not
+come says that it waits) within :data:`app.session.LEARNING_SECONDS`.  Its state lives in the session
+(``learning``, ``learning_state``, ``learning_progress``, ...); this view only draws it.
 
 A session has at most one learning curve running (the button is disabled meanwhile, and a second click does
 nothing).  Any change of the problem (a click, a slider, a preset, an upload: a change of one of
@@ -21,41 +19,23 @@ cleared and the view says so; the Cancel button does the same.
 """
 from __future__ import annotations
 
-import threading
-import time
-
 import numpy as np
 import panel as pn
 import param
 from bokeh.core.property.vectorization import value
 from bokeh.models import ColumnDataSource, FixedTicker, Legend, LegendItem, Range1d
-from panel.io.state import set_curdoc
 
-from bftcore import api
-from bftcore.distributed import Cancelled
-from bftcore.learning import LAMBDA_FACTORS, parse_sizes
-from bftcore.limits import LIMITS, RunBudgetExceeded, deadline
+from bftcore.learning import LAMBDA_FACTORS
 
-from ..configuration import CONFIG_PARAMS, MAX_POINTS
-from ..session import BFTSession
-from ..transport import one_message, user_action
+from ..configuration import MAX_POINTS
+from ..session import CANCELLED_BY_CHANGE, CANCELLED_BY_USER, BFTSession
+from ..transport import user_action
 from .common import SERIES, LiveText, make_figure, markdown_text, teaching
 
 #: Curves drawn at most: one per lambda of the document's default list (bftcore.learning.LAMBDA_FACTORS) and the
 #: evidence-chosen lambda.
 MAX_CURVES = len(LAMBDA_FACTORS) + 1
-#: Learning curves computed at once in the whole server (each takes one core while it runs); a session whose turn
-#: has not come says that it waits.
-LEARNING_SLOTS = 2
-_SLOTS = threading.BoundedSemaphore(LEARNING_SLOTS)
-#: Wall-clock budget of one learning curve on the server (the budget of bftcore.limits for one run).
-LEARNING_SECONDS = float(LIMITS.run_seconds or 120.0)
-#: Shortest time between two progress updates sent to the page (as often as the curves themselves come,
-#: bftcore.learning.UPDATE_SECONDS: each update is a message the event loop writes while the fits wait for the GIL).
-PROGRESS_S = 0.25
-#: What the page says when a run is cancelled by a change of the problem, and by the Cancel button.
-CANCELLED_BY_CHANGE = "cancelled: the problem changed"
-CANCELLED_BY_USER = "cancelled"
+__all__ = ["CANCELLED_BY_CHANGE", "CANCELLED_BY_USER", "LearningView"]
 #: Colours that read on the light and on the dark high-contrast theme (app.main.apply_theme recolours the plots'
 #: frames, not their lines): the evidence-chosen lambda's curves, the line-style key and the replica theory, and the
 #: line through the stars of the lowest test error.
@@ -66,6 +46,9 @@ STAR_LINE = "#c89b00"
 TIGHT = "p { margin: 2px 0; }"
 #: The columns of a curve's source: n, the mean of the test and train errors, and their mean ± sd.
 CURVE_COLUMNS = ("n", "test", "test_lo", "test_hi", "train", "train_lo", "train_hi")
+
+#: The note before the first learning curve.
+START_NOTE = "Press **Learning curve** to draw the error against the number of data points."
 
 EQUATION = (r"$\bar\varepsilon(n) = \frac{1}{R}\sum_{r=1}^{R} \varepsilon\big(p^*_{D_r}\big),\quad |D_r| = n$"
             r"$\quad$ (R data sets of n points each; one fit per data set and λ)")
@@ -106,33 +89,10 @@ def _relabel(item: LegendItem, label: str) -> None:
         item.label = value(label)  # a plain string would name a column of the source
 
 
-def _reason(e: BaseException) -> str:
-    """An exception's text for the note, a Markdown pane: as text, since it may quote outside text."""
-    text = " ".join(str(e).split()).rstrip(".")
-    return markdown_text(text[:400]) if text else type(e).__name__
-
-
-#: Where the dashboard's learning curves run (:mod:`bftcore.distributed`): ``"serial"``, a loop in the view's own
-#: worker thread.  The CLI and the API default to Dask in process, but inside the server Dask's scheduler, worker
-#: and client threads compete with the server's event loop that draws the curve as it fills: the Fig 21 curve
-#: (800 fits) took 8.8 s from the button to "Done" in process against 5.6-6.0 s serial (a fresh install,
-#: Chromium, 2026-11-23).  Progress, the live curve and cancellation work the same on every engine.
-SCHEDULER = "serial"
-
-
-class _Job:
-    """One learning curve: what it computes, how far it got, and its cancel flag (polled by bftcore ~10 times a
-    second from the worker thread)."""
-
-    def __init__(self, cfg: dict, sizes: list[int], resamples: int, evidence: bool):
-        self.cfg, self.sizes, self.resamples, self.evidence = cfg, sizes, resamples, evidence
-        self.total = len(sizes) * resamples
-        self.done = 0
-        self.cancelled = threading.Event()
-        self.started = time.perf_counter()
-        self.progress_at = 0.0
-        self.thread: threading.Thread | None = None
-        self.outcome = ""  # "complete", "cancelled" or "failed", once the worker thread has ended
+def _reason(text: str) -> str:
+    """The reason of a failure for the note, a Markdown pane: as text, since it may quote outside text."""
+    text = " ".join(str(text).split()).rstrip(".")
+    return markdown_text(text[:400]) if text else "no reason was given"
 
 
 class LearningView(pn.viewable.Viewer):
@@ -145,11 +105,7 @@ class LearningView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        self._lock = threading.RLock()
-        self.job: _Job | None = None   # the learning curve running (until its worker thread has ended)
-        self.last_job: _Job | None = None
         self.shown: dict | None = None  # the document on screen (partial while it runs)
-        self.stale = False              # the problem changed since the curves on screen were computed
         self._build_figures()
         self.button = pn.widgets.Button(label="Learning curve", color="primary", width=140,
                                         css_classes=["bft-learning-start"])
@@ -161,15 +117,19 @@ class LearningView(pn.viewable.Viewer):
                                                css_classes=["bft-learning-progress"], bar_color="primary")
         self.progress_text = LiveText("", width=300, margin=(12, 10, 0, 0), css_classes=["bft-learning-count"],
                                       styles={"font-size": "15px"})
-        self.note = pn.pane.Markdown("Press **Learning curve** to draw the error against the number of data points.",
-                                     css_classes=["bft-learning-note"], sizing_mode="stretch_width", margin=(0, 10),
-                                     styles={"font-size": "15px"}, stylesheets=[TIGHT])
+        self.note = pn.pane.Markdown(START_NOTE, css_classes=["bft-learning-note"], sizing_mode="stretch_width",
+                                     margin=(0, 10), styles={"font-size": "15px"}, stylesheets=[TIGHT])
         # bootstrap: the unique fraction of the points in a bag, measured and expected, per n
         self.bag = pn.pane.Markdown("", css_classes=["bft-learning-bag"], sizing_mode="stretch_width",
                                     margin=(0, 10), styles={"font-size": "14px"}, stylesheets=[TIGHT], visible=False)
-        self.session.param.watch(self._problem_changed, list(CONFIG_PARAMS))
-        if self.session.pump.served:
-            pn.state.on_session_destroyed(lambda _ctx: self.cancel(CANCELLED_BY_USER))
+        s = self.session
+        assert s is not None  # a view is built with its session (param types the parameter as optional)
+        s.param.watch(self._on_curve, ["learning"])
+        s.param.watch(self._on_progress, ["learning_progress"])
+        s.param.watch(self._on_state, ["learning_state", "learning_busy", "learning_stale", "learning_error"])
+        self._on_curve()
+        self._on_progress()
+        self._on_state()
 
     # ----------------------------------------------------------------------------------------------- figures
     def _build_figures(self):
@@ -244,9 +204,9 @@ class LearningView(pn.viewable.Viewer):
         lam_fig.legend.background_fill_alpha = 0.7
         self.lambda_figure = lam_fig
 
-    def _lambda_axis(self, job: _Job, chosen: list[float]):
+    def _lambda_axis(self, lam0: float, chosen: list[float]):
         """The lambda axis: the lambdas compared (a tick at each) and the evidence-chosen ones, with a margin."""
-        lams = [float(job.cfg["prior"]["lambda"]) * f for f in LAMBDA_FACTORS]
+        lams = [lam0 * f for f in LAMBDA_FACTORS]
         lo, hi = min(lams + chosen) / 2, max(lams + chosen) * 2
         decades = [10.0 ** k for k in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1)]
         ticks = sorted(set(lams) | {d for d in decades if lo <= d <= hi and all(abs(np.log(d / v)) > 0.4
@@ -269,12 +229,11 @@ class LearningView(pn.viewable.Viewer):
         self._show_bag(None)
         self.shown = None
 
-    def _draw(self, doc: dict, job: _Job):
-        """Put a learning-curve document (partial or complete) on the plots."""
+    def _draw(self, doc: dict, lam0: float):
+        """Put a learning-curve document (partial or complete) of a problem whose lambda is ``lam0`` on the plots."""
         self.shown = doc
         size = len(doc["n"])
         curves = doc["curves"][:MAX_CURVES]
-        lam0 = float(job.cfg["prior"]["lambda"])
         bootstrap = doc.get("mode") == "bootstrap"
         for j, src in enumerate(self.curves):
             item = self.curve_items[j]
@@ -314,7 +273,7 @@ class LearningView(pn.viewable.Viewer):
             self.chosen.data = dict(n=np.asarray(doc["n"], float), lam=mean, lo=np.maximum(mean - sd, mean / 10),
                                     hi=mean + sd)
             self.lambda_figure.legend.visible = True
-            self._lambda_axis(job, [v for v in mean.tolist() if np.isfinite(v)])
+            self._lambda_axis(lam0, [v for v in mean.tolist() if np.isfinite(v)])
         rep = doc.get("replica")
         if rep:
             self.replica.data = dict(n=np.asarray(rep["n"], float), test=_array(rep["test_error"]))
@@ -322,173 +281,81 @@ class LearningView(pn.viewable.Viewer):
             _relabel(self.replica_item, label + (", error on all N points" if bootstrap else ""))
             self.replica_item.visible = True
 
-    # ------------------------------------------------------------------------------------------- the worker
-    @property
-    def running(self) -> bool:
-        return self.job is not None
-
+    # --------------------------------------------------------------------------------- the session's curve
     def start(self) -> bool:
-        """Start the learning curve of the current problem (False, and a note saying why, when it cannot start;
-        False too, and nothing happens, while one runs)."""
-        with self._lock:
-            if self.job is not None:
-                return False
-            s = self.session
-            assert s is not None  # a view is built with its session (param types the parameter as optional)
-            try:
-                cfg = api.validate_config(s.to_config())
-                if self.n_from > self.n_to:
-                    raise ValueError(f"n from ({self.n_from}) is larger than n to ({self.n_to}); swap them")
-                sizes = parse_sizes(f"{self.n_from}:{self.n_to}:{self.n_sizes}", "the sizes n")
-            except ValueError as e:
-                self._say(f"Cannot compute a learning curve: {_reason(e)}.")
-                return False
-            job = _Job(cfg, sizes, int(self.resamples), bool(self.evidence))
-            self.job = self.last_job = job
-            self.stale = False
-            self._clear()
-            self.figure.x_range.update(start=sizes[0] / 1.25, end=sizes[-1] * 1.25)
-            self.n_ticks.ticks = sizes  # a tick at each size n of the curve
-            self._lambda_axis(job, [])
-            self._running(True)
-            self._show_progress(job, 0, job.total)
-            self._say(f"Computing: {len(sizes)} sizes n from {sizes[0]} to {sizes[-1]}, {job.resamples} data sets "
-                      f"each" + (", each also at its evidence-chosen λ" if job.evidence else "") + "…")
-            job.thread = threading.Thread(target=self._work, args=(job,), daemon=True, name="bft-learning")
-            job.thread.start()
-            return True
+        """Start the learning curve of the current problem with this view's inputs (the button); see
+        :meth:`app.session.BFTSession.start_learning`."""
+        assert self.session is not None
+        return self.session.start_learning(int(self.n_from), int(self.n_to), int(self.n_sizes),
+                                           int(self.resamples), bool(self.evidence))
 
     def cancel(self, reason: str = CANCELLED_BY_USER) -> bool:
-        """Cancel the running learning curve (its ``cancel()`` returns True from now on, and bftcore stops within
-        about 0.1 s): its curves are cleared and the note says ``reason``.  False when none runs."""
-        with self._lock:
-            job = self.job
-            if job is None or job.cancelled.is_set():
-                return False
-            job.cancelled.set()
-            self._clear()
-            self.cancel_button.disabled = True  # the start button follows when the worker thread has ended
-            self.progress_text.set(f"{job.done} of {job.total} data sets, stopped")
-            self._say(f"{reason[:1].upper()}{reason[1:]}. Press **Learning curve** to start again.")
-            return True
+        """Cancel the running learning curve (the Cancel button); False when none runs."""
+        assert self.session is not None
+        return self.session.cancel_learning(reason)
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for the worker thread of the last learning curve to end (tests, scripts); True when it has."""
-        job = self.last_job
-        if job is None or job.thread is None:
-            return True
-        job.thread.join(timeout)
-        return not job.thread.is_alive()
+        """Wait for the learning curve's worker thread to end (tests, scripts); True when it has."""
+        assert self.session is not None
+        return self.session.work.wait("learning", timeout)
 
-    def _work(self, job: _Job):
-        """The worker thread: the whole learning curve, its progress and partial documents handed to the page."""
-        result: object = None
-        try:
-            if self._take_slot(job):
-                try:
-                    with deadline(LEARNING_SECONDS):
-                        result = api.learning_curve_document(
-                            job.cfg, job.sizes, resamples=job.resamples, evidence=job.evidence,
-                            scheduler=SCHEDULER, progress=lambda done, total: self._progressed(job, done, total),
-                            cancel=job.cancelled.is_set,
-                            update=lambda doc: self._updated(job, doc))
-                finally:
-                    _SLOTS.release()
-        except Cancelled:
-            result = None
-        except RunBudgetExceeded:
-            result = RunBudgetExceeded(f"stopped after {LEARNING_SECONDS:g} s, the server's time budget for a learning "
-                                       f"curve; use fewer resamples or sizes, or a coarser grid")
-        except Exception as e:  # noqa: BLE001 - a refusal (ConfigError), the budget, a failed fit: said on the page
-            result = e
-        self._dispatch(job, self._finish, job, result, always=True)
-
-    def _take_slot(self, job: _Job) -> bool:
-        """One of the server's :data:`LEARNING_SLOTS`, waited for while the job is not cancelled."""
-        if _SLOTS.acquire(blocking=False):
-            return True
-        self._dispatch(job, self._waiting, job)
-        while not job.cancelled.is_set():
-            if _SLOTS.acquire(timeout=0.1):
-                self._dispatch(job, self._say_computing, job)
-                return True
-        return False
-
-    def _progressed(self, job: _Job, done: int, total: int):
-        job.done, job.total = done, total
-        now = time.perf_counter()
-        if done >= total or now - job.progress_at >= PROGRESS_S:
-            job.progress_at = now
-            self._dispatch(job, self._show_progress, job, done, total)
-
-    def _updated(self, job: _Job, doc: dict):
-        job.progress_at = time.perf_counter()  # the partial document carries the progress too
-        self._dispatch(job, self._partial, job, doc)
-
-    def _dispatch(self, job: _Job, fn, *args, always: bool = False):
-        """``fn(*args)`` on the session's document, under its lock and as one message (served), or at once under
-        the view's lock (no server).  Nothing of a cancelled job reaches the page but its end (``always``)."""
-        def apply():
-            with self._lock:
-                if always or not job.cancelled.is_set():
-                    fn(*args)
-        assert self.session is not None  # a view is built with its session (param types the parameter as optional)
-        pump = self.session.pump
-        if not pump.served:
-            apply()
+    def _on_curve(self, *_):
+        s = self.session
+        assert s is not None
+        doc, request = s.learning, s.learning_request
+        if doc is None or request is None or s.learning_state == "cancelled":
+            self._clear()
+            if request is not None:
+                sizes = request["sizes"]
+                self.figure.x_range.update(start=sizes[0] / 1.25, end=sizes[-1] * 1.25)
+                self.n_ticks.ticks = sizes  # a tick at each size n of the curve
+                self._lambda_axis(request["lambda"], [])
             return
-        doc = pump.doc
+        self._draw(doc, request["lambda"])
 
-        def tick():
-            with set_curdoc(doc), one_message(doc):
-                apply()
-        try:
-            doc.add_next_tick_callback(tick)
-        except Exception:  # noqa: BLE001 - the session is gone: stop computing for it
-            job.cancelled.set()
-
-    # ------------------------------------------------------------------- on the document (under its lock)
-    def _running(self, on: bool):
-        self.button.disabled = on
-        self.cancel_button.disabled = not on
-
-    def _show_progress(self, job: _Job, done: int, total: int):
-        if job is not self.job:
-            return
+    def _on_progress(self, *_):
+        s = self.session
+        assert s is not None
+        done, total = s.learning_progress
         self.progress.max = max(1, int(total))
         self.progress.value = int(min(done, total))
-        self.progress_text.set(f"{done} of {total} data sets")
+        stopped = ", stopped" if s.learning_state == "cancelled" else ""
+        self.progress_text.set(f"{done} of {total} data sets{stopped}" if total else "")
 
-    def _waiting(self, job: _Job):
-        if job is self.job:
-            self._say("Waiting for a free worker: other sessions are computing learning curves…")
+    def _on_state(self, *_):
+        s = self.session
+        assert s is not None
+        self.button.disabled = s.learning_busy
+        self.cancel_button.disabled = not s.learning_busy or s.learning_state == "cancelled"
+        if s.learning_state == "cancelled" and self.shown is not None:
+            self._on_curve()  # a cancelled curve is cleared, whatever reached the session before the cancel
+        self._on_progress()
+        self._say(self._note())
 
-    def _say_computing(self, job: _Job):
-        if job is self.job:
-            self._say("Computing…")
-
-    def _partial(self, job: _Job, doc: dict):
-        if job is not self.job:
-            return
-        self._draw(doc, job)
-        self._show_progress(job, doc.get("finished", job.done), doc.get("tasks", job.total))
-
-    def _finish(self, job: _Job, result):
-        if job is not self.job:
-            return
-        self.job = None
-        self._running(False)
-        if job.cancelled.is_set():
-            job.outcome = "cancelled"
-            return
-        if isinstance(result, BaseException) or not isinstance(result, dict):
-            job.outcome = "failed"  # what was drawn so far stays (a run stopped by the time budget shows its part)
-            self._say(f"The learning curve could not be computed: {_reason(result)}.")
-            return
-        job.outcome = "complete"
-        self._draw(result, job)
-        self._show_progress(job, result.get("tasks", job.total), result.get("tasks", job.total))
-        self._say(self._summary(result))
+    def _note(self) -> str:
+        """What the view says: the state of the session's learning curve in words (outside text escaped)."""
+        s = self.session
+        assert s is not None
+        state, request = s.learning_state, s.learning_request or {}
+        if state == "refused":
+            return f"Cannot compute a learning curve: {_reason(s.learning_error)}."
+        if state == "waiting":
+            return "Waiting for a free worker: other sessions are computing learning curves…"
+        if state == "running":
+            sizes = request["sizes"]
+            return (f"Computing: {len(sizes)} sizes n from {sizes[0]} to {sizes[-1]}, {request['resamples']} data "
+                    f"sets each" + (", each also at its evidence-chosen λ" if request["evidence"] else "") + "…")
+        if state == "cancelled":
+            reason = s.learning_cancel_reason or CANCELLED_BY_USER
+            return f"{reason[:1].upper()}{reason[1:]}. Press **Learning curve** to start again."
+        if state == "failed":
+            return f"The learning curve could not be computed: {_reason(s.learning_error)}."
+        if state == "complete" and s.learning is not None:
+            if s.learning_stale:
+                return ("These curves are for the problem before your last change; press **Learning curve** to "
+                        "compute them for the current one.")
+            return self._summary(s.learning)
+        return START_NOTE
 
     def _summary(self, doc: dict) -> str:
         fits = doc.get("fits", 0)
@@ -524,18 +391,6 @@ class LearningView(pn.viewable.Viewer):
     def _say(self, text: str):
         if self.note.object != text:
             self.note.object = text
-
-    # ----------------------------------------------------------------------------------- the problem changed
-    def _problem_changed(self, *_):
-        """A change of the problem (a click, a slider, a preset, an upload) cancels the learning curve running;
-        finished curves stay, marked as belonging to the problem before the change."""
-        with self._lock:
-            if self.cancel(CANCELLED_BY_CHANGE):
-                return
-            if self.job is None and self.shown is not None and not self.stale:
-                self.stale = True
-                self._say("These curves are for the problem before your last change; press **Learning curve** to "
-                          "compute them for the current one.")
 
     def __panel__(self):
         # one row of controls within the tab's width at 1280 x 720 (the start and cancel buttons side by side)
