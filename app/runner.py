@@ -64,7 +64,7 @@ from panel.io.state import set_curdoc
 
 from bftcore import api
 from bftcore.limits import RunBudgetExceeded
-from bftcore.regression import exact_posterior
+from bftcore.problems import kind_of
 
 from .transport import at_release, one_message
 from .work import HEAVY
@@ -190,12 +190,12 @@ def trial_start(cfg: dict) -> None:
 
 
 def _nodes(cfg: dict) -> int:
-    return cfg["grid"]["x"]["n"] * (cfg["grid"]["y"]["n"] if cfg["model"] == "density" else 1)
+    return kind_of(cfg).nodes(cfg)
 
 
 def _is_heavy(cfg: dict) -> bool:
-    field_p = cfg["model"] == "density" and cfg["prior"]["field"] == "P"
-    return _nodes(cfg) > (HEAVY_NODES // 4 if field_p else HEAVY_NODES)
+    kind = kind_of(cfg)
+    return kind.nodes(cfg) > (HEAVY_NODES // 4 if kind.is_sparse_heavy(cfg) else HEAVY_NODES)
 
 
 def _is_quick(cfg: dict) -> bool:
@@ -247,13 +247,13 @@ def without_arrays(rec):
 
 
 def _exact(run):
-    """Exact predictive mean and variance of a finished regression run (closed form, no second solve)."""
-    if run.cfg["model"] != "regression":
-        return None
+    """What is exact about a finished run in closed form (regression: the predictive mean and variance; no second
+    solve), or None for a kind without."""
     try:
-        return {"exact": exact_posterior(run.cfg)}
+        exact = kind_of(run.cfg).exact(run.cfg)
     except Exception as e:  # noqa: BLE001 - shown as a message, the MAP solution stays
         return e
+    return None if exact is None else {"exact": exact}
 
 
 class FieldBuffer:
@@ -655,8 +655,7 @@ class FramePump:
                 return
             if rec is _Done:
                 run.done = True
-                exact = (await asyncio.get_running_loop().run_in_executor(run.pool, _exact, run)
-                         if run.cfg["model"] == "regression" else None)
+                exact = await asyncio.get_running_loop().run_in_executor(run.pool, _exact, run)
                 if run is not self.run:
                     continue
                 self.push(self.apply_frame, run, pending if pending_run is run else [], True, exact)

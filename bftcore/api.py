@@ -18,7 +18,9 @@ Warm start: pass the previous field as ``init`` (L for field L, P for field P, h
 
 Layers, each importing only those below it: grid, operators, limits, records, templates, mixing (formulas) ->
 config (the one gate) -> energies, active set, solvers -> the problems (:mod:`bftcore.density`,
-:mod:`bftcore.regression`) -> :mod:`bftcore.workflows` -> this façade -> estimator, CLI, presets, benchmarks.
+:mod:`bftcore.regression`, :mod:`bftcore.evidence`) -> their kinds (:mod:`bftcore.problems`: what the façade asks of
+a kind of problem, chosen by the document's "model" in that one place) -> :mod:`bftcore.workflows` -> this façade ->
+estimator, CLI, presets, benchmarks.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import copy
 
 import numpy as np
 
-from . import density, evidence, regression
+from . import regression
 from .config import ConfigError, check_evidence_path, check_samples, default_config, grid_from_config, validate_config
 from .density import (  # noqa: F401 - the density problem's parts, part of the API
     EMPIRICAL_EPS,
@@ -42,6 +44,7 @@ from .density import (  # noqa: F401 - the density problem's parts, part of the 
 from .learning import bootstrap_document, learning_curve_document  # noqa: F401 - part of the API
 from .limits import blas_threads
 from .mixing import detect_plateaus  # noqa: F401 - part of the API
+from .problems import KINDS, kind_of
 from .records import FitResult, Record
 from .regression import RegressionFit  # noqa: F401 - part of the API
 from .templates import paper_true_density, template_density, template_field  # noqa: F401 - part of the API
@@ -52,8 +55,8 @@ __all__ = ["ConfigError", "default_config", "validate_config", "grid_from_config
            "evidence_document", "choose_hyperparameters", "posterior_summary", "learning_curve_document",
            "bootstrap_document"]
 
-#: The hyperparameters an evidence path can follow, per model: each model's own list (one home each).
-PATH_PARAMETERS = {"density": evidence.PATH_PARAMS, "regression": regression.SCALAR_PARAMETERS}
+#: The hyperparameters an evidence path can follow, per model: each kind's own list (bftcore.problems).
+PATH_PARAMETERS = {name: kind.path_parameters for name, kind in KINDS.items()}
 
 
 def _set_hyperparameter(cfg: dict, name: str, value: float) -> None:
@@ -68,30 +71,15 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
     ``{param: [...], "log_evidence": [...], "best": {param: ..., "log_evidence": ...}, "parameter": param,
     "model": ..., "method": "laplace" | "exact"}`` (the keys of issue 14's CLI contract, others added)."""
     cfg = validate_config(config)
-    model = cfg["model"]
-    if param not in PATH_PARAMETERS[model]:
-        raise ConfigError(f"the evidence path of the {model} model follows one of "
-                          f"{', '.join(PATH_PARAMETERS[model])}; got {param!r}")
-    nodes = cfg["grid"]["x"]["n"] * (cfg["grid"]["y"]["n"] if model == "density" else 1)
+    kind = kind_of(cfg)
+    if param not in kind.path_parameters:
+        raise ConfigError(f"the evidence path of the {kind.name} model follows one of "
+                          f"{', '.join(kind.path_parameters)}; got {param!r}")
     if values is not None:
         values = np.asarray(values, dtype=float)
-        check_evidence_path(len(values), nodes)
-    if model == "regression":
-        doc = dict(regression.evidence_path(cfg, param, values, validated=True))
-        lo, hi = float(np.min(doc[param])), float(np.max(doc[param]))
-        # the optimum between the path's ends, refined from its best point (the path alone stops at a grid value)
-        opt = regression.optimise_evidence(cfg, (param,), validated=True, bounds={param: (lo, hi)},
-                                           start={param: float(doc["best"][param])})
-        if opt["log_evidence"] >= doc["best"]["log_evidence"]:
-            doc["best"] = {param: float(opt[param]), "log_evidence": float(opt["log_evidence"])}
-        doc["method"] = "exact"
-    else:
-        doc = dict(evidence.evidence_path(cfg, param=param, values=values))
-        doc.pop("fields", None)
-        for key in ("log_evidence", "data_fit", "occam", "logdet_stderr"):  # JSON has no NaN: a gap is null
-            doc[key] = [v if v is not None and np.isfinite(v) else None for v in doc[key]]
-        doc["method"] = "laplace"
-    doc["parameter"], doc["model"] = param, model
+        check_evidence_path(len(values), kind.nodes(cfg))
+    doc = kind.evidence_path(cfg, param, values)
+    doc["parameter"], doc["model"] = param, kind.name
     return doc
 
 
@@ -101,23 +89,9 @@ def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9,
     None) -> ``{"x", "h_lo", "h_hi", "h_median", "kind": "laplace"}``; regression: ``n`` exact posterior draws of
     h on the x nodes -> ``{"x", "draws", "kind": "exact"}``."""
     cfg = validate_config(config)
-    rng = np.random.default_rng(seed)
-    grid = grid_from_config(cfg)
-    check_samples(n, grid.size if cfg["model"] == "density" else grid.x.n)  # before the fit, not after it
-    if cfg["model"] == "regression":
-        model = regression.RegressionModel.from_config(cfg, validated=True)
-        draws = model.posterior_samples(cfg["beta"], n, rng)
-        return {"x": grid.x.nodes.tolist(), "draws": np.asarray(draws).tolist(), "kind": "exact"}
-    problem = build_density(cfg, validated=True)
-    if field is None:
-        fit = run(cfg)
-        assert isinstance(fit, DensityFit)
-        L = fit.L
-    else:
-        L = np.asarray(field, dtype=float)
-    bands = evidence.credible_bands(problem, evidence.laplace_samples(problem, L, n, rng), level)
-    return {"x": grid.x.nodes.tolist(), "h_lo": bands["h_lower"].tolist(), "h_hi": bands["h_upper"].tolist(),
-            "h_median": bands["h_median"].tolist(), "kind": "laplace", "level": level}
+    kind = kind_of(cfg)
+    check_samples(n, kind.nodes(cfg))  # before the fit, not after it
+    return kind.posterior_summary(cfg, field, n, level, np.random.default_rng(seed))
 
 
 def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
@@ -151,10 +125,7 @@ def iterate(config: dict, init=None):
     """Yield a :class:`Record` per iteration of the configured solver; close the generator to stop early."""
     cfg = validate_config(config)
     blas_threads()
-    if cfg["model"] == "regression":
-        yield from regression.iterate(cfg, init, validated=True)
-        return
-    yield from density.records(build_density(cfg, validated=True), init)
+    yield from kind_of(cfg).iterate(cfg, init)
 
 
 def run(config: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
@@ -166,9 +137,7 @@ def run(config: dict, init=None, callback=None, check_stability: bool = False) -
     """
     cfg = validate_config(config)
     blas_threads()
-    if cfg["model"] == "regression":
-        return regression.solve(cfg, init, validated=True)
-    return density.solve(build_density(cfg, validated=True), init, callback, check_stability)
+    return kind_of(cfg).solve(cfg, init, callback, check_stability)
 
 
 def fit(config: dict, init=None, callback=None, check_stability: bool = False) -> dict:

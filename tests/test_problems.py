@@ -1,0 +1,69 @@
+"""The problem kinds (bftcore/problems.py): one per model the gate accepts, each answering the whole protocol, each
+answer checked against a route that does not go through the kind (the record's own arrays, the problem's own
+solver, the closed form); and the callers that ask the kind no longer compare the model's name."""
+import inspect
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+from bftcore import api, density, presets, problems, regression
+from bftcore.config import validate_config
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+CONFIGS = {"density": lambda: presets.figure_config("fig14"),
+           "regression": lambda: presets.regression_presets()["two_trends"]}
+
+
+def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole_protocol():
+    assert set(problems.KINDS) == {"density", "regression"}
+    for name in problems.KINDS:
+        assert validate_config(CONFIGS[name]())["model"] == name  # the gate accepts it
+    with pytest.raises(ValueError, match="model"):
+        validate_config({"model": "image"})                      # and no other
+    wanted = {n for n, v in vars(problems.ProblemKind).items() if inspect.isfunction(v)}
+    assert wanted >= {"nodes", "iterate", "solve", "evidence_path", "posterior_summary", "exact"}
+    for name, kind in problems.KINDS.items():
+        assert kind.name == name and kind.path_parameters
+        for method in wanted:
+            assert callable(getattr(kind, method)), (name, method)
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_a_kinds_node_count_is_the_size_of_its_field(name):
+    cfg = validate_config(CONFIGS[name]())
+    gen = api.iterate(cfg)
+    start = next(gen)
+    gen.close()
+    field = start.L if name == "density" else start.h
+    assert problems.kind_of(cfg).nodes(cfg) == np.asarray(field).size
+
+
+def test_the_density_kind_solves_what_the_density_problem_solves():
+    cfg = validate_config(CONFIGS["density"]())
+    via_kind = api.run(cfg)
+    direct = density.solve(density.build_density(cfg))
+    assert len(via_kind.history) == len(direct.history) > 1
+    np.testing.assert_array_equal(via_kind.last.P, direct.last.P)
+    assert problems.DENSITY.exact(cfg) is None
+    assert problems.DENSITY.is_sparse_heavy(validate_config({**CONFIGS["density"](), "prior": {"field": "P"}}))
+
+
+def test_the_regression_kind_solves_what_the_regression_model_solves_and_its_exact_is_the_closed_form():
+    cfg = validate_config(CONFIGS["regression"]())
+    via_kind = api.run(cfg)
+    direct = regression.solve(cfg)
+    np.testing.assert_array_equal(via_kind.last.h, direct.last.h)
+    exact = problems.REGRESSION.exact(cfg)
+    closed = regression.exact_posterior(cfg)
+    np.testing.assert_array_equal(exact["mean"], closed["mean"])
+    assert not problems.REGRESSION.is_sparse_heavy(cfg)
+
+
+def test_callers_that_ask_the_kind_do_not_compare_the_models_name():
+    """The façade and the dashboard's runner choose code by the kind (issue 26: "regression" compared only where
+    a document is read)."""
+    for path in ("bftcore/api.py", "app/runner.py"):
+        text = (ROOT / path).read_text()
+        assert not re.search(r"""\[["']model["']\]\s*[!=]=""", text), path
