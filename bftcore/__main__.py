@@ -19,13 +19,22 @@ import time
 import numpy as np
 
 from . import api, export, figures, result_tables
-from .config import ConfigError, check_evidence_path, load_config, read_document, validate_config, validate_sweep
+from .config import (
+    ConfigError,
+    Valid,
+    check_evidence_path,
+    load_config,
+    read_document,
+    validate_config,
+    validate_sweep,
+)
 from .distributed import Cancelled, parse_scheduler, using_tls
 from .evidence import PATH_MAX_DROP
 from .learning import parse_sizes
 from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
 from .operators import SingularOperatorError
 from .presets import figure_config
+from .problems import kind_of
 from .tables import data_document, read_table
 
 FIGURES = [f"fig{k}" for k in (14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28)]
@@ -73,9 +82,9 @@ def _summary_fit(doc: dict, grid: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def _validated_grid(args) -> dict | None:
+def _document_grid(args) -> dict | None:
     """The grid of the document a command ran (``reproduce``: its preset's), None when there is none."""
-    cfg = getattr(args, "validated", None)
+    cfg = getattr(args, "document", None)
     if cfg is None and args.command == "reproduce" and args.name != "fig7":
         cfg = validate_config(figure_config(args.name))
     return None if cfg is None else cfg.get("grid")
@@ -248,8 +257,8 @@ def _run(args) -> tuple[dict, str]:
         return api.fit(figure_config(args.name)), "fit"
     _check_outputs(args)
     with using(lim):
-        cfg = _document(args)
-        args.validated = validate_config(cfg)
+        cfg = _document(args)   # through the gate once: a Valid document from here on
+        args.document = cfg
         with deadline(lim.run_seconds), _tls(args):
             return _run_config(args, cfg)
 
@@ -258,7 +267,7 @@ def _run(args) -> tuple[dict, str]:
 TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".dat", ".tab")
 
 
-def _document(args) -> dict:
+def _document(args) -> Valid:
     """The validated configuration of a command: a JSON file, or a data table (by its suffix, or whenever
     ``--config`` is given) with the configuration of ``--config`` (or the defaults) and, unless that configuration
     gives a grid, a grid fitted to the data (:mod:`bftcore.tables`)."""
@@ -305,10 +314,8 @@ def _run_config(args, cfg) -> tuple[dict, str]:
             raise ConfigError("give one of --lambda, --l0, --l2, --l4, --l6, --beta: the path follows one "
                               "hyperparameter")
         name, text = given[0] if given else ("lambda", None)
-        valid = validate_config(cfg)
-        nodes = valid["grid"]["x"]["n"] * (valid["grid"]["y"]["n"] if valid["model"] == "density" else 1)
-        values = None if text is None else _evidence_values(text, f"--{name}", nodes)
-        return api.evidence_document(valid, name, values), "evidence"
+        values = None if text is None else _evidence_values(text, f"--{name}", kind_of(cfg).nodes(cfg))
+        return api.evidence_document(cfg, name, values), "evidence"
     if args.command == "learning-curve":
         parse_scheduler(args.scheduler)
         return api.learning_curve_document(cfg, parse_sizes(args.n), args.resamples, _lambda_values(args.lam),
@@ -407,7 +414,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         doc, kind = _run(args)
-        summaries = {"fit": lambda d: _summary_fit(d, _validated_grid(args)), "sweep": _summary_sweep,
+        summaries = {"fit": lambda d: _summary_fit(d, _document_grid(args)), "sweep": _summary_sweep,
                      "basins": _summary_basins, "evidence": _summary_evidence, "learning-curve": _summary_learning,
                      "bootstrap": _summary_bootstrap}
         text = _dump(doc) if args.json else summaries[kind](doc)
@@ -437,7 +444,7 @@ def _export(args, kind: str, doc: dict) -> list[str]:
     csv_prefix, png = getattr(args, "csv", None), getattr(args, "png", None)
     if csv_prefix is None and png is None:
         return []
-    cfg = args.validated
+    cfg = args.document
     tables: dict[str, str] | str
     if kind == "fit":
         tables, figure = result_tables.fit_tables(cfg, doc), (figures.fit_png(cfg, doc) if png else None)

@@ -29,7 +29,16 @@ import copy
 import numpy as np
 
 from . import regression
-from .config import ConfigError, check_evidence_path, check_samples, default_config, grid_from_config, validate_config
+from .config import (
+    ConfigError,
+    Valid,
+    check_evidence_path,
+    check_samples,
+    checked,
+    default_config,
+    grid_from_config,
+    validate_config,
+)
 from .density import (  # noqa: F401 - the density problem's parts, part of the API
     EMPIRICAL_EPS,
     DensityFit,
@@ -50,7 +59,7 @@ from .regression import RegressionFit  # noqa: F401 - part of the API
 from .templates import paper_true_density, template_density, template_field  # noqa: F401 - part of the API
 from .workflows import basins_document, fig7_document, sweep_document  # noqa: F401 - part of the API
 
-__all__ = ["ConfigError", "default_config", "validate_config", "grid_from_config", "build_density", "iterate",
+__all__ = ["ConfigError", "Valid", "default_config", "validate_config", "grid_from_config", "build_density", "iterate",
            "run", "fit", "Record", "FitResult", "sweep_document", "basins_document", "fig7_document",
            "evidence_document", "choose_hyperparameters", "posterior_summary", "learning_curve_document",
            "bootstrap_document"]
@@ -70,7 +79,7 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
     """The log evidence along ``param`` (log-spaced ``values``, or the problem's default range) and its maximum:
     ``{param: [...], "log_evidence": [...], "best": {param: ..., "log_evidence": ...}, "parameter": param,
     "model": ..., "method": "laplace" | "exact"}`` (the keys of issue 14's CLI contract, others added)."""
-    cfg = validate_config(config)
+    cfg = checked(config)
     kind = kind_of(cfg)
     if param not in kind.path_parameters:
         raise ConfigError(f"the evidence path of the {kind.name} model follows one of "
@@ -88,7 +97,7 @@ def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9,
     of the regression function h(x) of p(y|x) from ``n`` Laplace samples about the MAP ``field`` (solved here if
     None) -> ``{"x", "h_lo", "h_hi", "h_median", "kind": "laplace"}``; regression: ``n`` exact posterior draws of
     h on the x nodes -> ``{"x", "draws", "kind": "exact"}``."""
-    cfg = validate_config(config)
+    cfg = checked(config)
     kind = kind_of(cfg)
     check_samples(n, kind.nodes(cfg))  # before the fit, not after it
     return kind.posterior_summary(cfg, field, n, level, np.random.default_rng(seed))
@@ -100,7 +109,7 @@ def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
     (None when the document chooses nothing).  Density: lambda along its path (Laplace evidence).  Regression:
     the named hyperparameters jointly, by the exact evidence's optimiser started from the best point of each
     path."""
-    cfg = validate_config(config)
+    cfg = copy.deepcopy(checked(config))  # a copy: the hyperparameters chosen are set into it
     choose = cfg.pop("choose", None)
     if not choose:
         return cfg, None
@@ -123,7 +132,7 @@ def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
 
 def iterate(config: dict, init=None):
     """Yield a :class:`Record` per iteration of the configured solver; close the generator to stop early."""
-    cfg = validate_config(config)
+    cfg = checked(config)
     blas_threads()
     yield from kind_of(cfg).iterate(cfg, init)
 
@@ -135,7 +144,7 @@ def run(config: dict, init=None, callback=None, check_stability: bool = False) -
     ``check_stability=True`` (density) decides whether the solution is a local minimum
     (:func:`is_local_minimum`), as beta sweeps and basins report it; a regression result always says.
     """
-    cfg = validate_config(config)
+    cfg = checked(config)
     blas_threads()
     return kind_of(cfg).solve(cfg, init, callback, check_stability)
 

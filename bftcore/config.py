@@ -149,7 +149,7 @@ def parse_document(raw, where: str = "the configuration", limits: Limits | None 
         raise ConfigError(f"{where} holds a number that cannot be read: {e}") from None
 
 
-def load_config(path, limits: Limits | None = None) -> dict:
+def load_config(path, limits: Limits | None = None) -> Valid:
     """Read and validate a JSON configuration file; errors name the file and the problem."""
     limits = limits or active()
     return validate_config(read_document(path, limits), limits)
@@ -548,7 +548,29 @@ def _fitted_grid(g: dict, data, model: str, limits: Limits) -> dict:
     return {"x": _fitted_axis(xs, g.get("x"), "grid.x", 30), "y": _fitted_axis(ys, g.get("y"), "grid.y", 40)}
 
 
-def validate_config(doc, limits: Limits | None = None) -> dict:
+class Valid(dict):
+    """A configuration document that passed the gate (:func:`validate_config`, its only maker besides
+    :func:`vouched`).  The problems take it without checking it again (:func:`checked`); any other mapping, a
+    copy made with ``{**cfg}`` or a document read back from JSON included, is an outside document and passes the
+    gate again.  It is a plain ``dict`` otherwise: JSON, pickling and equality are a dict's."""
+
+    __slots__ = ()
+
+
+def checked(doc, limits: Limits | None = None) -> Valid:
+    """``doc`` itself when it passed the gate, else :func:`validate_config` of it: what a function that takes a
+    document calls first, so a valid document is checked once however many layers it crosses."""
+    return doc if isinstance(doc, Valid) else validate_config(doc, limits)
+
+
+def vouched(doc: dict) -> Valid:
+    """A document that its caller made from a valid one by a change the gate's checks cannot break (data drawn
+    from the same grid's truth or resampled from its own points, a hyperparameter taken from a range the gate
+    bounded), typed as valid without a second pass: the learning curve's thousands of fits."""
+    return doc if isinstance(doc, Valid) else Valid(doc)
+
+
+def validate_config(doc, limits: Limits | None = None) -> Valid:
     """Check a configuration document and return a complete copy with defaults; raise ConfigError otherwise.
 
     This is the one gate of every document (file, upload, share link, estimator): it checks the type, the
@@ -693,7 +715,7 @@ def validate_config(doc, limits: Limits | None = None) -> dict:
                             for i, t in enumerate(templates)]
     else:
         out["templates"] = [_regression_template_check(t, f"templates[{i}]", grid) for i, t in enumerate(templates)]
-    return copy.deepcopy(out)
+    return Valid(copy.deepcopy(out))
 
 
 def _choose(c, model: str, field: str, n_templates: int, nodes: int, limits: Limits) -> dict:

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse.linalg as spl
 
 from . import metrics
-from .config import ConfigError, check_samples, grid_from_config, validate_config
+from .config import ConfigError, check_samples, checked, grid_from_config
 from .energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log, project_simplex
 from .grid import Grid
 from .operators import PriorOperator
@@ -37,10 +37,10 @@ class DensityProblem:
     P_true: np.ndarray | None
 
 
-def build_density(config: dict, validated: bool = False) -> DensityProblem:
-    """Grid, data counts, prior operator, energy and truth of a density configuration (``validated=True`` skips
-    the validation of a document that :func:`bftcore.config.validate_config` has just returned)."""
-    cfg = config if validated else validate_config(config)
+def build_density(config: dict) -> DensityProblem:
+    """Grid, data counts, prior operator, energy and truth of a density configuration (checked by the gate
+    unless it is a :class:`bftcore.config.Valid` document already)."""
+    cfg = checked(config)
     grid = grid_from_config(cfg)
     pr = cfg["prior"]
     K = PriorOperator(grid, pr["lambda_x"], pr["lambda_y"], pr["l0"], pr["l2"], pr["l4"], pr["l6"])

@@ -531,7 +531,7 @@ class BFTRegressor:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         if "config_" in state:
-            self.model_ = regression.RegressionModel.from_config(state["config_"], validated=True)
+            self.model_ = regression.RegressionModel.from_config(state["config_"])
 
     # --- fit -----------------------------------------------------------------------------------------------------
     def _hyper(self, name: str, allow_zero: bool = False):
@@ -587,10 +587,10 @@ class BFTRegressor:
         chosen = [_EVIDENCE_NAMES[k] for k, v in given.items() if v is None]
         self.evidence_result_ = None
         if chosen:
-            res = regression.optimise_evidence(cfg, params=chosen, validated=True)
+            res = regression.optimise_evidence(cfg, params=chosen)
             self.evidence_result_ = res
             cfg = self._validate(self.to_config(x, yv, res["lambda"], res["beta"], res["l0"]))
-        model = regression.RegressionModel.from_config(cfg, validated=True)
+        model = regression.RegressionModel.from_config(cfg)
         beta = float(cfg["beta"])
         exact = model.exact(beta)
         self.config_, self.model_ = cfg, model

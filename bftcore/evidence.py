@@ -63,7 +63,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spl
 
 from . import metrics
-from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, validate_config
+from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, checked
 from .density import DensityProblem, build_density
 from .energies import LogDensityEnergy, LogPoint, Prior, normalise_log
 from .limits import blas_threads
@@ -571,7 +571,7 @@ class _PathProblem:
         if param not in PATH_PARAMS:
             raise ValueError(f"an evidence path varies one of {PATH_PARAMS}, got {param!r}")
         self.cfg, self.param = cfg, param
-        self.base = build_density(cfg, validated=True)
+        self.base = build_density(cfg)
         check_model(self.base)
         if not cfg["data"]:  # ln p(D) = 0 whatever the hyperparameters: a "maximum" would be an arbitrary value
             raise ValueError(f"with no data the evidence p(D | {param}) is 1 for every {param}, so there is "
@@ -627,7 +627,7 @@ def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool =
     are not solved: they are NaN and listed in ``skipped``.  Measured (scripts/bench_evidence.py, 2026-11-23):
     30 lambdas on 64 x 64 (l2, 200 data, 2 cores) with the Brent refinement in 0.84 s; 200 nodes of a 1-D density
     (l6, free boundary) in 0.06-0.08 s."""
-    cfg = validate_config(config)
+    cfg = checked(config)
     path = _PathProblem(cfg, param)
     vals = default_values(path.base, param) if values is None else np.asarray(values, dtype=float).ravel()
     if vals.size < 1 or not np.all(np.isfinite(vals)) or np.any(vals <= 0):

@@ -41,7 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import density, regression, replica
-from .config import ConfigError, check_resampling, grid_from_config, validate_config
+from .config import ConfigError, Valid, check_resampling, grid_from_config, validate_config, vouched
 from .distributed import run_tasks
 from .evidence import check_model, evidence_path
 from .limits import RunBudgetExceeded
@@ -94,11 +94,13 @@ def _seed_of(seed: int, k: int, r: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([int(seed), int(k), int(r)]))
 
 
-def _with(cfg: dict, data, lam: float | None = None) -> dict:
+def _with(cfg: dict, data, lam: float | None = None) -> Valid:
+    """The valid document ``cfg`` with other data (drawn from its truth or resampled from its own points) and, if
+    given, another lambda (a multiple of its own): vouched for, not checked again (thousands of fits)."""
     out = {**cfg, "data": data}
     if lam is not None:
         out["prior"] = {**cfg["prior"], "lambda": float(lam)}
-    return out
+    return vouched(out)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -120,7 +122,7 @@ def truth_sampler(cfg: dict) -> Callable[[int, np.random.Generator], np.ndarray]
             iy = np.minimum((cdf[ix] < u[:, None]).sum(axis=1), grid.y.n - 1)
             return np.column_stack([grid.x.nodes[ix], grid.y.nodes[iy]])
         return draw
-    model = regression.RegressionModel.from_config({**cfg, "data": []}, validated=True)
+    model = regression.RegressionModel.from_config(_with(cfg, []))
     if model.truth is None:
         raise ConfigError("teacher mode draws data from the truth; give the true h(x) as \"truth\" or use the "
                           "bootstrap of your data")
@@ -142,7 +144,7 @@ def expected_unique(N: int, m) -> np.ndarray:
 # one fit and its errors
 # --------------------------------------------------------------------------------------------------------------
 def _density_errors(cfg, data, lam, init, held_out, everything):
-    problem = density.build_density(_with(cfg, data.tolist(), lam), validated=True)
+    problem = density.build_density(_with(cfg, data.tolist(), lam))
     fit = density.solve(problem, init)
     L, grid = fit.L, problem.grid
 
@@ -160,7 +162,7 @@ def _density_errors(cfg, data, lam, init, held_out, everything):
 
 
 def _regression_errors(cfg, data, lam, init, held_out, everything):
-    fit = regression.solve(_with(cfg, data.tolist(), lam), init, validated=True)
+    fit = regression.solve(_with(cfg, data.tolist(), lam), init)
     model, h = fit.model, fit.h
     axis = model.axis
 
@@ -190,7 +192,7 @@ def _evidence_lambda(cfg: dict, data) -> float:
     if cfg["model"] == "density":
         values = np.geomspace(lam / EVIDENCE_SPAN, lam * EVIDENCE_SPAN, EVIDENCE_POINTS)
         return float(evidence_path(c, "lambda", values)["best"]["lambda"])
-    opt = regression.optimise_evidence(c, ("lambda",), validated=True,
+    opt = regression.optimise_evidence(c, ("lambda",),
                                        bounds={"lambda": (lam / EVIDENCE_SPAN, lam * EVIDENCE_SPAN)},
                                        start={"lambda": lam})
     return float(opt["lambda"])
@@ -323,7 +325,7 @@ def learning_curve_document(config: dict, sizes, resamples: int = 20, lambdas=No
         truth_sampler(cfg)  # refuses a document without a usable truth before any task is sent
     if evidence and cfg["model"] == "density":  # what the Laplace evidence does not cover, before any task is sent
         try:
-            check_model(density.build_density(cfg, validated=True))
+            check_model(density.build_density(cfg))
         except ValueError as e:
             raise ConfigError(f"--evidence: {e}") from None
     tasks = [{"cfg": cfg, "mode": mode, "n": n, "k": k, "r": r, "seed": int(seed), "lambdas": lams,
@@ -395,7 +397,7 @@ def replica_curve(cfg: dict, mode: str, sizes: list[int], lam: float) -> dict | 
     ``test_error`` (teacher: the mean of (h - h_true)^2 / 2, i.e. (epsilon - sigma^2)/2; bootstrap: the error on
     all N points, epsilon / 2, to set beside ``all_error``).  None for a mixture of priors (the theory is for one
     Gaussian prior) or more than :data:`bftcore.replica.DENSE_PRECISION_MAX_SITES` nodes."""
-    model = regression.RegressionModel.from_config(_with(cfg, [], lam), validated=True)
+    model = regression.RegressionModel.from_config(_with(cfg, [], lam))
     if model.m > 1 or len(model.nodes) > replica.DENSE_PRECISION_MAX_SITES:
         return None
     beta = float(cfg["beta"])
@@ -459,13 +461,13 @@ def bootstrap_document(config: dict, resamples: int = 50, level: float = 0.9, se
         P = np.array([o["P"] for o in rest])
         doc.update({"y": grid.y.nodes.tolist(), "P": full["P"], "P_mean": P.mean(axis=0).tolist(),
                     "P_sd": P.std(axis=0, ddof=1).tolist()})
-        problem = density.build_density({**cfg, "data": []}, validated=True)
+        problem = density.build_density(_with(cfg, []))
         if problem.P_true is not None:
             truth_P = problem.P_true / (problem.P_true.sum(axis=1, keepdims=True) * grid.hy)
             truth_h = regression_function(truth_P, grid)[0]
         doc["P_bias"] = None if truth_P is None else (P.mean(axis=0) - truth_P).tolist()
     else:
-        model = regression.RegressionModel.from_config(cfg, validated=True)
+        model = regression.RegressionModel.from_config(cfg)
         truth_h = model.truth
     doc["h_bias"] = None if truth_h is None else (H.mean(axis=0) - truth_h).tolist()
     doc.update({"failed": resamples - len(rest), "scheduler": scheduler or "inprocess",
@@ -483,10 +485,10 @@ def band_task(task: dict) -> dict | None:
         data = data[rng.integers(0, len(data), size=len(data))]
     try:
         if cfg["model"] == "density":
-            fit = density.solve(density.build_density(_with(cfg, data.tolist()), validated=True))
+            fit = density.solve(density.build_density(_with(cfg, data.tolist())))
             h = regression_function(fit.P, fit.problem.grid)[0]
             return {"h": h.tolist(), "P": fit.P.tolist()}
-        rfit = regression.solve(_with(cfg, data.tolist()), None, validated=True)
+        rfit = regression.solve(_with(cfg, data.tolist()), None)
         return {"h": rfit.h.tolist()}
     except RunBudgetExceeded:
         raise

@@ -94,10 +94,10 @@ class _Density:
         return cfg["prior"]["field"] == "P"
 
     def iterate(self, cfg: dict, init=None) -> Iterator[Record]:
-        yield from density.records(density.build_density(cfg, validated=True), init)
+        yield from density.records(density.build_density(cfg), init)
 
     def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
-        return density.solve(density.build_density(cfg, validated=True), init, callback, check_stability)
+        return density.solve(density.build_density(cfg), init, callback, check_stability)
 
     def evidence_path(self, cfg: dict, param: str, values) -> dict:
         doc = dict(evidence.evidence_path(cfg, param=param, values=values))
@@ -110,7 +110,7 @@ class _Density:
     def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
         """The pointwise ``level`` credible band of the regression function h(x) of p(y|x) from ``n`` Laplace
         samples about the MAP field L (solved here if None)."""
-        problem = density.build_density(cfg, validated=True)
+        problem = density.build_density(cfg)
         if field is None:
             fit = self.solve(cfg)
             assert isinstance(fit, density.DensityFit)
@@ -137,17 +137,17 @@ class _Regression:
         return False
 
     def iterate(self, cfg: dict, init=None) -> Iterator[Record]:
-        yield from regression.iterate(cfg, init, validated=True)
+        yield from regression.iterate(cfg, init)
 
     def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
-        return regression.solve(cfg, init, validated=True)
+        return regression.solve(cfg, init)
 
     def evidence_path(self, cfg: dict, param: str, values) -> dict:
         """The exact path, its optimum between the path's ends refined from its best point (the path alone stops
         at a grid value)."""
-        doc = dict(regression.evidence_path(cfg, param, values, validated=True))
+        doc = dict(regression.evidence_path(cfg, param, values))
         lo, hi = float(np.min(doc[param])), float(np.max(doc[param]))
-        opt = regression.optimise_evidence(cfg, (param,), validated=True, bounds={param: (lo, hi)},
+        opt = regression.optimise_evidence(cfg, (param,), bounds={param: (lo, hi)},
                                            start={param: float(doc["best"][param])})
         if opt["log_evidence"] >= doc["best"]["log_evidence"]:
             doc["best"] = {param: float(opt[param]), "log_evidence": float(opt["log_evidence"])}
@@ -156,7 +156,7 @@ class _Regression:
 
     def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
         """``n`` exact posterior draws of h on the x nodes."""
-        model = regression.RegressionModel.from_config(cfg, validated=True)
+        model = regression.RegressionModel.from_config(cfg)
         draws = model.posterior_samples(cfg["beta"], n, rng)
         return {"x": grid_from_config(cfg).x.nodes.tolist(), "draws": np.asarray(draws).tolist(), "kind": "exact"}
 

@@ -27,7 +27,7 @@ import scipy.sparse.linalg as spla
 from scipy.linalg.lapack import dtbtrs
 from scipy.optimize import minimize
 
-from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, grid_from_config, validate_config
+from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, checked, grid_from_config
 from .grid import Axis
 from .limits import blas_threads
 from .mixing import (
@@ -89,12 +89,12 @@ class RegressionModel:
         self._cache: dict = {}
 
     @classmethod
-    def from_config(cls, config: dict, validated: bool = False) -> "RegressionModel":
+    def from_config(cls, config: dict) -> "RegressionModel":
         """Model of a JSON document with ``"model": "regression"`` (CONVENTIONS.md §4), through the gate
-        (:func:`bftcore.config.validate_config`: its defaults, its errors; ``validated=True`` for a document it has
-        just returned).  ``truth`` may be a template object or a list of node values of the true regression
+        (:func:`bftcore.config.checked`: its defaults, its errors; a :class:`~bftcore.config.Valid` document is
+        not checked again).  ``truth`` may be a template object or a list of node values of the true regression
         function (used for the test error)."""
-        cfg = config if validated else validate_config(config)
+        cfg = checked(config)
         if cfg["model"] != "regression":
             raise ValueError(f"this is the regression model; the config says model = {cfg['model']!r}")
         pr = cfg["prior"]
@@ -475,11 +475,11 @@ class RegressionPoint:
         return float(np.max(np.abs(self.gradient))) if self.gradient.size else 0.0
 
 
-def _setup(config: dict, init, validated: bool = False):
+def _setup(config: dict, init):
     """Model, beta, energy, start and solver settings of a regression configuration; the solver's defaults are the
     gate's (:func:`bftcore.config.validate_config`), as for a density."""
-    cfg = config if validated else validate_config(config)
-    model = RegressionModel.from_config(cfg, validated=True)
+    cfg = checked(config)
+    model = RegressionModel.from_config(cfg)
     beta = cfg["beta"]
     so = cfg["solver"]
     h0 = model.initial_field(so["init"]) if init is None else np.asarray(init, dtype=float)
@@ -500,21 +500,21 @@ def _records(model: RegressionModel, energy: RegressionMixtureEnergy, h0, kw):
                      elapsed_s=rec.elapsed_s, h=h, field=h)
 
 
-def iterate(config: dict, init=None, validated: bool = False):
+def iterate(config: dict, init=None):
     """Yield one :class:`~bftcore.records.Record` (with ``h``) per iteration of a regression fit; iteration 0 is
     the start.  Used by ``bftcore.api.iterate`` so the dashboard can stream a regression run like a density run."""
-    model, _, energy, h0, kw = _setup(config, init, validated)
+    model, _, energy, h0, kw = _setup(config, init)
     yield from _records(model, energy, h0, kw)
 
 
-def solve(config: dict, init=None, validated: bool = False) -> "RegressionFit":
+def solve(config: dict, init=None) -> "RegressionFit":
     """Fit a regression config (CONVENTIONS.md §4, ``"model": "regression"``) and return the result as arrays.
 
     Solves the stationarity equation (21) [001] for h on the x nodes with the learning algorithm of
     ``solver.method`` (:func:`bftcore.solvers.iterate`).  ``init`` (an array of node values) overrides
     ``solver.init``."""
     t0 = time.perf_counter()
-    model, beta, energy, h0, kw = _setup(config, init, validated)
+    model, beta, energy, h0, kw = _setup(config, init)
     history = list(_records(model, energy, h0, kw))
     h = history[-1].h
     g = energy.gradient(h)
@@ -530,7 +530,7 @@ def solve(config: dict, init=None, validated: bool = False) -> "RegressionFit":
 def exact_posterior(config: dict) -> dict:
     """The exact posterior of a validated regression document, closed form ([001] Sect. 4.3): ``{"b", "mean",
     "var"}`` as arrays (:meth:`RegressionModel.exact`), with no MAP solve: what the dashboard shows beside a run."""
-    return RegressionModel.from_config(config, validated=True).exact(config["beta"])
+    return RegressionModel.from_config(config).exact(config["beta"])
 
 
 def fit(config: dict, init=None) -> dict:
@@ -752,8 +752,8 @@ class RegressionEvidence:
         return cls(model.axis, model.ix, model.y, model.templates, model.weights, lam=model.lam, **model.coeffs)
 
     @classmethod
-    def from_config(cls, config: dict, validated: bool = False) -> "RegressionEvidence":
-        return cls.from_model(RegressionModel.from_config(config, validated=validated))
+    def from_config(cls, config: dict) -> "RegressionEvidence":
+        return cls.from_model(RegressionModel.from_config(config))
 
     @property
     def null_space_message(self) -> str:
@@ -1073,29 +1073,29 @@ def _positive_values(values, name: str, allow_zero: bool = False) -> np.ndarray:
 
 
 # --- the config-level functions the CLI calls ------------------------------------------------------------------
-def _evidence_setup(config: dict, validated: bool):
+def _evidence_setup(config: dict):
     blas_threads()   # as every run of the API: one BLAS thread (bftcore.limits), which L-BFGS-B needs badly
-    cfg = config if validated else validate_config(config)
-    ev = RegressionEvidence.from_config(cfg, validated=True)
+    cfg = checked(config)
+    ev = RegressionEvidence.from_config(cfg)
     return cfg, ev
 
 
-def evidence(config: dict, validated: bool = False) -> dict:
+def evidence(config: dict) -> dict:
     """The evidence of a regression document at its hyperparameters: ``{"log_evidence" (mixture),
     "components" (ln p(y|j), shape (m,)), "b" (posterior weights (28) [001]), "gradient" ({lambda, l0 (when
     l0 > 0), beta: derivative by the log; weights: by the softmax coordinates})}``."""
-    cfg, ev = _evidence_setup(config, validated)
+    cfg, ev = _evidence_setup(config)
     beta = cfg["beta"]
     return {"log_evidence": ev.log_evidence(beta), "components": ev.log_evidences(beta),
             "b": ev.posterior_weights(beta), "gradient": ev.gradient(beta)}
 
 
-def evidence_path(config: dict, name: str, values=None, validated: bool = False) -> dict:
+def evidence_path(config: dict, name: str, values=None) -> dict:
     """ln p(y_D | ...) along ``name`` (``"lambda"``, ``"l0"`` or ``"beta"``) over ``values`` (None: the
     log-spaced default range of :data:`bftcore.config.CHOOSE_DEFAULT_RANGE`), the other hyperparameters as in the
     document; :meth:`RegressionEvidence.path` (keys ``name``, ``log_evidence``, ``components``, ``b``, ``best``;
     arrays).  The path is checked against the evidence budget of the gate."""
-    cfg, ev = _evidence_setup(config, validated)
+    cfg, ev = _evidence_setup(config)
     _check_scalar_name(name)
     if values is None:
         values = np.geomspace(*CHOOSE_DEFAULT_RANGE[name])
@@ -1104,26 +1104,26 @@ def evidence_path(config: dict, name: str, values=None, validated: bool = False)
     return ev.path(name, vals, beta=cfg["beta"])
 
 
-def evidence_surface(config: dict, first: tuple, second: tuple, validated: bool = False) -> dict:
+def evidence_surface(config: dict, first: tuple, second: tuple) -> dict:
     """ln p(y_D | ...) over two hyperparameters, ``first = (name1, values1)``, ``second = (name2, values2)``;
     :meth:`RegressionEvidence.surface` (keys ``axes``, name1, name2, ``log_evidence`` of shape (k1, k2),
     ``best``).  Each axis is checked against the budget of an evidence path; the surface costs one factorisation
     per pair of (lambda, l0) values (beta is free), so put beta on an axis where you can."""
-    cfg, ev = _evidence_setup(config, validated)
+    cfg, ev = _evidence_setup(config)
     for name, values in (first, second):   # each axis within the budget of a path
         check_evidence_path(int(np.asarray(values, dtype=float).size), ev.n,
                             where=f"the evidence surface's axis {name}")
     return ev.surface(first, second, beta=cfg["beta"])
 
 
-def optimise_evidence(config: dict, params=("lambda", "beta"), validated: bool = False,
-                      bounds: dict | None = None, start: dict | None = None) -> dict:
+def optimise_evidence(config: dict, params=("lambda", "beta"), bounds: dict | None = None,
+                      start: dict | None = None) -> dict:
     """Maximise the evidence of a regression document over ``params`` (names of :data:`MAXIMISABLE_PARAMETERS`),
     the others fixed at the document's values; ``bounds`` {name: (lo, hi)} and ``start`` {name: value} as in
     :meth:`RegressionEvidence.optimise` (keys ``lambda``, ``l0``, ``beta``,
     ``weights``, ``log_evidence``, ``iterations``, ``evaluations``, ``converged``, ``gradient``, ``at_bound``,
     ``chosen``)."""
-    cfg, ev = _evidence_setup(config, validated)
+    cfg, ev = _evidence_setup(config)
     return ev.optimise(params, beta=cfg["beta"], bounds=bounds, start=start)
 
 

@@ -29,7 +29,7 @@ def random_data(nx, ny, n, seed=0):
 
 
 def problem_and_map(cfg):
-    pb = build_density(cfg, validated=True)
+    pb = build_density(cfg)
     return pb, solve(pb).L
 
 
@@ -170,7 +170,7 @@ def test_evidence_path_maximum_is_stationary_and_matches_single_evaluations():
     out = ev.evidence_path(cfg, values=np.geomspace(0.01, 30, 12))
     assert len(out["lambda"]) == len(out["log_evidence"]) == len(out["fields"]) == 12
     k = 4
-    pb = build_density(dict(cfg, prior=dict(cfg["prior"], **{"lambda": out["lambda"][k]})), validated=True)
+    pb = build_density(dict(cfg, prior=dict(cfg["prior"], **{"lambda": out["lambda"][k]})))
     assert ev.laplace_evidence(pb, out["fields"][k])["log_evidence"] == pytest.approx(out["log_evidence"][k],
                                                                                       abs=1e-8)
     best = out["best"]
@@ -180,7 +180,7 @@ def test_evidence_path_maximum_is_stationary_and_matches_single_evaluations():
     xatol = 1e-2
 
     def slope(lam):
-        pb = build_density(dict(cfg, prior=dict(cfg["prior"], **{"lambda": lam})), validated=True)
+        pb = build_density(dict(cfg, prior=dict(cfg["prior"], **{"lambda": lam})))
         return ev.d_log_evidence_d_log_lambda(pb, solve(pb).L)
     below, above = (slope(best["lambda"] * math.exp(s * xatol)) for s in (-1, 1))
     assert below > 0 > above, (below, above)
@@ -193,8 +193,7 @@ def test_evidence_path_maximum_is_stationary_and_matches_single_evaluations():
 
 def test_refusals_say_why_and_what_to_do():
     data = random_data(4, 5, 5)
-    pP = build_density(validate_config(dict(config(4, 5, data), prior={"field": "P", "lambda": 1.0, "l2": 1.0})),
-                       validated=True)
+    pP = build_density(validate_config(dict(config(4, 5, data), prior={"field": "P", "lambda": 1.0, "l2": 1.0})))
     with pytest.raises(ValueError, match=r"P >= 0 .*active.*use prior.field \"L\""):
         ev.laplace_evidence(pP, np.log(np.full(pP.grid.shape, 0.25)))
     mix = validate_config(dict(config(4, 5, data), templates=[{"kind": "paper_t1"}, {"kind": "paper_t2"}],

@@ -459,7 +459,7 @@ def test_draw_counts_are_checked_before_anything_is_drawn(monkeypatch):
     x = rng.uniform(0, 10, 30)
     reg = BFTRegressor().fit(x, np.sin(x))
     dens_cfg = validate_config({"data": [[2, 3], [5, 8], [7, 12]]})
-    problem = build_density(dens_cfg, validated=True)
+    problem = build_density(dens_cfg)
     L = api.run(dens_cfg).L
     calls = [lambda: reg.sample_y([1.0, 2.0], n_samples=10**9),
              lambda: reg.model_.posterior_samples(1.0, 10**9),

@@ -25,7 +25,7 @@ def config(nx, ny, lam=0.7, bx="neumann", by="periodic", n_data=9, seed=0, limit
 
 
 def map_point(cfg):
-    pb = build_density(cfg, validated=True)
+    pb = build_density(cfg)
     L = solve(pb).L
     point, _ = ev.map_newton(pb.energy, L)
     return pb, L, point
@@ -160,24 +160,24 @@ def test_not_positive_definite_is_refused_the_same_way(monkeypatch, banded):
 
 def test_grids_beyond_the_limits_are_refused_before_any_work():
     nx, ny = 1, ev.SAMPLE_MAX_NODES + 1
-    pb = build_density(config(nx, ny, n_data=3, limits=UNLIMITED), validated=True)
+    pb = build_density(config(nx, ny, n_data=3, limits=UNLIMITED))
     with pytest.raises(ValueError, match=f"grids up to {ev.SAMPLE_MAX_NODES} nodes"):
         ev.laplace_samples(pb, np.zeros(pb.grid.shape), 2, np.random.default_rng(0))
     # within the node limit but a wide band: tall grids (banded, u = 2 (ny - 1) - 1) ...
-    pb = build_density(config(9, 1024, n_data=3, limits=UNLIMITED), validated=True)
+    pb = build_density(config(9, 1024, n_data=3, limits=UNLIMITED))
     banded, u, mem, flops, product = ev._sample_plan(pb)
     assert banded and u == 2 * 1023 - 1 and flops > ev._SAMPLE_MAX_FLOPS and product > ev._SAMPLE_MAX_PRODUCT
     with pytest.raises(ValueError, match=r"9 x 1024 grid need a banded \(half-bandwidth 2045\) Cholesky factor "
                                          r"of the 9207 x 9207 Hessian .* MiB"):
         ev.laplace_samples(pb, np.zeros(pb.grid.shape), 2, np.random.default_rng(0))
-    pb = build_density(config(18, 512, n_data=3, limits=UNLIMITED), validated=True)
+    pb = build_density(config(18, 512, n_data=3, limits=UNLIMITED))
     banded, u, mem, flops, product = ev._sample_plan(pb)
     # the sparse product is the cost here
     assert banded and flops < ev._SAMPLE_MAX_FLOPS and mem < ev._SAMPLE_MAX_BYTES and product > ev._SAMPLE_MAX_PRODUCT
     with pytest.raises(ValueError, match=r"multiply-adds to build it"):
         ev.laplace_samples(pb, np.zeros(pb.grid.shape), 2, np.random.default_rng(0))
     # ... and a periodic x axis, whose factor is dense
-    pb = build_density(config(90, 90, bx="periodic", n_data=3, limits=UNLIMITED), validated=True)
+    pb = build_density(config(90, 90, bx="periodic", n_data=3, limits=UNLIMITED))
     assert not ev._sample_plan(pb)[0]
     with pytest.raises(ValueError, match="dense \\(a periodic x axis couples"):
         ev.laplace_samples(pb, np.zeros(pb.grid.shape), 2, np.random.default_rng(0))
@@ -186,7 +186,7 @@ def test_grids_beyond_the_limits_are_refused_before_any_work():
 def test_the_64_by_64_benchmark_problem_goes_banded_within_the_limits():
     """The grid of scripts/bench_evidence.py (an l2 prior, x Neumann, y periodic) is sampled through the banded
     factor, at (u + 1) d 8 bytes = 126 x 4032 x 8 bytes (4 MiB) for the factor."""
-    pb = build_density(validate_config(random_problem(64, {"l2": 1.0}, seed=0)), validated=True)
+    pb = build_density(validate_config(random_problem(64, {"l2": 1.0}, seed=0)))
     banded, u, mem, flops, product = ev._sample_plan(pb)
     assert banded and u == 125
     assert mem < ev._SAMPLE_MAX_BYTES and flops < ev._SAMPLE_MAX_FLOPS and product < ev._SAMPLE_MAX_PRODUCT

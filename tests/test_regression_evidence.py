@@ -195,9 +195,9 @@ def big_config(l0=0.0, templates=None, weights=None):
 def test_evidence_path_and_surface_agree_with_pointwise_evaluation():
     cfg = validate_config(big_config(l0=0.05, templates=[{"kind": "constant", "value": 0.0},
                                                          {"kind": "linear", "slope": 0.1, "intercept": -0.5}]))
-    ev = RegressionEvidence.from_config(cfg, validated=True)
+    ev = RegressionEvidence.from_config(cfg)
     lams = np.geomspace(1e-3, 1e3, 30)
-    path = regression.evidence_path(cfg, "lambda", lams, validated=True)
+    path = regression.evidence_path(cfg, "lambda", lams)
     assert set(path) >= {"lambda", "log_evidence", "best", "components", "b"}
     pointwise = [ev.log_evidence(1.0, lam=v) for v in lams]
     assert np.allclose(path["log_evidence"], pointwise, rtol=1e-12)
@@ -205,31 +205,31 @@ def test_evidence_path_and_surface_agree_with_pointwise_evaluation():
     assert path["best"] == {"lambda": lams[k], "log_evidence": pytest.approx(pointwise[k], rel=1e-12)}
     assert np.allclose(path["b"].sum(axis=1), 1.0)
     betas = np.geomspace(0.1, 100, 7)
-    bpath = regression.evidence_path(cfg, "beta", betas, validated=True)
+    bpath = regression.evidence_path(cfg, "beta", betas)
     assert np.allclose(bpath["log_evidence"], [ev.log_evidence(b) for b in betas], rtol=1e-12)
     l0s = [0.0, 1e-3, 0.1]
-    lpath = regression.evidence_path(cfg, "l0", l0s, validated=True)
+    lpath = regression.evidence_path(cfg, "l0", l0s)
     assert np.allclose(lpath["log_evidence"], [ev.log_evidence(1.0, l0=v) for v in l0s], rtol=1e-12)
-    surf = regression.evidence_surface(cfg, ("lambda", lams[::5]), ("beta", betas), validated=True)
+    surf = regression.evidence_surface(cfg, ("lambda", lams[::5]), ("beta", betas))
     S = surf["log_evidence"]
     assert S.shape == (6, 7) and surf["axes"] == ("lambda", "beta")
     assert S[2, 3] == pytest.approx(ev.log_evidence(betas[3], lam=lams[10]), rel=1e-12)
     assert surf["best"]["log_evidence"] == pytest.approx(S.max())
     for bad, msg in [(("lambda", [1.0, -2.0]), "finite numbers > 0"), (("mass", [1.0]), "one of lambda, l0, beta")]:
         with pytest.raises(ValueError, match=msg):
-            regression.evidence_path(cfg, bad[0], bad[1], validated=True)
+            regression.evidence_path(cfg, bad[0], bad[1])
     with pytest.raises(ConfigError, match="exceed the limit"):
-        regression.evidence_path(cfg, "lambda", np.geomspace(1, 2, 100_000), validated=True)
+        regression.evidence_path(cfg, "lambda", np.geomspace(1, 2, 100_000))
 
 
 @pytest.mark.parametrize("l0, params", [(0.0, ("lambda", "beta")), (0.05, ("lambda", "l0", "beta")),
                                         (0.05, ("lambda",))])
 def test_optimiser_reaches_zero_gradient_and_beats_a_grid(l0, params):
     cfg = validate_config(big_config(l0=l0))
-    res = regression.optimise_evidence(cfg, params=params, validated=True)
+    res = regression.optimise_evidence(cfg, params=params)
     assert set(res) >= {"lambda", "l0", "beta", "weights", "log_evidence", "iterations", "converged", "gradient"}
     assert res["converged"] and not res["at_bound"]
-    ev = RegressionEvidence.from_config(cfg, validated=True)
+    ev = RegressionEvidence.from_config(cfg)
     g = ev.gradient(res["beta"], res["lambda"], res["l0"])
     assert all(abs(g[q]) < 1e-6 for q in params)
     assert res["log_evidence"] == pytest.approx(ev.log_evidence(res["beta"], res["lambda"], res["l0"]), rel=1e-12)
@@ -251,30 +251,30 @@ def test_optimiser_reaches_zero_gradient_and_beats_a_grid(l0, params):
 
 def test_optimiser_respects_bounds_and_a_given_start():
     cfg = validate_config(big_config(l0=0.0))
-    free = regression.optimise_evidence(cfg, params=("lambda", "beta"), validated=True)
+    free = regression.optimise_evidence(cfg, params=("lambda", "beta"))
     box = {"lambda": (free["lambda"] * 3, free["lambda"] * 100), "beta": (0.1, 1e3)}
-    res = regression.optimise_evidence(cfg, params=("lambda", "beta"), validated=True, bounds=box,
+    res = regression.optimise_evidence(cfg, params=("lambda", "beta"), bounds=box,
                                        start={"lambda": free["lambda"] * 10, "beta": 2.0})
     assert res["lambda"] == pytest.approx(box["lambda"][0], rel=1e-9) and res["at_bound"] == ["lambda"]
     assert res["log_evidence"] < free["log_evidence"] and res["converged"]
     assert abs(res["gradient"]["beta"]) < 1e-6 and res["gradient"]["lambda"] < 0   # it wants a smaller lambda
     with pytest.raises(ValueError, match="bounds"):
-        regression.optimise_evidence(cfg, params=("lambda",), validated=True, bounds={"lambda": (2.0, 1.0)})
+        regression.optimise_evidence(cfg, params=("lambda",), bounds={"lambda": (2.0, 1.0)})
 
 
 def test_optimising_the_weights_goes_to_the_vertex_of_the_best_component():
     cfg = validate_config(big_config(l0=0.05, templates=[{"kind": "constant", "value": 0.0},
                                                          {"kind": "linear", "slope": 0.3, "intercept": -1.0}],
                                      weights=[0.5, 0.5]))
-    res = regression.optimise_evidence(cfg, params=("weights", "lambda"), validated=True)
-    ev = RegressionEvidence.from_config(cfg, validated=True)
+    res = regression.optimise_evidence(cfg, params=("weights", "lambda"))
+    ev = RegressionEvidence.from_config(cfg)
     comps = ev.log_evidences(1.0, lam=res["lambda"])
     best = int(np.argmax(comps))
     assert res["weights"][best] > 1 - 1e-9
     assert res["log_evidence"] == pytest.approx(comps[best], abs=1e-8)
     assert abs(res["gradient"]["lambda"]) < 1e-6
     with pytest.raises(ValueError, match="distinct names among"):
-        regression.optimise_evidence(cfg, params=("lambda", "mass"), validated=True)
+        regression.optimise_evidence(cfg, params=("lambda", "mass"))
 
 
 # ------------------------------------------------------------------------------------- posterior draws
@@ -308,7 +308,7 @@ def test_regressor_round_trip_matches_the_module_functions():
     assert est.fit(X, y) is est
     res = regression.optimise_evidence(est.to_config(X[:, 0], y, 1.0, 1.0, 0.0), params=("lambda", "beta"))
     assert est.lam_ == pytest.approx(res["lambda"], rel=1e-10) and est.beta_ == pytest.approx(res["beta"], rel=1e-10)
-    doc = regression.evidence(est.config_, validated=True)
+    doc = regression.evidence(est.config_)
     assert est.log_marginal_likelihood() == pytest.approx(doc["log_evidence"], rel=1e-12)
     assert est.log_marginal_likelihood_value_ == pytest.approx(res["log_evidence"], rel=1e-10)
     mean, std = est.predict(X[:7], return_std=True)
