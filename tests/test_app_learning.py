@@ -148,6 +148,9 @@ def test_a_learning_curve_fills_every_source_and_the_progress_reaches_the_total(
     monkeypatch.setattr(view, "_draw", lambda doc, lam0: (partials.append(doc.get("complete")), draw(doc, lam0)))
     assert view.start()
     assert view.button.disabled and not view.cancel_button.disabled
+    # the axes follow the request at once: a tick at each size n and at each lambda compared
+    assert view.n_ticks.ticks == [5, 20] and (view.figure.x_range.start, view.figure.x_range.end) == (4.0, 25.0)
+    assert view.lambda_ticks.ticks[:5] == pytest.approx([0.125, 0.25, 0.5, 1.0, 2.0])
     assert view.wait(120)
     assert s.learning_state == "complete", view.note.object
     assert partials[-1] is True and False in partials  # partial documents were drawn before the final one

@@ -124,7 +124,7 @@ class LearningView(pn.viewable.Viewer):
                                     margin=(0, 10), styles={"font-size": "14px"}, stylesheets=[TIGHT], visible=False)
         s = self.session
         assert s is not None  # a view is built with its session (param types the parameter as optional)
-        s.param.watch(self._on_curve, ["learning"])
+        s.param.watch(self._on_curve, ["learning", "learning_request"])  # a new request sets the axes at once
         s.param.watch(self._on_progress, ["learning_progress"])
         s.param.watch(self._on_state, ["learning_state", "learning_busy", "learning_stale", "learning_error"])
         self._on_curve()
