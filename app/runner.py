@@ -655,7 +655,8 @@ class FramePump:
                 return
             if rec is _Done:
                 run.done = True
-                exact = await asyncio.get_running_loop().run_in_executor(run.pool, _exact, run)
+                exact = (await asyncio.get_running_loop().run_in_executor(run.pool, _exact, run)
+                         if kind_of(run.cfg).has_exact else None)  # no trip to the worker for a kind without
                 if run is not self.run:
                     continue
                 self.push(self.apply_frame, run, pending if pending_run is run else [], True, exact)

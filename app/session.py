@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import io
-import time
 
 import numpy as np
 import param
@@ -744,8 +743,8 @@ class BFTSession(param.Parameterized):
                 self.learning_stale = True
 
     def _learning_update(self, task: Task, doc: dict):
-        task.reported_at = time.perf_counter()  # a partial document carries the progress too
-        self.work.call(task, self._learning_partial, task, doc)
+        # always sent; a partial document carries the progress too, so the throttle's clock restarts with it
+        self.work.report(task, self._learning_partial, task, doc, final=True)
 
     def _learning_waiting(self, task: Task):
         if task is self._learning_task and self.learning_state == "running":

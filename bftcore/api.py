@@ -100,6 +100,7 @@ def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9,
     cfg = checked(config)
     kind = kind_of(cfg)
     check_samples(n, kind.nodes(cfg))  # before the fit, not after it
+    blas_threads()
     return kind.posterior_summary(cfg, field, n, level, np.random.default_rng(seed))
 
 

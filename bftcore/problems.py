@@ -34,6 +34,8 @@ class ProblemKind(Protocol):
     name: str
     #: The hyperparameters an evidence path can follow.
     path_parameters: tuple[str, ...]
+    #: Its solution has a closed-form part (:meth:`exact` returns a document, never None).
+    has_exact: bool
 
     def nodes(self, cfg: dict) -> int:
         """Unknowns of the field (the size of one solve)."""
@@ -86,6 +88,7 @@ def _json_numbers(values) -> list:
 class _Density:
     name: str = "density"
     path_parameters: tuple[str, ...] = evidence.PATH_PARAMS
+    has_exact: bool = False
 
     def nodes(self, cfg: dict) -> int:
         return cfg["grid"]["x"]["n"] * cfg["grid"]["y"]["n"]
@@ -129,6 +132,7 @@ class _Density:
 class _Regression:
     name: str = "regression"
     path_parameters: tuple[str, ...] = regression.SCALAR_PARAMETERS
+    has_exact: bool = True
 
     def nodes(self, cfg: dict) -> int:
         return cfg["grid"]["x"]["n"]

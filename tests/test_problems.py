@@ -46,7 +46,7 @@ def test_the_density_kind_solves_what_the_density_problem_solves():
     direct = density.solve(density.build_density(cfg))
     assert len(via_kind.history) == len(direct.history) > 1
     np.testing.assert_array_equal(via_kind.last.P, direct.last.P)
-    assert problems.DENSITY.exact(cfg) is None
+    assert problems.DENSITY.exact(cfg) is None and not problems.DENSITY.has_exact
     assert problems.DENSITY.is_sparse_heavy(validate_config({**CONFIGS["density"](), "prior": {"field": "P"}}))
 
 
@@ -58,7 +58,7 @@ def test_the_regression_kind_solves_what_the_regression_model_solves_and_its_exa
     exact = problems.REGRESSION.exact(cfg)
     closed = regression.exact_posterior(cfg)
     np.testing.assert_array_equal(exact["mean"], closed["mean"])
-    assert not problems.REGRESSION.is_sparse_heavy(cfg)
+    assert not problems.REGRESSION.is_sparse_heavy(cfg) and problems.REGRESSION.has_exact
 
 
 def test_callers_that_ask_the_kind_do_not_compare_the_models_name():
