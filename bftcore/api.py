@@ -65,7 +65,7 @@ __all__ = ["ConfigError", "Valid", "default_config", "validate_config", "grid_fr
            "bootstrap_document"]
 
 #: The hyperparameters an evidence path can follow, per model: each kind's own list (bftcore.problems).
-PATH_PARAMETERS = {name: kind.path_parameters for name, kind in KINDS.items()}
+PATH_PARAMETERS = {kind.model: kind.path_parameters for kind in KINDS.values()}
 
 
 def _set_hyperparameter(cfg: dict, name: str, value: float) -> None:
@@ -82,13 +82,13 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
     cfg = checked(config)
     kind = kind_of(cfg)
     if param not in kind.path_parameters:
-        raise ConfigError(f"the evidence path of the {kind.name} model follows one of "
+        raise ConfigError(f"the evidence path of the {kind.model} model follows one of "
                           f"{', '.join(kind.path_parameters)}; got {param!r}")
     if values is not None:
         values = np.asarray(values, dtype=float)
         check_evidence_path(len(values), kind.nodes(cfg))
     doc = kind.evidence_path(cfg, param, values)
-    doc["parameter"], doc["model"] = param, kind.name
+    doc["parameter"], doc["model"] = param, kind.model
     return doc
 
 

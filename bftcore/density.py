@@ -166,13 +166,20 @@ def is_local_minimum(problem: DensityProblem, phi: np.ndarray, rtol: float = 1e-
     free = mask.sum(axis=1)
     if int(np.sum(np.maximum(free - 1, 0))) == 0:  # no direction keeps the normalisation: nothing to descend along
         return True
+    return lowest_tangent_eigenvalue(mv, n, rtol, v0=project(np.random.default_rng(1).standard_normal(n)).ravel())
+
+
+def lowest_tangent_eigenvalue(mv, n: int, rtol: float = 1e-8, v0=None) -> bool:
+    """Whether the symmetric operator ``mv`` (a projected Hessian action on flat vectors of length n) has no
+    eigenvalue below ``-max(rtol, 1e-6)`` times its scale: exactly, column by column, up to 400 unknowns (ARPACK
+    needs a few dimensions), else by Lanczos for the smallest eigenvalue."""
     scale = max(1.0, float(np.max(np.abs(mv(np.random.default_rng(0).standard_normal(n))))))
-    if n <= 400:  # small grids: the projected Hessian column by column, exactly (ARPACK needs a few dimensions)
+    if n <= 400:
         H = np.column_stack([mv(e) for e in np.eye(n)])
         lam_min = float(np.min(np.linalg.eigvalsh(0.5 * (H + H.T))))
     else:
         op = spl.LinearOperator((n, n), matvec=mv, dtype=float)
-        v0 = project(np.random.default_rng(1).standard_normal(n)).ravel()
+        v0 = mv(np.random.default_rng(1).standard_normal(n)) if v0 is None else v0
         try:
             lam_min = spl.eigsh(op, k=1, which="SA", tol=1e-6, maxiter=20 * n, v0=v0,
                                 return_eigenvectors=False)[0]

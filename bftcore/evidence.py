@@ -916,5 +916,32 @@ def credible_bands(problem: DensityProblem, samples: np.ndarray, level: float = 
             "h_lower": hq[0], "h_median": hq[1], "h_upper": hq[2]}
 
 
+def _json_numbers(values) -> list:
+    """JSON has no NaN: a gap in a path is null."""
+    return [v if v is not None and np.isfinite(v) else None for v in values]
+
+
+def path_document(cfg: dict, param: str, values) -> dict:
+    """The Laplace evidence path of a validated density document as the evidence document (without the fields;
+    gaps as None): what the density kinds answer (:mod:`bftcore.problems`)."""
+    doc = dict(evidence_path(cfg, param=param, values=values))
+    doc.pop("fields", None)
+    for key in ("log_evidence", "data_fit", "occam", "logdet_stderr"):
+        doc[key] = _json_numbers(doc[key])
+    doc["method"] = "laplace"
+    return doc
+
+
+def band_summary(cfg: dict, L: np.ndarray, n: int, level: float, rng: np.random.Generator) -> dict:
+    """The pointwise ``level`` credible band of the regression function h(x) of p(y|x) from ``n`` Laplace samples
+    about the MAP field ``L`` of a validated density document."""
+    problem = build_density(cfg)
+    L = np.asarray(L, dtype=float).reshape(problem.grid.shape)
+    bands = credible_bands(problem, laplace_samples(problem, L, n, rng), level)
+    return {"x": problem.grid.x.nodes.tolist(), "h_lo": bands["h_lower"].tolist(),
+            "h_hi": bands["h_upper"].tolist(), "h_median": bands["h_median"].tolist(), "kind": "laplace",
+            "level": level}
+
+
 __all__ = ["laplace_evidence", "evidence_path", "d_log_evidence_d_log_lambda", "laplace_samples", "credible_bands",
-           "check_model", "default_values"]
+           "check_model", "default_values", "path_document", "band_summary"]

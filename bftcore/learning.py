@@ -46,6 +46,7 @@ from .distributed import run_tasks
 from .evidence import check_model, evidence_path
 from .limits import RunBudgetExceeded
 from .metrics import regression_function
+from .problems import kind_of
 from .templates import paper_true_density
 
 #: What a fit that fails may raise (a bug raises something else, and stops the run).
@@ -144,9 +145,9 @@ def expected_unique(N: int, m) -> np.ndarray:
 # one fit and its errors
 # --------------------------------------------------------------------------------------------------------------
 def _density_errors(cfg, data, lam, init, held_out, everything):
-    problem = density.build_density(_with(cfg, data.tolist(), lam))
-    fit = density.solve(problem, init)
-    L, grid = fit.L, problem.grid
+    c = _with(cfg, data.tolist(), lam)
+    fit = kind_of(c).solve(c, init)  # the conditional or the 1-D density's kind
+    L, grid = fit.L, grid_from_config(c)
 
     def loss(points):
         if points is None or len(points) == 0:
@@ -318,7 +319,7 @@ def learning_curve_document(config: dict, sizes, resamples: int = 20, lambdas=No
     resamples = int(resamples)
     if resamples < 1:
         raise ConfigError(f"resamples must be at least 1, got {resamples}")
-    nodes = grid_from_config(cfg).size if cfg["model"] == "density" else cfg["grid"]["x"]["n"]
+    nodes = kind_of(cfg).nodes(cfg)
     fits_each = len(lams) + (1 + EVIDENCE_POINTS if evidence else 0)
     check_resampling(len(sizes) * resamples * fits_each, nodes, max(sizes))
     if mode == "teacher":
@@ -443,7 +444,7 @@ def bootstrap_document(config: dict, resamples: int = 50, level: float = 0.9, se
     if not 0.0 < float(level) < 1.0:
         raise ConfigError(f"level must be between 0 and 1 (e.g. 0.9), got {level}")
     grid = grid_from_config(cfg)
-    nodes = grid.size if cfg["model"] == "density" else grid.x.n
+    nodes = kind_of(cfg).nodes(cfg)
     check_resampling(resamples + 1, nodes, len(data))
     tasks = [{"cfg": cfg, "r": r, "seed": int(seed)} for r in range(-1, resamples)]
     out = run_tasks(band_task, tasks, scheduler, progress=progress, cancel=cancel)
@@ -485,8 +486,10 @@ def band_task(task: dict) -> dict | None:
         data = data[rng.integers(0, len(data), size=len(data))]
     try:
         if cfg["model"] == "density":
-            fit = density.solve(density.build_density(_with(cfg, data.tolist())))
-            h = regression_function(fit.P, fit.problem.grid)[0]
+            c = _with(cfg, data.tolist())
+            fit = kind_of(c).solve(c)
+            assert isinstance(fit, density.DensityFit)
+            h = regression_function(fit.P, grid_from_config(c))[0]
             return {"h": h.tolist(), "P": fit.P.tolist()}
         rfit = regression.solve(_with(cfg, data.tolist()), None)
         return {"h": rfit.h.tolist()}

@@ -1,18 +1,19 @@
-"""The kinds of problem bftcore solves, and the one place where a validated document's ``"model"`` chooses code.
+"""The kinds of problem bftcore solves, and the one place where a validated document chooses code.
 
 A *problem kind* (:class:`ProblemKind`) is what the façade (:mod:`bftcore.api`), the dashboard's runner and the
 workflows ask of a kind of problem: how large its field is, how to iterate and solve it, which hyperparameters its
-evidence can follow and how, what is uncertain about its fit, and what is exact about its solution.  Each kind is
-one object registered under its document name (:func:`register`); :func:`kind_of` finds the kind of a validated
-document.  Callers ask the kind instead of comparing ``cfg["model"]`` with a string.
+evidence can follow and how, what is uncertain about its fit, what is exact about its solution, its result type
+and how it is drawn.  Each kind is one object registered here (:func:`register`); :func:`kind_of` finds the kind of
+a validated document: the last registered kind whose document ``"model"`` is the document's and which
+:meth:`~ProblemKind.claims` it.  Callers ask the kind instead of comparing ``cfg["model"]`` with a string.
 
-Today's kinds: :data:`DENSITY` (the conditional density p(y|x) of Lemm's Sect. 3, also a 1-D density p(y) as a
-one-node x axis) and :data:`REGRESSION` (Gaussian regression with mixtures of GP priors, seed 001).  A new kind
-(non-Gaussian priors, image completion, BYY...) is a module defining an object with these methods and calling
-:func:`register` at import; :mod:`bftcore.api` imports it.
+Today's kinds: :data:`DENSITY` (the conditional density p(y|x) of Lemm's Sect. 3), :data:`DENSITY_1D` (the 1-D
+density p(y), its own module :mod:`bftcore.density_1d`) and :data:`REGRESSION` (Gaussian regression with mixtures of
+GP priors, seed 001).  A new kind (non-Gaussian priors, image completion, BYY...) is a module defining a class with
+these attributes and methods, and one line here that registers it.
 
-This module sits above the problems it registers (:mod:`bftcore.density`, :mod:`bftcore.regression`,
-:mod:`bftcore.evidence`) and below the workflows and the façade.
+This module sits above the problems it registers (:mod:`bftcore.density`, :mod:`bftcore.density_1d`,
+:mod:`bftcore.regression`, :mod:`bftcore.evidence`) and below the workflows and the façade.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from . import density, evidence, regression
+from . import density, density_1d, evidence, regression
 from .config import grid_from_config
 from .records import FitResult, Record
 
@@ -30,12 +31,23 @@ class ProblemKind(Protocol):
     """What every kind of problem answers (see the module's text).  Every ``cfg`` is a validated document
     (:func:`bftcore.config.validate_config`)."""
 
-    #: The document's ``"model"``.
+    #: The kind's own name (unique).
     name: str
+    #: The document's ``"model"`` (several kinds may share one; :meth:`claims` decides).
+    model: str
+    #: The fit's type (:meth:`solve` returns one).
+    result_type: type[FitResult]
+    #: How its result is drawn: ``"heatmap"`` (p(y|x) over the grid), ``"curve"`` (a function of x with a band),
+    #: ``"density"`` (p(y) against y).
+    drawn_as: str
     #: The hyperparameters an evidence path can follow.
     path_parameters: tuple[str, ...]
     #: Its solution has a closed-form part (:meth:`exact` returns a document, never None).
     has_exact: bool
+
+    def claims(self, cfg: dict) -> bool:
+        """Whether this kind solves the validated document (its ``"model"`` already matched)."""
+        ...
 
     def nodes(self, cfg: dict) -> int:
         """Unknowns of the field (the size of one solve)."""
@@ -70,25 +82,30 @@ KINDS: dict[str, ProblemKind] = {}
 
 
 def register(kind: ProblemKind) -> ProblemKind:
-    """Make ``kind`` the kind of the documents whose ``"model"`` is ``kind.name``."""
+    """Make ``kind`` a kind of the documents whose ``"model"`` is ``kind.model``; it is asked before the kinds
+    registered earlier (a more specific kind is registered after the general one)."""
     KINDS[kind.name] = kind
     return kind
 
 
 def kind_of(cfg: dict) -> ProblemKind:
     """The kind of a validated document (the gate has refused any other ``"model"``)."""
-    return KINDS[cfg["model"]]
-
-
-def _json_numbers(values) -> list:
-    """JSON has no NaN: a gap in a path is null."""
-    return [v if v is not None and np.isfinite(v) else None for v in values]
+    for kind in reversed(KINDS.values()):
+        if kind.model == cfg["model"] and kind.claims(cfg):
+            return kind
+    raise KeyError(f"no problem kind solves a document of model {cfg['model']!r}")
 
 
 class _Density:
     name: str = "density"
+    model: str = "density"
     path_parameters: tuple[str, ...] = evidence.PATH_PARAMS
     has_exact: bool = False
+    result_type: type[FitResult] = density.DensityFit
+    drawn_as: str = "heatmap"
+
+    def claims(self, cfg: dict) -> bool:
+        return True
 
     def nodes(self, cfg: dict) -> int:
         return cfg["grid"]["x"]["n"] * cfg["grid"]["y"]["n"]
@@ -103,27 +120,12 @@ class _Density:
         return density.solve(density.build_density(cfg), init, callback, check_stability)
 
     def evidence_path(self, cfg: dict, param: str, values) -> dict:
-        doc = dict(evidence.evidence_path(cfg, param=param, values=values))
-        doc.pop("fields", None)
-        for key in ("log_evidence", "data_fit", "occam", "logdet_stderr"):
-            doc[key] = _json_numbers(doc[key])
-        doc["method"] = "laplace"
-        return doc
+        return evidence.path_document(cfg, param, values)
 
     def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
         """The pointwise ``level`` credible band of the regression function h(x) of p(y|x) from ``n`` Laplace
         samples about the MAP field L (solved here if None)."""
-        problem = density.build_density(cfg)
-        if field is None:
-            fit = self.solve(cfg)
-            assert isinstance(fit, density.DensityFit)
-            L = fit.L
-        else:
-            L = np.asarray(field, dtype=float)
-        bands = evidence.credible_bands(problem, evidence.laplace_samples(problem, L, n, rng), level)
-        x = grid_from_config(cfg).x.nodes
-        return {"x": x.tolist(), "h_lo": bands["h_lower"].tolist(), "h_hi": bands["h_upper"].tolist(),
-                "h_median": bands["h_median"].tolist(), "kind": "laplace", "level": level}
+        return evidence.band_summary(cfg, self.solve(cfg).field if field is None else field, n, level, rng)
 
     def exact(self, cfg: dict) -> dict | None:
         return None
@@ -131,8 +133,14 @@ class _Density:
 
 class _Regression:
     name: str = "regression"
+    model: str = "regression"
     path_parameters: tuple[str, ...] = regression.SCALAR_PARAMETERS
     has_exact: bool = True
+    result_type: type[FitResult] = regression.RegressionFit
+    drawn_as: str = "curve"
+
+    def claims(self, cfg: dict) -> bool:
+        return True
 
     def nodes(self, cfg: dict) -> int:
         return cfg["grid"]["x"]["n"]
@@ -168,7 +176,9 @@ class _Regression:
         return regression.exact_posterior(cfg)
 
 
-#: The conditional density p(y|x) (and the 1-D density p(y), one x node).
+#: The conditional density p(y|x).
 DENSITY: ProblemKind = register(_Density())
 #: Gaussian regression with mixtures of GP priors.
 REGRESSION: ProblemKind = register(_Regression())
+#: The 1-D density p(y) (a prior on L; with a prior on P it is the conditional density's, one x node).
+DENSITY_1D: ProblemKind = register(density_1d.Density1D())

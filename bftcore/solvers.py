@@ -189,7 +189,7 @@ def _curvature_step(energy, phi, point, p, scale):
     (the size of the step just taken), doubled while the energy keeps falling (up to 8 times), halved when it
     does not fall (up to 8 times).  Returns ``(phi, point)``, unchanged when no decrease is found."""
     G = point.gradient
-    p = p - np.mean(p, axis=1, keepdims=True)  # per-x constants do not move a normalised L
+    p = p - np.mean(p, axis=-1, keepdims=True)  # per-x constants do not move a normalised L
     size = float(np.max(np.abs(p)))
     if not size > 0:
         return phi, point

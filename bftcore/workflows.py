@@ -14,10 +14,11 @@ import time
 
 import numpy as np
 
-from . import density
+from .config import checked
 from .distributed import run_tasks
 from .limits import blas_threads
 from .mixing import check_beta, fig7_config, zero_dimensional_model
+from .problems import kind_of
 from .regression import RegressionModel
 
 
@@ -187,7 +188,8 @@ def density_solver(config: dict):
         if isinstance(init, str):
             cfg["solver"] = {**(config.get("solver") or {}), "init": init}
             init = None
-        fit = density.solve(density.build_density(cfg), init, check_stability=True)
+        valid = checked(cfg)
+        fit = kind_of(valid).solve(valid, init, check_stability=True)
         return fit.field, fit.summary()
     return solve
 

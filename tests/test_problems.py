@@ -13,19 +13,24 @@ from bftcore.config import validate_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = {"density": lambda: presets.figure_config("fig14"),
-           "regression": lambda: presets.regression_presets()["two_trends"]}
+           "regression": lambda: presets.regression_presets()["two_trends"],
+           "density_1d": lambda: {"grid": {"y": {"min": -3, "max": 3, "n": 40, "boundary": "neumann"}},
+                                  "data": [-1.0, -0.5, 0.2, 0.3, 1.1]}}
 
 
 def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole_protocol():
-    assert set(problems.KINDS) == {"density", "regression"}
-    for name in problems.KINDS:
-        assert validate_config(CONFIGS[name]())["model"] == name  # the gate accepts it
+    assert set(problems.KINDS) == {"density", "regression", "density_1d"}
+    for name, kind in problems.KINDS.items():
+        cfg = validate_config(CONFIGS[name]())
+        assert cfg["model"] == kind.model  # the gate accepts it
+        assert problems.kind_of(cfg) is kind
     with pytest.raises(ValueError, match="model"):
         validate_config({"model": "image"})                      # and no other
     wanted = {n for n, v in vars(problems.ProblemKind).items() if inspect.isfunction(v)}
-    assert wanted >= {"nodes", "iterate", "solve", "evidence_path", "posterior_summary", "exact"}
+    assert wanted >= {"claims", "nodes", "iterate", "solve", "evidence_path", "posterior_summary", "exact"}
     for name, kind in problems.KINDS.items():
-        assert kind.name == name and kind.path_parameters
+        assert kind.name == name and kind.path_parameters and kind.drawn_as in ("heatmap", "curve", "density")
+        assert isinstance(api.run(validate_config(CONFIGS[name]())), kind.result_type)
         for method in wanted:
             assert callable(getattr(kind, method)), (name, method)
 
@@ -36,7 +41,7 @@ def test_a_kinds_node_count_is_the_size_of_its_field(name):
     gen = api.iterate(cfg)
     start = next(gen)
     gen.close()
-    field = start.L if name == "density" else start.h
+    field = start.h if name == "regression" else start.field
     assert problems.kind_of(cfg).nodes(cfg) == np.asarray(field).size
 
 
