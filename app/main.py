@@ -159,7 +159,7 @@ def build():
                         message, export, theme, flex_wrap="nowrap", sizing_mode="stretch_width", height=50,
                         styles={"overflow": "hidden"})
     # the live plots first, all on screen at 1280×720 (mixing bars, a_j, energy, errors with the overfitting mark);
-    # their equations and "What this shows" cards below them (issue 13: the errors were under the fold)
+    # their equations and "What this shows" cards below them, so the error traces are seen without scrolling
     mixing_view, traces_view = MixingView(session=session, thumbnails=prior.thumbnails()), TracesView(session=session)
     regression_view = RegressionView(session=session)
     evidence_view = EvidenceView(session=session, canvas=canvas, regression=regression_view)

@@ -30,7 +30,7 @@ from bftcore.documents import record_document
 from bftcore.grid import Axis, Grid
 from bftcore.learning import parse_sizes
 from bftcore.limits import LIMITS, MAX_COORDINATE, MAX_MAGNITUDE, MIN_BETA, RunBudgetExceeded
-from bftcore.regression import exact_posterior
+from bftcore.problems import kind_of
 from bftcore.templates import describe
 
 from . import configuration
@@ -154,8 +154,9 @@ def _evidence_job(cfg: dict, values, field) -> tuple[dict, dict | None]:
 def _figure_png(cfg: dict, record, exact, size: tuple[int, int]) -> bytes:
     """PNG of the fit figure of ``record`` (a regression's exact posterior is computed when the run has not ended:
     closed form)."""
-    if cfg["model"] == "regression" and exact is None:
-        exact = exact_posterior(cfg)
+    kind = kind_of(cfg)
+    if kind.has_exact and exact is None:
+        exact = kind.exact(cfg)
     return figures.fit_png(cfg, record_document(cfg, record, exact), size)
 
 

@@ -39,7 +39,7 @@ class PresetsView(pn.viewable.Viewer):
             self._syncing = False
         if name in self._presets:
             text = self._presets[name][1]
-        elif self.session.edited:  # only once the user changed something (issue 13: it said so on a fresh page)
+        elif self.session.edited:  # only once the user changed something: a fresh page is not "edited"
             text = "*Edited by hand. Pick a preset to set everything at once.*"
         else:
             text = "*The starting problem. Pick a preset to set everything at once.*"
