@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -85,7 +86,7 @@ def converging_solver(cfg: dict) -> dict:
     the document's method; with early stopping by ``max_iter`` the curves would mix regularisation by lambda
     with regularisation by the iteration count.  Other problems keep their solver (field P: its active set needs
     the document's method); their fits that stop unconverged are counted in ``unconverged``."""
-    if cfg["model"] != "density" or cfg["prior"]["field"] != "L":
+    if not _learning(cfg).newton_to_the_end or cfg["prior"]["field"] != "L":
         return cfg
     solver = {**cfg["solver"], "method": "newton", "max_iter": max(100, int(cfg["solver"]["max_iter"]))}
     return {**cfg, "solver": solver}
@@ -109,20 +110,27 @@ def _with(cfg: dict, data, lam: float | None = None) -> Valid:
 # --------------------------------------------------------------------------------------------------------------
 def truth_sampler(cfg: dict) -> Callable[[int, np.random.Generator], np.ndarray]:
     """``draw(n, rng) -> (n, 2)`` data from the document's truth (module docstring); a ConfigError without one."""
-    grid = grid_from_config(cfg)
-    if cfg["model"] == "density":
-        if cfg.get("truth") is None:
-            raise ConfigError("teacher mode draws data from the truth; give \"truth\": \"paper\" or use the "
-                              "bootstrap of your data")
-        P = paper_true_density(grid)  # the only density truth (as DensityProblem.P_true), without building a problem
-        cdf = np.cumsum(P / P.sum(axis=1, keepdims=True), axis=1)
+    return _learning(cfg).truth_sampler(cfg)
 
-        def draw(n, rng):
-            ix = rng.integers(0, grid.x.n, size=n)
-            u = rng.random(n)
-            iy = np.minimum((cdf[ix] < u[:, None]).sum(axis=1), grid.y.n - 1)
-            return np.column_stack([grid.x.nodes[ix], grid.y.nodes[iy]])
-        return draw
+
+def _density_truth(cfg: dict) -> Callable[[int, np.random.Generator], np.ndarray]:
+    grid = grid_from_config(cfg)
+    if cfg.get("truth") is None:
+        raise ConfigError("teacher mode draws data from the truth; give \"truth\": \"paper\" or use the "
+                          "bootstrap of your data")
+    P = paper_true_density(grid)  # the only density truth (as DensityProblem.P_true), without building a problem
+    cdf = np.cumsum(P / P.sum(axis=1, keepdims=True), axis=1)
+
+    def draw(n, rng):
+        ix = rng.integers(0, grid.x.n, size=n)
+        u = rng.random(n)
+        iy = np.minimum((cdf[ix] < u[:, None]).sum(axis=1), grid.y.n - 1)
+        return np.column_stack([grid.x.nodes[ix], grid.y.nodes[iy]])
+    return draw
+
+
+def _regression_truth(cfg: dict) -> Callable[[int, np.random.Generator], np.ndarray]:
+    grid = grid_from_config(cfg)
     model = regression.RegressionModel.from_config(_with(cfg, []))
     if model.truth is None:
         raise ConfigError("teacher mode draws data from the truth; give the true h(x) as \"truth\" or use the "
@@ -188,11 +196,15 @@ def _finite(v) -> float | None:
 def _evidence_lambda(cfg: dict, data) -> float:
     """The lambda of maximum evidence for one data set (density: the Laplace path over EVIDENCE_POINTS values and
     its Brent refinement; regression: the exact evidence's optimiser)."""
-    lam = float(cfg["prior"]["lambda"])
-    c = _with(cfg, data.tolist())
-    if cfg["model"] == "density":
-        values = np.geomspace(lam / EVIDENCE_SPAN, lam * EVIDENCE_SPAN, EVIDENCE_POINTS)
-        return float(evidence_path(c, "lambda", values)["best"]["lambda"])
+    return _learning(cfg).evidence_lambda(_with(cfg, data.tolist()), float(cfg["prior"]["lambda"]))
+
+
+def _laplace_lambda(c: Valid, lam: float) -> float:
+    values = np.geomspace(lam / EVIDENCE_SPAN, lam * EVIDENCE_SPAN, EVIDENCE_POINTS)
+    return float(evidence_path(c, "lambda", values)["best"]["lambda"])
+
+
+def _exact_lambda(c: Valid, lam: float) -> float:
     opt = regression.optimise_evidence(c, ("lambda",),
                                        bounds={"lambda": (lam / EVIDENCE_SPAN, lam * EVIDENCE_SPAN)},
                                        start={"lambda": lam})
@@ -205,7 +217,7 @@ def resample_task(task: dict) -> dict:
     work sent to a Dask worker (module-level, plain values in and out)."""
     cfg, n, mode = task["cfg"], int(task["n"]), task["mode"]
     rng = _seed_of(task["seed"], task["k"], task["r"])
-    errors = _density_errors if cfg["model"] == "density" else _regression_errors
+    errors = _learning(cfg).errors
     held_out = everything = None
     out: dict[str, Any] = {"n": n, "r": int(task["r"])}
     if mode == "teacher":
@@ -279,7 +291,7 @@ def resolve_mode(cfg: dict, mode: str | None) -> str:
     if mode not in ("teacher", "bootstrap"):
         raise ConfigError(f"mode must be teacher or bootstrap, got {mode!r}")
     if mode == "teacher" and not has_truth:
-        truth = "\"truth\": \"paper\"" if cfg["model"] == "density" else "the true h(x) as \"truth\""
+        truth = _learning(cfg).truth_words
         raise ConfigError(f"teacher mode draws from the truth and the document has none; give {truth}, or use "
                           f"mode bootstrap to resample your data")
     if mode == "bootstrap" and len(cfg.get("data") or []) < 2:
@@ -324,7 +336,7 @@ def learning_curve_document(config: dict, sizes, resamples: int = 20, lambdas=No
     check_resampling(len(sizes) * resamples * fits_each, nodes, max(sizes))
     if mode == "teacher":
         truth_sampler(cfg)  # refuses a document without a usable truth before any task is sent
-    if evidence and cfg["model"] == "density":  # what the Laplace evidence does not cover, before any task is sent
+    if evidence and _learning(cfg).laplace:  # what the Laplace evidence does not cover, before any task is sent
         try:
             check_model(density.build_density(cfg))
         except ValueError as e:
@@ -346,7 +358,7 @@ def learning_curve_document(config: dict, sizes, resamples: int = 20, lambdas=No
             update(partial)
     run_tasks(resample_task, tasks, scheduler, progress=progress, cancel=cancel, on_result=collect)
     doc = assemble(setup, done)
-    if cfg["model"] == "regression" and replica:
+    if replica and _learning(cfg).replica:
         doc["replica"] = replica_curve(cfg, mode, sizes, lam0)
     doc.update({"fits": len(tasks) * fits_each, "scheduler": scheduler or "inprocess", "complete": True,
                 "elapsed_s": time.perf_counter() - t0})
@@ -458,7 +470,7 @@ def bootstrap_document(config: dict, resamples: int = 50, level: float = 0.9, se
                            "h_mean": H.mean(axis=0).tolist(), "h_sd": H.std(axis=0, ddof=1).tolist(),
                            "h_lo": np.quantile(H, q, axis=0).tolist(), "h_hi": np.quantile(H, 1 - q, axis=0).tolist()}
     truth_h = truth_P = None
-    if cfg["model"] == "density":
+    if _learning(cfg).bands_of_P:
         P = np.array([o["P"] for o in rest])
         doc.update({"y": grid.y.nodes.tolist(), "P": full["P"], "P_mean": P.mean(axis=0).tolist(),
                     "P_sd": P.std(axis=0, ddof=1).tolist()})
@@ -485,7 +497,7 @@ def band_task(task: dict) -> dict | None:
         rng = _seed_of(task["seed"], 0, task["r"])
         data = data[rng.integers(0, len(data), size=len(data))]
     try:
-        if cfg["model"] == "density":
+        if _learning(cfg).bands_of_P:
             c = _with(cfg, data.tolist())
             fit = kind_of(c).solve(c)
             assert isinstance(fit, density.DensityFit)
@@ -497,3 +509,30 @@ def band_task(task: dict) -> dict | None:
         raise
     except FIT_ERRORS:
         return None
+
+
+@dataclass(frozen=True)
+class _Learning:
+    """What learning curves and the bootstrap do differently per kind of problem (:mod:`bftcore.problems`): found
+    by the kind's name, so no function here compares a document's ``"model"``."""
+
+    errors: Callable
+    truth_sampler: Callable
+    evidence_lambda: Callable
+    truth_words: str          # what a teacher-mode document lacks, in the refusal
+    newton_to_the_end: bool   # field L: Newton to convergence whatever the document's method (converging_solver)
+    laplace: bool             # the evidence is Laplace's (its model check runs before any task)
+    replica: bool             # the replica-theory curve applies
+    bands_of_P: bool          # bootstrap bands of P besides h
+
+
+_DENSITY_LEARNING = _Learning(_density_errors, _density_truth, _laplace_lambda, "\"truth\": \"paper\"",
+                              newton_to_the_end=True, laplace=True, replica=False, bands_of_P=True)
+LEARNING = {"density": _DENSITY_LEARNING, "density_1d": _DENSITY_LEARNING,
+            "regression": _Learning(_regression_errors, _regression_truth, _exact_lambda,
+                                    "the true h(x) as \"truth\"", newton_to_the_end=False, laplace=False,
+                                    replica=True, bands_of_P=False)}
+
+
+def _learning(cfg: dict) -> _Learning:
+    return LEARNING[kind_of(cfg).name]

@@ -194,24 +194,31 @@ def density_solver(config: dict):
     return solve
 
 
+def _regression_starts(config: dict):
+    model = RegressionModel.from_config(config)
+    rng = np.random.default_rng(0)
+    starts = [(f"template:{j}", f"template:{j}") for j in range(model.m)]
+    starts += [("uniform", "uniform"), ("kernel", "kernel"), ("average", "average")]
+    starts += [(f"random:{k}", rng.dirichlet(np.ones(model.m)) @ model.templates) for k in range(3)]
+    up_init = (config.get("solver") or {}).get("init", "kernel")
+    return regression_solver(model), starts, model.reduced.count_stable, up_init
+
+
+def _density_starts(config: dict):
+    n_t = len(config.get("templates") or [])
+    starts = [(f"template:{j}", f"template:{j}") for j in range(n_t)]
+    starts += [("uniform", "uniform"), ("kernel", "kernel"), ("empirical", "empirical")]
+    return density_solver(config), starts, None, None
+
+
+#: The sweep's solver and starting fields, per problem kind (:mod:`bftcore.problems`).
+STARTS = {"density": _density_starts, "density_1d": _density_starts, "regression": _regression_starts}
+
+
 def _model_and_starts(config: dict):
-    """(solve, starts, count_stable, up_init) for a config of either model."""
-    kind = config.get("model", "density")
-    if kind == "regression":
-        model = RegressionModel.from_config(config)
-        rng = np.random.default_rng(0)
-        starts = [(f"template:{j}", f"template:{j}") for j in range(model.m)]
-        starts += [("uniform", "uniform"), ("kernel", "kernel"), ("average", "average")]
-        starts += [(f"random:{k}", rng.dirichlet(np.ones(model.m)) @ model.templates) for k in range(3)]
-        up_init = (config.get("solver") or {}).get("init", "kernel")
-        return regression_solver(model), starts, model.reduced.count_stable, up_init
-    if kind == "density":
-        solve = density_solver(config)
-        n_t = len(config.get("templates") or [])
-        starts = [(f"template:{j}", f"template:{j}") for j in range(n_t)]
-        starts += [("uniform", "uniform"), ("kernel", "kernel"), ("empirical", "empirical")]
-        return solve, starts, None, None
-    raise ValueError(f"unknown model {kind!r}; use 'density' or 'regression'")
+    """(solve, starts, count_stable, up_init) for a config of any kind."""
+    valid = checked(config)
+    return STARTS[kind_of(valid).name](valid)
 
 
 SPACINGS = ("linear", "log")

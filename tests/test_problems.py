@@ -69,6 +69,8 @@ def test_the_regression_kind_solves_what_the_regression_model_solves_and_its_exa
 def test_callers_that_ask_the_kind_do_not_compare_the_models_name():
     """The façade and the dashboard's runner choose code by the kind (issue 26: "regression" compared only where
     a document is read)."""
-    for path in ("bftcore/api.py", "app/runner.py"):
+    for path in ("bftcore/api.py", "app/runner.py", "bftcore/learning.py", "bftcore/workflows.py",
+                 "bftcore/density_1d.py", "bftcore/problems.py"):
         text = (ROOT / path).read_text()
         assert not re.search(r"""\[["']model["']\]\s*[!=]=""", text), path
+        assert not re.search(r"""[!=]=\s*["'](regression|density)["']""", text), path
