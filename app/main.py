@@ -177,13 +177,22 @@ def build():
     live = pn.FlexBox(hero, side, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["bft-live"])
     # dynamic: a tab is drawn when it is opened (the first time about 0.6 s, then ~0.1 s), so that a preset load
     # lays out the plots on screen only, not the hidden prior samples and sweep (preset loads: 450-650 -> 300-500 ms)
-    tabs = pn.Tabs(("Live fit", live), ("Prior", prior.samples_panel()), ("β sweep", SweepView(session=session)),
+    sweep_view = SweepView(session=session)
+    tabs = pn.Tabs(("Live fit", live), ("Prior", prior.samples_panel()), ("β sweep", sweep_view),
                    ("Learning curve", LearningView(session=session)),
                    ("About", pn.pane.Markdown(ABOUT, max_width=800)), dynamic=True, sizing_mode="stretch_width",
                    styles={"flex": "1 1 420px", "min-width": "min(420px, 100%)"},
                    # the tab's column at most the window: BokehJS' "auto" track took the content's min-content width
                    # (480 px at 390: the canvas was clipped)
                    stylesheets=[":host { grid-template-columns: minmax(0, 1fr) !important; }"])
+    # the HoloViews plots of a tab are drawn while it is open (Panel keeps a tab rendered once it was opened)
+    shown = {1: prior.show_samples, 2: sweep_view.show}
+
+    def tab_opened(active: int) -> None:
+        for index, show in shown.items():
+            show(index == active)
+    tab_opened(tabs.active)
+    tabs.param.watch(lambda event: tab_opened(event.new), "active")
     sidebar = pn.Column(pn.pane.Markdown("**Presets**", margin=(0, 10)), presets, controls,
                         pn.pane.Markdown("**Share and export**", margin=(0, 10)), share,
                         styles=SIDEBAR_STYLE, margin=0, stylesheets=NO_SHRINK, css_classes=["bft-sidebar"])

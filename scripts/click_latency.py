@@ -3,9 +3,11 @@ heatmap that differs from what was shown before, on the default (paper 10×15) g
 pointerdown event (the press a user makes) and, for comparison, from before the script's click command (which adds
 Playwright's round trip to the browser).  The heatmap is polled every 5 ms, so both err on the long side.
 
-    python scripts/click_latency.py [--clicks 15] [--url http://127.0.0.1:PORT/app]
+    python scripts/click_latency.py [--clicks 15] [--url http://127.0.0.1:PORT/app] [--evidence] [--tabs]
 
-Without --url it starts `panel serve app` on a free port at 127.0.0.1.  Prints a table and the median.
+Without --url it starts `panel serve app` on a free port at 127.0.0.1.  Prints a table and the median.  With
+--evidence the evidence card is open while clicking (its plot follows the clicks); with --tabs the Prior, β sweep
+and Learning curve tabs were opened once before (Panel keeps their plots rendered).
 """
 from __future__ import annotations
 
@@ -16,19 +18,26 @@ import time
 
 from playwright.sync_api import sync_playwright
 
-from app.harness import JS_WATCH_IMAGE, canvas_xy, launch, panel_server, wait_for_app
+from app.harness import JS_WATCH_IMAGE, canvas_xy, column, launch, panel_server, wait_for_app, wait_until
 
 POINTS = [(2, 4), (5, 9), (8, 6), (3, 12), (6, 2), (9, 10), (4, 7), (7, 14), (1, 8), (10, 5), (5, 5), (2, 13),
           (8, 11), (6, 8), (3, 1), (9, 3), (4, 10), (7, 7), (1, 1), (10, 15)]
 
 
-def measure(url: str, clicks: int) -> list[float]:
+def measure(url: str, clicks: int, evidence: bool = False, tabs: bool = False) -> list[float]:
     out = []
     with sync_playwright() as p:
         browser = launch(p)
         page = browser.new_page(viewport={"width": 1280, "height": 720})
         page.goto(url)
         wait_for_app(page)
+        if tabs:
+            for tab in ("Prior", "β sweep", "Learning curve", "Live fit"):
+                page.get_by_text(tab, exact=True).first.click()
+                time.sleep(2)
+        if evidence:
+            page.get_by_text("Evidence: choose λ from the data").first.click()
+            wait_until(lambda: len(column(page, "bft-evidence-path", "lam") or []) >= 20, timeout=180)
         time.sleep(1.5)
         assert page.evaluate(JS_WATCH_IMAGE)
         # the moment the browser received the press (its event's timeStamp, the clock of performance.now())
@@ -57,12 +66,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clicks", type=int, default=15)
     ap.add_argument("--url")
+    ap.add_argument("--evidence", action="store_true", help="click with the evidence card open")
+    ap.add_argument("--tabs", action="store_true", help="open the Prior, β sweep and Learning curve tabs first")
     a = ap.parse_args()
     if a.url:
-        lat = measure(a.url, a.clicks)
+        lat = measure(a.url, a.clicks, a.evidence, a.tabs)
     else:
         with panel_server() as (url, _):
-            lat = measure(url, a.clicks)
+            lat = measure(url, a.clicks, a.evidence, a.tabs)
     print(f"{'click':>5} {'from_command_ms':>16} {'from_press_ms':>14}")
     for k, (v, w) in enumerate(lat, 1):
         print(f"{k:>5} {v:>16.1f} {w:>14.1f}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+import holoviews.plotting.bokeh  # noqa: F401 - the backend of the dashboard's HoloViews plots (the export's is matplotlib)
 import panel as pn
 from bokeh.palettes import Category10_10, Cividis256, Viridis256
 from bokeh.plotting import figure
@@ -12,6 +13,8 @@ SERIES = Category10_10        # line series: distinct hues
 FONT = "13px"
 PLOT_HEIGHT = 250
 TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
+#: The legend of the line plots (HoloViews: ``legend_position="top_left", legend_opts=LEGEND``).
+LEGEND = dict(label_text_font_size="11px", background_fill_alpha=0.6, click_policy="hide", spacing=0, padding=4)
 
 
 #: Accessible names of the main controls (screen readers, keyboard users, and tests that find them by label): by the
@@ -48,6 +51,12 @@ def make_figure(title: str, x_label: str, y_label: str, **kw):
     kw.setdefault("min_border_left", 50)
     fig = figure(title=title, x_axis_label=x_label, y_axis_label=y_label, sizing_mode="stretch_width",
                  toolbar_location="right", **kw)
+    style_figure(fig)
+    return fig
+
+
+def style_figure(fig) -> None:
+    """The look of :func:`make_figure` on a Bokeh figure made elsewhere (by HoloViews: :func:`hv_look`)."""
     if fig.title is not None:
         fig.title.text_font_size = "14px"
     for ax in (fig.xaxis, fig.yaxis):
@@ -56,7 +65,74 @@ def make_figure(title: str, x_label: str, y_label: str, **kw):
         ax.axis_label_text_font_style = "normal"
     fig.toolbar.logo = None
     fig.toolbar.active_scroll = None  # the mouse wheel scrolls the page; zoom by picking the wheel tool
-    return fig
+
+
+# ------------------------------------------------------------------------------------------------ HoloViews
+#: Options of a HoloViews overlay drawn like :func:`make_figure`: the same tools, the width of its column, the
+#: axes' ranges following each new element (a DynamicMap otherwise keeps the ranges of its first one).
+HV_OVERLAY = dict(tools=TOOLS.split(","), default_tools=[], active_tools=["pan"], toolbar="right", responsive=True,
+                  framewise=True, show_grid=True, legend_position="top_left", legend_opts=LEGEND)
+
+
+def hv_look(*after):
+    """A HoloViews hook giving the Bokeh figure the look of :func:`make_figure` (fonts, toolbar, the wheel not
+    zooming) and then running ``after(figure)``, once per plot: HoloViews runs hooks again at every update, and
+    what is set once stays (HoloViews only re-sets a property whose declared value changed)."""
+    def hook(plot, element):
+        fig = plot.state
+        if fig.min_border_left != 50:  # HoloViews sets its border again when the plot's size properties change
+            fig.min_border_left = 50
+        if getattr(plot, "_bft_looked", False):
+            return
+        plot._bft_looked = True
+        style_figure(fig)
+        for fn in after:
+            fn(plot.state)
+    return hook
+
+
+def hv_name(name: str, handle: str = "source"):
+    """A HoloViews hook naming one Bokeh model of an element's plot (its ColumnDataSource, or its ``glyph``: a
+    VLine's Span): the page and the UI tests find it by that name, as they found the raw Bokeh source."""
+    def hook(plot, element):
+        model = plot.handles.get(handle)
+        if model is not None and model.name != name:
+            model.name = name
+    return hook
+
+
+class Shown:
+    """Where a view's HoloViews plots are drawn: at once while they are shown, else when they are shown again.
+
+    Panel keeps a plot rendered in a closed card or a tab left (its streams still draw it), so a plot nobody sees
+    would be drawn again at every change (16-59 ms each, ``scripts/hv_static_cost.py``).  While hidden, the data
+    are kept on the stream without an event and drawn when the plot is shown again: a fresh rendering of the plot
+    would otherwise take HoloViews' cached element, drawn from the data before."""
+
+    def __init__(self, shown: bool = True):
+        self.shown = bool(shown)
+        self._stale: list = []
+
+    def send(self, pipe, data) -> None:
+        if self.shown:
+            pipe.send(data)
+            return
+        pipe.update(data=data)  # no event: nothing is drawn
+        if not any(p is pipe for p in self._stale):
+            self._stale.append(pipe)
+
+    def show(self, shown: bool) -> None:
+        self.shown = bool(shown)
+        if self.shown:
+            stale, self._stale = self._stale, []
+            for pipe in stale:
+                pipe.send(pipe.data)
+
+
+def hv_pane(obj, **kw) -> pn.pane.HoloViews:
+    """A HoloViews declaration drawn on the page by HoloViews' Bokeh backend (the export keeps matplotlib)."""
+    kw.setdefault("sizing_mode", "stretch_width")
+    return pn.pane.HoloViews(obj, backend="bokeh", **kw)
 
 
 def set_changed(obj, **props):
@@ -69,11 +145,7 @@ def set_changed(obj, **props):
 def legend_outside(fig):
     if fig.legend:
         fig.legend.location = "top_left"
-        fig.legend.label_text_font_size = "11px"
-        fig.legend.background_fill_alpha = 0.6
-        fig.legend.click_policy = "hide"
-        fig.legend.spacing = 0
-        fig.legend.padding = 4
+        fig.legend.update(**LEGEND)
 
 
 def teaching(equation: str, text: str) -> pn.Column:
@@ -85,7 +157,8 @@ def teaching(equation: str, text: str) -> pn.Column:
         sizing_mode="stretch_width", margin=0)
 
 
-__all__ = ["ARIA", "ARIA_JS", "PALETTE", "SERIES", "Cividis256", "make_figure",
+__all__ = ["ARIA", "ARIA_JS", "HV_OVERLAY", "LEGEND", "PALETTE", "SERIES", "Cividis256", "Shown", "hv_look",
+           "hv_name", "hv_pane", "make_figure", "style_figure",
            "legend_outside", "html_text", "markdown_text",
            "set_changed", "teaching"]
 

@@ -1,16 +1,40 @@
 """The evidence: log p(D | λ) against λ with the current λ marked, "choose λ by evidence", and the posterior
-uncertainty it implies, drawn over the heatmap (density) or the regression curve (regression)."""
+uncertainty it implies, drawn over the heatmap (density) or the regression curve (regression).
+
+Why HoloViews here (issue 26: HoloViews wherever it holds the click-to-heatmap latency, a median under 50 ms at
+1280x720): the plot of the evidence is declared (:func:`evidence_plot`, a DynamicMap over two Pipe streams, the path
+and the current λ, drawn in place) and is never drawn on a click.  A click starts a run; the path is recomputed at
+the run's convergence and arrives in a message of its own, and ``evidence_busy`` changes the info line only
+(:meth:`EvidenceView._draw`); with the card closed nothing is drawn at all (:class:`app.views.common.Shown`).
+Measured with ``python scripts/hv_static_cost.py`` (median of 30): a new path costs the server 25.0 ms (raw Bokeh's
+two sources: 0.19 ms), the λ marker moved alone 15.8 ms (0.04 ms); giving the pane a new element instead (``pn.bind``
+returning an element) 97.6 ms, hence the streams; 0 plot updates in 3 clicks with the card open.  Click-to-heatmap
+latency with the card open and the other tabs opened once, median of 20 clicks from the press
+(``python scripts/click_latency.py --evidence --tabs``, two runs each): 32.7 and 32.8 ms with the raw Bokeh plot,
+32.1 and 24.9 ms with this one.
+
+Why raw Bokeh stays: the posterior band and draws (sources ``bft-posterior-band``, ``bft-posterior-draws``) are
+renderers added to the heatmap and the regression curve, live plots that are raw Bokeh (app/views/canvas.py); a
+frame of the heatmap declared with HoloViews cost 10.2-10.7 ms of server time against 0.03-0.04 ms raw, 10x15 to
+128x128 (``python scripts/hv_update_cost.py --frames 100``, median of 100 frames, measured with this change)."""
 from __future__ import annotations
 
+import holoviews as hv
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, Span
+from bokeh.models import ColumnDataSource
+from holoviews.streams import Pipe
 
 from ..configuration import CONFIG_PARAMS
 from ..session import BFTSession
 from ..transport import user_action
-from .common import SERIES, legend_outside, make_figure, markdown_text, teaching
+from .common import HV_OVERLAY, SERIES, Shown, hv_look, hv_name, hv_pane, markdown_text, teaching
+
+LAM = hv.Dimension("lam", label="λ (log scale)")
+LOGEV = hv.Dimension("logev", label="ln p(D | λ)")
+#: What the plot draws of no path: no point (the columns of the path and of its maximum).
+NO_PATH = (np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0))
 
 EQUATION = (r"$\ln p(D\,|\,\lambda) \approx -E(L^*) - \tfrac12 \ln\det H_T + \tfrac12 \ln\det(\lambda K)_T"
             r" + \ldots$ (density, Laplace); exact for regression")
@@ -31,6 +55,37 @@ def _edge_words(best: dict, lams: np.ndarray) -> str:
             f"fix λ yet (add points).")
 
 
+def path_element(data) -> hv.Overlay:
+    """The declaration of the path: log evidence against λ, its points and its maximum, from ``data`` = (λ, ln p,
+    λ of the maximum, ln p of the maximum).  The sources keep the names the page and its tests read."""
+    lam, logev, best_lam, best_logev = data
+    return (hv.Curve((lam, logev), LAM, LOGEV, label="log evidence").opts(
+                backend="bokeh", framewise=True, color=SERIES[0], line_width=3, hooks=[hv_name("bft-evidence-path")])
+            * hv.Scatter((lam, logev), LAM, LOGEV).opts(backend="bokeh", framewise=True, color=SERIES[0], size=5)
+            * hv.Scatter((best_lam, best_logev), LAM, LOGEV, label="maximum").opts(
+                backend="bokeh", framewise=True, color="black", size=12, marker="star",
+                hooks=[hv_name("bft-evidence-best")]))
+
+
+def current_element(data) -> hv.VLine:
+    """The current λ: a vertical line (a Bokeh Span named for the page)."""
+    return hv.VLine(float(data)).opts(backend="bokeh", color="crimson", line_width=2,
+                                      hooks=[hv_name("bft-evidence-current", "glyph")])
+
+
+def evidence_plot(path: Pipe, current: Pipe) -> hv.DynamicMap:
+    """The plot: the path over ``path`` and the marker over ``current``, two streams so that a new λ redraws the
+    marker alone."""
+    return (hv.DynamicMap(path_element, streams=[path], cache_size=1)
+            * hv.DynamicMap(current_element, streams=[current], cache_size=1)).opts(
+        {"Overlay": dict(title="log evidence against λ", logx=True, height=330, padding=0.05,
+                         hooks=[hv_look(_name_figure)], **HV_OVERLAY)}, backend="bokeh")
+
+
+def _name_figure(fig):
+    fig.name = "bft-evidence"
+
+
 class EvidenceView(pn.viewable.Viewer):
     session = param.ClassSelector(class_=BFTSession)
     follow = param.Boolean(True, label="follow", doc="Recompute after every change of the data.")
@@ -38,19 +93,12 @@ class EvidenceView(pn.viewable.Viewer):
     def __init__(self, canvas=None, regression=None, **params):
         super().__init__(**params)
         s = self.session
-        fig = make_figure("log evidence against λ", "λ (log scale)", "ln p(D | λ)", x_axis_type="log", height=330)
-        fig.name = "bft-evidence"
-        self.path = ColumnDataSource(dict(lam=[], logev=[]), name="bft-evidence-path")
-        self.best = ColumnDataSource(dict(lam=[], logev=[]), name="bft-evidence-best")
-        fig.line("lam", "logev", source=self.path, color=SERIES[0], line_width=3, legend_label="log evidence")
-        fig.scatter("lam", "logev", source=self.path, color=SERIES[0], size=5)
-        fig.scatter("lam", "logev", source=self.best, color="black", size=12, marker="star",
-                    legend_label="maximum")
-        self.current = Span(dimension="height", line_color="crimson", line_width=2, location=s.lam,
-                            name="bft-evidence-current")
-        fig.add_layout(self.current)
-        legend_outside(fig)
-        self.figure = fig
+        # the plot is declared (HoloViews, see the module's docstring); the view sends it what it draws
+        self.path = Pipe(data=NO_PATH)
+        self.current = Pipe(data=float(s.lam))
+        self.shown = Shown(False)  # the plot is drawn while the card is open
+        self._path_of = None  # the evidence document whose path the plot shows
+        self.plot = evidence_plot(self.path, self.current)
         self.choose = pn.widgets.Button(label="Choose λ by evidence", color="primary", width=190,
                                         css_classes=["bft-choose-lambda"])
         self.choose.on_click(user_action(lambda _: s.choose_lambda_by_evidence()))
@@ -92,6 +140,7 @@ class EvidenceView(pn.viewable.Viewer):
     def set_active(self, active: bool):
         """The evidence card was opened (compute now) or closed (stop following, hide the band)."""
         self.active = bool(active)
+        self.shown.show(self.active)
         if self.active:
             self._draw_on_main_plots()
             assert self.session is not None  # a view is built with its session (param types the parameter as optional)
@@ -110,22 +159,32 @@ class EvidenceView(pn.viewable.Viewer):
             self.session.compute_evidence()
 
     def _mark(self, *_):
-        self.current.location = self.session.lam
+        self._send_lambda()
         self._show()  # the info line names the current lambda
+
+    def _send_lambda(self) -> None:
+        lam = float(self.session.lam)
+        if self.current.data != lam:
+            self.shown.send(self.current, lam)
+
+    def _draw(self, ev: dict, data) -> None:
+        """Send the plot a new path; nothing when the document on it is the same (``evidence_busy`` changes the
+        info line alone: the plot is not drawn again on a click)."""
+        if ev is not self._path_of:
+            self._path_of = ev
+            self.shown.send(self.path, data)
 
     def _show(self, *_):
         s = self.session
         ev = s.evidence or {}
         if "error" in ev:
-            self.path.data = dict(lam=[], logev=[])
-            self.best.data = dict(lam=[], logev=[])
+            self._draw(ev, NO_PATH)
             self._say(markdown_text(ev["error"]))  # an exception's text: it may quote outside text
         elif "best" in ev:
             lam, logev = np.asarray(ev["lambda"], float), np.asarray(ev["log_evidence"], float)
             ok = np.isfinite(logev)
-            self.path.data = dict(lam=lam[ok], logev=logev[ok])
             b = ev["best"]
-            self.best.data = dict(lam=[b["lambda"]], logev=[b["log_evidence"]])
+            self._draw(ev, (lam[ok], logev[ok], np.array([b["lambda"]], float), np.array([b["log_evidence"]], float)))
             how = "exact" if ev.get("method") == "exact" else "Laplace approximation"
             self._say(f"Maximum at λ = {b['lambda']:.3g} (ln p = {b['log_evidence']:.2f}, {how}); "
                       f"the current λ is {s.lam:.3g}." + _edge_words(b, lam[ok])
@@ -152,5 +211,5 @@ class EvidenceView(pn.viewable.Viewer):
     def __panel__(self):
         controls = pn.Row(self.choose, self.refresh, pn.widgets.Checkbox.from_param(self.param.follow, width=80),
                           sizing_mode="stretch_width")
-        return pn.Column(controls, self.info, pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
+        return pn.Column(controls, self.info, hv_pane(self.plot),
                          teaching(EQUATION, TEXT), sizing_mode="stretch_width")

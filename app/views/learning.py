@@ -16,6 +16,16 @@ A session has at most one learning curve running (the button is disabled meanwhi
 nothing).  Any change of the problem (a click, a slider, a preset, an upload: a change of one of
 :data:`app.configuration.CONFIG_PARAMS`, the parameters the solver's runs restart on) cancels it: its curves are
 cleared and the view says so; the Cancel button does the same.
+
+Why raw Bokeh stays (issue 26 asked for HoloViews wherever it holds the click-to-heatmap latency, a median under
+50 ms at 1280x720): the curve declared with HoloViews (a DynamicMap over a Pipe stream, the declaration in
+``scripts/hv_static_cost.py``: 31 elements, the bands, lines and points of six λ and the stars, without the replica
+line and the λ plot beside it) costs the server 162.5 ms per partial document against 1.17 ms here, and clearing it
+582.4 ms against 0.72 ms (median of 30, ``python scripts/hv_static_cost.py``).  A click on the canvas clears a
+running curve in the click's own handler (the change of the problem cancels it), so that click would wait more than
+half a second for its heatmap; and the partial documents arrive every 0.25 s
+(:data:`bftcore.learning.UPDATE_SECONDS`), so a curve filling in would hold the event loop that serves every session
+of the worker about two thirds of the time, also after the tab was left (Panel keeps a tab rendered once opened).
 """
 from __future__ import annotations
 

@@ -1,19 +1,41 @@
 """What the prior means: its templates drawn beside their weights, random fields drawn from it, and a column slice
-p(y|x0) of the learned density against the true one under the cursor."""
+p(y|x0) of the learned density against the true one under the cursor.
+
+Why HoloViews here (issue 26: HoloViews wherever it holds the click-to-heatmap latency, a median under 50 ms at
+1280x720): the template thumbnails and the prior samples are declared (:func:`thumb_element`, :func:`sample_element`:
+images of the field, or a template's line, each a DynamicMap over a Pipe stream) and are never drawn on a click: they
+change with the prior (λ, the orders, the templates, the grid), not with the data.  Measured with
+``python scripts/hv_static_cost.py`` (median of 30): four new samples cost the server 58.5 ms (raw Bokeh's four
+sources: 0.34 ms), two thumbnails 58.4 ms (0.29 ms); 0 plot updates in 3 clicks.  So that this does not land on
+what answers a change either: within a user action (a preset, an upload, a button) they are drawn after its message
+has gone out (:func:`app.transport.after_user_action`), a thumbnail only when its template changed, and the samples
+only while their tab is open (:class:`app.views.common.Shown`).  A λ slider's step with the prior tab open does pay
+the samples' drawing, 58.5 ms of server time.
+
+Why raw Bokeh stays for the slice: it is live, redrawn under the mouse and at every frame of a run, in the browser
+(CustomJS on the heatmap's mouse moves and on its image source, :data:`SLICE_JS`): no server time at all.  Declared
+with HoloViews it would be drawn by the server (a stream of the cursor's x and of the frames): 20.5 ms of server
+time per frame or mouse move (median of 30, ``python scripts/hv_static_cost.py``), on top of each frame of the
+heatmap that a click starts.
+"""
 from __future__ import annotations
 
+from functools import partial
+
+import holoviews as hv
 import numpy as np
 import panel as pn
 import param
 from bokeh.events import MouseMove
-from bokeh.models import ColumnDataSource, CustomJS, CustomJSTickFormatter, Label, LinearColorMapper
-from bokeh.plotting import figure
+from bokeh.models import ColumnDataSource, CustomJS, CustomJSTickFormatter, Label
+from holoviews.streams import Pipe
 
 from bftcore import api
 from bftcore.templates import paper_true_density, template_values
 
 from ..session import BFTSession
-from .common import PALETTE, SERIES, make_figure, markdown_text
+from ..transport import after_user_action
+from .common import PALETTE, SERIES, Shown, hv_name, hv_pane, make_figure, markdown_text
 
 #: Templates drawn (a file may have more; the first ones are shown) and random fields drawn from the prior.
 MAX_THUMBS, N_SAMPLES = 6, 4
@@ -80,13 +102,64 @@ return s.padStart(8, '\u2007');
 """
 
 
-def _thumb(name: str, w: int = 76, h: int = 56):
-    f = figure(width=w, height=h, toolbar_location=None, tools="", name=name, min_border=2)
-    f.axis.visible = False
-    f.grid.visible = False
-    f.title.text_font_size = "11px"
-    f.outline_line_color = None
-    return f
+#: The image of no field (a regression has no density to show): one cell, its glyph hidden (:func:`_hide_blank`).
+BLANK = np.zeros((1, 1))
+
+
+def _hide_blank(plot, element) -> None:
+    """HoloViews hook: the image of :data:`BLANK` is not drawn (a real field has more than one cell)."""
+    renderer = plot.handles.get("glyph_renderer")
+    shown = element.data.shape[:2] != BLANK.shape if hasattr(element.data, "shape") else True
+    if renderer is not None and renderer.visible != shown:
+        renderer.visible = shown
+
+
+def _small(name: str, w: int, h: int, *hooks) -> dict:
+    """Options of a small picture without axes or tools (a thumbnail, a prior sample), its figure named ``name``."""
+    def look(plot, element):
+        fig = plot.state
+        if fig.name != name:
+            fig.update(name=name, outline_line_color=None)
+    # padding: a margin around the picture as the raw Bokeh figures had (a template's line is not cut at the frame)
+    return dict(backend="bokeh", width=w, height=h, xaxis=None, yaxis=None, toolbar=None, default_tools=[],
+                border=2, padding=0.05, fontsize={"title": "11px"}, title="{label}", hooks=[look, *hooks])
+
+
+def field_image(field, bounds, label: str = "", **opts) -> hv.Image:
+    """A field on the grid (``field[i, j]`` at x_i, y_j) as an image over ``bounds`` (left, bottom, right, top), in
+    the heatmap's palette scaled to its own range (framewise: each new field its own scale); None draws nothing."""
+    img = BLANK if field is None else np.flipud(np.asarray(field, float).T)  # rows from the top: HoloViews' order
+    opts = {"backend": "bokeh", "cmap": list(PALETTE), "framewise": True, **opts}
+    opts["hooks"] = [_hide_blank, *opts.get("hooks", [])]
+    return hv.Image(img, bounds=bounds, kdims=["x", "y"], vdims=["p"], label=label).opts(**opts)
+
+
+def sample_element(k: int, data: dict) -> hv.Image:
+    """Prior sample ``k`` of ``data`` (``fields``, ``bounds``, ``titles``; nothing drawn past the fields given); its
+    source is named ``bft-prior-sample-source-k`` for the page and its tests."""
+    fields = data["fields"]
+    return field_image(fields[k] if k < len(fields) else None, data["bounds"], data["titles"][k],
+                       **_small(f"bft-prior-sample-{k}", 230, 210, hv_name(f"bft-prior-sample-source-{k}")))
+
+
+def thumb_element(j: int, data: dict) -> hv.Overlay:
+    """Template ``j`` from ``data`` (``field``: its density on the grid, or None; ``line``: its values (x, y) for a
+    regression; ``bounds`` of the image and ``title``): the density as an image, or the curve."""
+    x, y = data["line"]
+    return (field_image(data["field"], data["bounds"])
+            * hv.Curve((x, y), "x", "y").opts(backend="bokeh", color=SERIES[(3 + j) % 10], line_width=2,
+                                              framewise=True)).opts(
+        **_small(f"bft-thumb-{j}", 76, 56)).relabel(data["title"])
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Two thumbnails' data draw the same picture."""
+    def eq(u, v):
+        if u is None or v is None:
+            return u is v
+        return np.array_equal(np.asarray(u), np.asarray(v), equal_nan=True)
+    return (a["title"] == b["title"] and a["bounds"] == b["bounds"] and eq(a["field"], b["field"])
+            and all(eq(u, v) for u, v in zip(a["line"], b["line"])))
 
 
 class PriorView(pn.viewable.Viewer):
@@ -98,27 +171,18 @@ class PriorView(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.session
-        self.mapper = LinearColorMapper(palette=PALETTE, low=0, high=1)
-        self.thumbs, self.thumb_sources, self.thumb_lines = [], [], []
-        for j in range(MAX_THUMBS):
-            f = _thumb(f"bft-thumb-{j}")
-            src = ColumnDataSource(dict(image=[], x=[], y=[], dw=[], dh=[]))
-            line = ColumnDataSource(dict(x=[], y=[]))
-            f.image(image="image", x="x", y="y", dw="dw", dh="dh", source=src,
-                    color_mapper=LinearColorMapper(palette=PALETTE))
-            f.line("x", "y", source=line, color=SERIES[(3 + j) % 10], line_width=2)
-            f.visible = False
-            self.thumbs.append(f)
-            self.thumb_sources.append(src)
-            self.thumb_lines.append(line)
-        self.samples, self.sample_sources = [], []
-        for k in range(N_SAMPLES):
-            f = _thumb(f"bft-prior-sample-{k}", w=230, h=210)  # the tab has the room: readable on a projector
-            src = ColumnDataSource(dict(image=[], x=[], y=[], dw=[], dh=[]), name=f"bft-prior-sample-source-{k}")
-            f.image(image="image", x="x", y="y", dw="dw", dh="dh", source=src,
-                    color_mapper=LinearColorMapper(palette=PALETTE))
-            self.samples.append(f)
-            self.sample_sources.append(src)
+        # the thumbnails and the samples are declared (HoloViews, see the module's docstring): one stream each, the
+        # view sends them what they draw
+        self.thumb_data = [Pipe(data=d) for d in self._thumb_data()]
+        self.thumb_panes = [hv_pane(hv.DynamicMap(partial(thumb_element, j), streams=[pipe], cache_size=1),
+                                    sizing_mode="fixed", width=76, height=56, margin=0, visible=False)
+                            for j, pipe in enumerate(self.thumb_data)]
+        self.sample_data = Pipe(data=dict(fields=[], bounds=(0, 0, 1, 1), titles=[""] * N_SAMPLES))
+        self.sample_panes = [hv_pane(hv.DynamicMap(partial(sample_element, k), streams=[self.sample_data],
+                                                   cache_size=1), sizing_mode="fixed", width=230, height=210, margin=2)
+                             for k in range(N_SAMPLES)]
+        self.samples_shown = Shown()  # the prior tab is open (app.main tells): the samples are drawn only then
+        self.thumbs_shown = Shown()  # beside the mixing bars: always
         self.samples_note = pn.pane.Markdown("", styles={"font-size": "12px"}, margin=(0, 10))
         # the slice
         fig = make_figure("column slice p(y | x0)  (hover on the density)", "y", "p(y|x0)", height=200,
@@ -166,42 +230,62 @@ class PriorView(pn.viewable.Viewer):
         self.truth.data = dict(image=[np.ascontiguousarray(paper_true_density(s.grid).T)])
         self.truth_line.visible = True
 
-    def _update_thumbs(self, *_):
+    def _thumb_data(self) -> list[dict]:
+        """What the thumbnails draw, one dict per thumbnail (:data:`MAX_THUMBS`): for each template shown, its
+        density on the grid or, for a regression, its values at the x nodes; the image's box and the title
+        (``shown``: the thumbnail has a template)."""
         s, g = self.session, self.session.grid
         specs = s.template_specs()[0][:MAX_THUMBS]
         labels = s.template_labels()
-        placement = dict(x=[g.x.min - g.hx / 2], y=[g.y.min - g.hy / 2], dw=[max(g.x.n * g.hx, 1e-9)],
-                         dh=[max(g.y.n * g.hy, 1e-9)])
-        for j, f in enumerate(self.thumbs):
+        box = (g.x.min - g.hx / 2, g.y.min - g.hy / 2, g.x.min - g.hx / 2 + max(g.x.n * g.hx, 1e-9),
+               g.y.min - g.hy / 2 + max(g.y.n * g.hy, 1e-9))
+        out = []
+        for j in range(MAX_THUMBS):
+            d = dict(field=None, line=(np.zeros(0), np.zeros(0)), bounds=box, title="", shown=j < len(specs))
+            out.append(d)
             if j >= len(specs):
-                if f.visible:
-                    f.visible = False
                 continue
             spec = specs[j]
-            f.title.text = f"t{j + 1} {labels[j]}"[:18]
+            d["title"] = f"t{j + 1} {labels[j]}"[:18]
             try:
                 if s.is_regression:
                     y = np.asarray(template_values(spec, g.x.nodes), float)
                     x = g.x.nodes if g.x.n > 1 else np.array([g.x.min - 1.0, g.x.max + 1.0])
-                    self.thumb_lines[j].data = dict(x=x, y=y if len(y) == len(x) else np.full(len(x), y[0]))
-                    self.thumb_sources[j].data = dict(image=[], x=[], y=[], dw=[], dh=[])
+                    y = y if len(y) == len(x) else np.full(len(x), y[0])
+                    d["line"] = (np.asarray(x, float), y)
+                    # the image draws nothing: its box within the curve's, so that the axes are the curve's
+                    d["bounds"] = (float(x.min()), float(np.nanmin(y)), float(x.max()), float(np.nanmax(y)) + 1e-9)
                 else:
-                    P = np.asarray(api.template_density(spec, g), float)
-                    self.thumb_sources[j].data = dict(image=[np.ascontiguousarray(P.T)], **placement)
-                    self.thumb_lines[j].data = dict(x=[], y=[])
+                    d["field"] = np.asarray(api.template_density(spec, g), float)
             except (ValueError, KeyError, TypeError):
                 pass
-            if not f.visible:
-                f.visible = True
+        return out
+
+    def _update_thumbs(self, *_):
+        for pane, pipe, data in zip(self.thumb_panes, self.thumb_data, self._thumb_data()):
+            if pane.visible != data["shown"]:
+                pane.visible = data["shown"]
+            # a template's slider redraws that template's thumbnail alone; a hidden one keeps what it drew
+            if data["shown"] and not _same(pipe.data, data):
+                self._send(self.thumbs_shown, pipe, data)
+
+    def _send(self, shown: Shown, pipe: Pipe, data) -> None:
+        """Send a plot what it draws: within a user action (a preset, a button) after the action's message has gone
+        out, so that the heatmap answering it does not wait for the drawing
+        (:func:`app.transport.after_user_action`)."""
+        if not after_user_action(self.session.pump.doc, partial(shown.send, pipe, data)):
+            shown.send(pipe, data)
+
+    def show_samples(self, shown: bool) -> None:
+        """The prior tab was opened (the samples that changed meanwhile are drawn) or closed."""
+        self.samples_shown.show(shown)
 
     def _update_samples(self, *_):
         s = self.session
-        for src in self.sample_sources:
-            src.tags = []
         if s.is_regression:
             self.samples_note.object = "Prior samples are drawn for the density models."
-            for src in self.sample_sources:
-                src.data = dict(image=[], x=[], y=[], dw=[], dh=[])
+            self._send(self.samples_shown, self.sample_data,
+                       dict(fields=[], bounds=(0, 0, 1, 1), titles=[""] * N_SAMPLES))
             return
         try:
             cfg = api.validate_config(s.to_config())
@@ -211,21 +295,22 @@ class PriorView(pn.viewable.Viewer):
             self.samples_note.object = f"No prior samples: {markdown_text(' '.join(str(e).split())[:160])}"
             return
         g = problem.grid if hasattr(problem, "grid") else s.grid
-        placement = dict(x=[g.x.min - g.hx / 2], y=[g.y.min - g.hy / 2], dw=[g.x.n * g.hx], dh=[g.y.n * g.hy])
-        for k, (src, f) in enumerate(zip(self.sample_sources, self.samples)):
-            src.data = dict(image=[np.ascontiguousarray(np.asarray(dens[k], float).T)], **placement)
-            f.title.text = f"sample {k + 1}" + (f" (t{int(comp[k]) + 1})" if len(s.template_labels()) > 1 else "")
+        left, bottom = g.x.min - g.hx / 2, g.y.min - g.hy / 2
+        several = len(s.template_labels()) > 1
+        self._send(self.samples_shown, self.sample_data, dict(
+            fields=[np.asarray(dens[k], float) for k in range(N_SAMPLES)],
+            bounds=(left, bottom, left + g.x.n * g.hx, bottom + g.y.n * g.hy),
+            titles=[f"sample {k + 1}" + (f" (t{int(comp[k]) + 1})" if several else "") for k in range(N_SAMPLES)]))
         self.samples_note.object = (f"Random fields p(y|x) drawn from the prior (λ = {s.lam:g}, {s.order}): what it "
                                     "believes before any data. A larger λ gives smoother fields.")
 
     def thumbnails(self):
         """The template thumbnails, one per template (placed beside the mixing bars)."""
-        return pn.Row(*[pn.pane.Bokeh(f, margin=0) for f in self.thumbs], margin=(0, 0, 0, 40), height=58,
-                      css_classes=["bft-thumbs"])
+        return pn.Row(*self.thumb_panes, margin=(0, 0, 0, 40), height=58, css_classes=["bft-thumbs"])
 
     def samples_panel(self):
         return pn.Column(pn.pane.Markdown("**Random fields from the prior**", margin=(0, 10)),
-                         pn.FlexBox(*[pn.pane.Bokeh(f, margin=2) for f in self.samples], flex_wrap="wrap"),
+                         pn.FlexBox(*self.sample_panes, flex_wrap="wrap"),
                          self.samples_note,
                          css_classes=["bft-prior-samples"])
 

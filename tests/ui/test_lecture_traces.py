@@ -263,4 +263,15 @@ def test_the_beta_sweep_shows_its_progress(page):
     # the model's text is the pane's HTML, escaped: look for the words
     assert any("Sweeping: " in t and "of about" in t and "solves" in t for t in seen), seen
     assert "Sweeping" not in seen[-1], seen
+    # what the plot draws (its sources keep their names under HoloViews): both branches over the four β values of
+    # [0.1, 10], a₁ a mixing coefficient, and the current β (fig23's) marked
+    up, down = (wait_until(lambda b=branch: column(page, f"bft-sweep-{b}", "beta")) for branch in ("up", "down"))
+    assert len(up) == len(down) == 4 and sorted(up) == up and sorted(down) == sorted(up)
+    assert up[0] == pytest.approx(0.1) and up[-1] == pytest.approx(10.0)
+    assert all(0.0 <= a <= 1.0 for a in column(page, "bft-sweep-up", "a") + column(page, "bft-sweep-down", "a"))
+    beta = page.evaluate("""() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-sweep-current');
+      if (m) return m.location; } return null; }""")
+    fig23 = BFTSession(live=False)
+    assert fig23.load_preset("fig23")
+    assert beta == pytest.approx(fig23.beta)
     assert page.errors == []
