@@ -10,7 +10,7 @@ from bokeh.models import ColumnDataSource, CustomJS, CustomJSTickFormatter, Labe
 from bokeh.plotting import figure
 
 from bftcore import api
-from bftcore.templates import paper_true_density, template_values
+from bftcore.foundations.templates import paper_true_density, template_values
 
 from ..session import BFTSession
 from .common import PALETTE, SERIES, make_figure, markdown_text
