@@ -53,7 +53,7 @@ from .configuration import (
     menu_kinds,
 )
 from .runner import RUN_COMPUTE_S, FramePump, grid_key, trial_start
-from .transport import check_value
+from .transport import check_value, ruled
 from .work import LONG, Background, Task
 
 #: Wall-clock budget of one learning curve on the server (the budget of bftcore.foundations.limits for one run).
@@ -100,47 +100,41 @@ def _number_within(v, lo: float, hi: float) -> bool:
         return False
 
 
-class _Points(param.List):
+def _points_rule(val) -> None:
     """Data points: [x, y] pairs of numbers within the gate's coordinates, at most :data:`MAX_POINTS` of them."""
-
-    def _validate(self, val):
-        super()._validate(val)
-        if len(val) > MAX_POINTS:
-            raise ValueError(f"{len(val)} points; the dashboard takes at most {MAX_POINTS}")
-        for k, p in enumerate(val):
-            if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(_number_within(v, *COORDINATE) for v in p)):
-                raise ValueError(f"point {k} must be [x, y] with two finite numbers of at most {MAX_COORDINATE:g} "
-                                 f"in magnitude, got {str(p)[:40]}")
+    if len(val) > MAX_POINTS:
+        raise ValueError(f"{len(val)} points; the dashboard takes at most {MAX_POINTS}")
+    for k, p in enumerate(val):
+        if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(_number_within(v, *COORDINATE) for v in p)):
+            raise ValueError(f"point {k} must be [x, y] with two finite numbers of at most {MAX_COORDINATE:g} "
+                             f"in magnitude, got {str(p)[:40]}")
 
 
-class _Orders(param.Dict):
+def _orders_rule(val) -> None:
     """Further prior orders {"l2" | "l4" | "l6": coefficient >= 0}."""
-
-    def _validate(self, val):
-        super()._validate(val)
-        for k, v in val.items():
-            if k not in ORDERS or not _number_within(v, *MAGNITUDE):
-                raise ValueError(f"further prior orders take {', '.join(ORDERS)} with numbers from 0 to "
-                                 f"{MAX_MAGNITUDE:g}, got {k!r}: {str(v)[:20]}")
+    for k, v in val.items():
+        if k not in ORDERS or not _number_within(v, *MAGNITUDE):
+            raise ValueError(f"further prior orders take {', '.join(ORDERS)} with numbers from 0 to "
+                             f"{MAX_MAGNITUDE:g}, got {k!r}: {str(v)[:20]}")
 
 
-class _Weights(param.List):
+def _weights_rule(val) -> None:
     """Prior weights p_j of a file's templates: numbers >= 0."""
-
-    def _validate(self, val):
-        super()._validate(val)
-        if not all(_number_within(v, *MAGNITUDE) for v in val):
-            raise ValueError(f"template weights must be numbers from 0 to {MAX_MAGNITUDE:g}, got {str(val)[:40]}")
+    if not all(_number_within(v, *MAGNITUDE) for v in val):
+        raise ValueError(f"template weights must be numbers from 0 to {MAX_MAGNITUDE:g}, got {str(val)[:40]}")
 
 
-class _Init(param.Selector):
+def _init_rule(val) -> None:
     """The initialisation menu, plus "template N" for any of a file's templates (N up to 16)."""
+    if not (val in INITS or (isinstance(val, str) and TEMPLATE_INIT.fullmatch(val))):
+        raise ValueError(f"the initialisation must be one of {', '.join(INITS[:3])}, '{KEEP_CURRENT}' or "
+                         f"'template N', got {str(val)[:40]!r}")
 
-    def _validate(self, val):
-        if not (val in INITS or (isinstance(val, str) and TEMPLATE_INIT.fullmatch(val))):
-            raise ValueError(f"the initialisation must be one of {', '.join(INITS[:3])}, '{KEEP_CURRENT}' or "
-                             f"'template N', got {str(val)[:40]!r}")
-        super()._validate(val)
+
+_Points = ruled(param.List, _points_rule)
+_Orders = ruled(param.Dict, _orders_rule)
+_Weights = ruled(param.List, _weights_rule)
+_Init = ruled(param.Selector, _init_rule, first=True)
 
 
 def _evidence_job(cfg: dict, values, field) -> tuple[dict, dict | None]:
