@@ -4,8 +4,8 @@
 document back into parameter values.  Any valid document loads: what the controls cannot show (several prior orders
 at once, repeated or array templates, unnormalised weights, another grid or domain, a regression truth) is kept as it
 is in parameters of its own (``extra_orders``, ``file_templates``, ``file_weights``, ``regression_truth``) and
-written back unchanged.  The template menu is the registry of :mod:`bftcore.templates` (its menu kinds, labels and
-keys); :data:`TEMPLATE_PARAMS` names the parameter that holds each key of a menu template.
+written back unchanged.  The template menu is the registry of :mod:`bftcore.foundations.templates` (its menu kinds,
+labels and keys); :data:`TEMPLATE_PARAMS` names the parameter that holds each key of a menu template.
 
 The functions read the values as attributes of ``values`` (a :class:`app.session.BFTSession`, or anything with the
 same attributes); nothing here knows the session's runs or views.
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from bftcore import config
-from bftcore.templates import kinds
+from bftcore.foundations import config
+from bftcore.foundations.templates import kinds
 
 #: Largest number of data points a session accepts (clicks beyond it are refused with a message).
 MAX_POINTS = 2000

@@ -187,8 +187,8 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
-#: The most expensive problem a link can ask of the server within the budget of bftcore.limits: field P on the
-#: largest grid (128 x 128 = 16 384 nodes) by massive relaxation, as many iterations as nodes x iterations allows.
+#: The most expensive problem a link can ask of the server within the budget of bftcore.foundations.limits: field P on
+#: the largest grid (128 x 128 = 16 384 nodes) by massive relaxation, as many iterations as nodes x iterations allows.
 WORST_LINK = ("?nx=128&ny=128&model=density%2C+prior+on+P&method=massive&solver_mass2=1&max_iter=61&min_iter=61"
               "&tol=0&grid_size=as+loaded+%28custom%29")
 #: Field P at the node limit by Newton: a new sparse factorisation of the KKT matrix every iteration.

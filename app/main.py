@@ -150,7 +150,7 @@ def build():
     theme.jscallback(args=dict(css=DARK_SHADOW_CSS), value=DARK_JS)
 
     theme.param.watch(user_action(lambda event: apply_theme(pn.state.curdoc, event.new)), "value")
-    # the fit's figure at projector resolution, from the declaration the CLI's --png draws (bftcore.figures)
+    # the fit's figure at projector resolution, from the declaration the CLI's --png draws (bftcore.outputs.figures)
     export = pn.widgets.FileDownload(callback=session.figure_png, filename="bftcore-fit.png",
                                      label="⤓ PNG (1920×1080)", width=150, margin=(8, 10, 0, 10),
                                      css_classes=["bft-export"],

@@ -63,8 +63,8 @@ import param
 from panel.io.state import set_curdoc
 
 from bftcore import api
-from bftcore.limits import RunBudgetExceeded
-from bftcore.problems import kind_of
+from bftcore.foundations.limits import RunBudgetExceeded
+from bftcore.models.problems import kind_of
 
 from .transport import at_release, one_message
 from .work import HEAVY
@@ -75,9 +75,9 @@ log.setLevel(logging.getLogger("bokeh").getEffectiveLevel())
 
 #: Seconds of computing (time inside the worker thread, not pacing or queueing) one run may take on the server;
 #: past it the run is stopped with a message and the last iteration stays on screen.  The problems the budget of
-#: bftcore.limits accepts take 1-5 s alone on the project's machine, except field P by Newton at 128 x 128 with a
-#: weak prior (l2 = 0.025: 9-13 s an iteration, in SuperLU's factorisation), which this stops after 2 or 3.  A single
-#: iteration is never interrupted: the budget is checked between iterations.
+#: bftcore.foundations.limits accepts take 1-5 s alone on the project's machine, except field P by Newton at 128 x 128
+#: with a weak prior (l2 = 0.025: 9-13 s an iteration, in SuperLU's factorisation), which this stops after 2 or 3.  A
+#: single iteration is never interrupted: the budget is checked between iterations.
 RUN_COMPUTE_S = 20.0
 #: A run is *heavy* above this many grid nodes (field P: a quarter of it, for its sparse factorisations).
 #: Heavy iterations of every session go through one worker thread, in turn; light ones have threads of their

@@ -3,15 +3,15 @@
 Everything a user can change lives here as a parameter; the views in ``app/views`` only watch it.  The user's
 actions are methods: editing the data points (with undo), loading a preset or an uploaded configuration, and
 running the solver (start, play, pause, step, reset, a beta sweep).  The session talks to the solver exclusively
-through ``bftcore.api`` and ``bftcore.config`` (one implementation of each formula: the CLI, the tests and the
-dashboard run the same code).  Its parameters map to the JSON configuration document of CONVENTIONS.md §4 through
+through ``bftcore.api`` and ``bftcore.foundations.config`` (one implementation of each formula: the CLI, the tests and
+the dashboard run the same code).  Its parameters map to the JSON configuration document of CONVENTIONS.md §4 through
 :mod:`app.configuration` (:meth:`BFTSession.to_config` / :meth:`BFTSession.load_config`), and its runs are played by
 its :class:`app.runner.FramePump`, which sets the outputs the views watch (``record``, ``history``, ``status``, ...).
 
 Every input is untrusted (issue 11): a share link (``app.views.share.read_url``) and an upload
-(:meth:`BFTSession.load_config`) pass the gate of ``bftcore.config`` with the server's budget
-``bftcore.limits.LIMITS``, an upload is also started on a trial (iteration 0) before it replaces anything, and the
-parameters themselves refuse values that would break :meth:`BFTSession.to_config` (points, orders, weights, the
+(:meth:`BFTSession.load_config`) pass the gate of ``bftcore.foundations.config`` with the server's budget
+``bftcore.foundations.limits.LIMITS``, an upload is also started on a trial (iteration 0) before it replaces anything,
+and the parameters themselves refuse values that would break :meth:`BFTSession.to_config` (points, orders, weights, the
 initialisation).  Nothing mutable is shared between sessions: each session builds its own ``BFTSession`` and its
 own views.
 """
@@ -23,15 +23,17 @@ import io
 import numpy as np
 import param
 
-from bftcore import api, figures, presets
-from bftcore.config import parse_document, validate_config, validate_sweep
-from bftcore.distributed import Cancelled
-from bftcore.documents import record_document
-from bftcore.grid import Axis, Grid
-from bftcore.learning import parse_sizes
-from bftcore.limits import LIMITS, MAX_COORDINATE, MAX_MAGNITUDE, MIN_BETA, RunBudgetExceeded
-from bftcore.problems import kind_of
-from bftcore.templates import describe
+from bftcore import api
+from bftcore.foundations.config import parse_document, validate_config, validate_sweep
+from bftcore.foundations.distributed import Cancelled
+from bftcore.foundations.grid import Axis, Grid
+from bftcore.foundations.limits import LIMITS, MAX_COORDINATE, MAX_MAGNITUDE, MIN_BETA, RunBudgetExceeded
+from bftcore.foundations.templates import describe
+from bftcore.models import presets
+from bftcore.models.problems import kind_of
+from bftcore.outputs import figures
+from bftcore.outputs.documents import record_document
+from bftcore.studies.learning import parse_sizes
 
 from . import configuration
 from .configuration import (
@@ -51,14 +53,14 @@ from .configuration import (
     menu_kinds,
 )
 from .runner import RUN_COMPUTE_S, FramePump, grid_key, trial_start
-from .transport import check_value
+from .transport import check_value, ruled
 from .work import LONG, Background, Task
 
-#: Wall-clock budget of one learning curve on the server (the budget of bftcore.limits for one run).
+#: Wall-clock budget of one learning curve on the server (the budget of bftcore.foundations.limits for one run).
 LEARNING_SECONDS = float(LIMITS.run_seconds or 120.0)
-#: Where the dashboard's learning curves run (:mod:`bftcore.distributed`): ``"serial"``, a loop in the task's own
-#: worker thread.  The CLI and the API default to Dask in process, but inside the server Dask's scheduler, worker
-#: and client threads compete with the server's event loop that draws the curve as it fills: the Fig 21 curve
+#: Where the dashboard's learning curves run (:mod:`bftcore.foundations.distributed`): ``"serial"``, a loop in the
+#: task's own worker thread.  The CLI and the API default to Dask in process, but inside the server Dask's scheduler,
+#: worker and client threads compete with the server's event loop that draws the curve as it fills: the Fig 21 curve
 #: (800 fits) took 8.8 s from the button to "Done" in process against 5.6-6.0 s serial (a fresh install,
 #: Chromium, 2026-11-23).  Progress, the live curve and cancellation work the same on every engine.
 LEARNING_SCHEDULER = "serial"
@@ -83,8 +85,8 @@ MENU_KINDS = list(menu_kinds("density") + menu_kinds("regression"))
 
 
 def preset_catalogue() -> dict:
-    """Preset name -> (configuration document, explanation): every entry of bftcore.presets.PRESETS (the dashboard
-    loads any valid document)."""
+    """Preset name -> (configuration document, explanation): every entry of bftcore.models.presets.PRESETS (the
+    dashboard loads any valid document)."""
     return dict(presets.PRESETS)
 
 
@@ -98,47 +100,41 @@ def _number_within(v, lo: float, hi: float) -> bool:
         return False
 
 
-class _Points(param.List):
+def _points_rule(val) -> None:
     """Data points: [x, y] pairs of numbers within the gate's coordinates, at most :data:`MAX_POINTS` of them."""
-
-    def _validate(self, val):
-        super()._validate(val)
-        if len(val) > MAX_POINTS:
-            raise ValueError(f"{len(val)} points; the dashboard takes at most {MAX_POINTS}")
-        for k, p in enumerate(val):
-            if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(_number_within(v, *COORDINATE) for v in p)):
-                raise ValueError(f"point {k} must be [x, y] with two finite numbers of at most {MAX_COORDINATE:g} "
-                                 f"in magnitude, got {str(p)[:40]}")
+    if len(val) > MAX_POINTS:
+        raise ValueError(f"{len(val)} points; the dashboard takes at most {MAX_POINTS}")
+    for k, p in enumerate(val):
+        if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(_number_within(v, *COORDINATE) for v in p)):
+            raise ValueError(f"point {k} must be [x, y] with two finite numbers of at most {MAX_COORDINATE:g} "
+                             f"in magnitude, got {str(p)[:40]}")
 
 
-class _Orders(param.Dict):
+def _orders_rule(val) -> None:
     """Further prior orders {"l2" | "l4" | "l6": coefficient >= 0}."""
-
-    def _validate(self, val):
-        super()._validate(val)
-        for k, v in val.items():
-            if k not in ORDERS or not _number_within(v, *MAGNITUDE):
-                raise ValueError(f"further prior orders take {', '.join(ORDERS)} with numbers from 0 to "
-                                 f"{MAX_MAGNITUDE:g}, got {k!r}: {str(v)[:20]}")
+    for k, v in val.items():
+        if k not in ORDERS or not _number_within(v, *MAGNITUDE):
+            raise ValueError(f"further prior orders take {', '.join(ORDERS)} with numbers from 0 to "
+                             f"{MAX_MAGNITUDE:g}, got {k!r}: {str(v)[:20]}")
 
 
-class _Weights(param.List):
+def _weights_rule(val) -> None:
     """Prior weights p_j of a file's templates: numbers >= 0."""
-
-    def _validate(self, val):
-        super()._validate(val)
-        if not all(_number_within(v, *MAGNITUDE) for v in val):
-            raise ValueError(f"template weights must be numbers from 0 to {MAX_MAGNITUDE:g}, got {str(val)[:40]}")
+    if not all(_number_within(v, *MAGNITUDE) for v in val):
+        raise ValueError(f"template weights must be numbers from 0 to {MAX_MAGNITUDE:g}, got {str(val)[:40]}")
 
 
-class _Init(param.Selector):
+def _init_rule(val) -> None:
     """The initialisation menu, plus "template N" for any of a file's templates (N up to 16)."""
+    if not (val in INITS or (isinstance(val, str) and TEMPLATE_INIT.fullmatch(val))):
+        raise ValueError(f"the initialisation must be one of {', '.join(INITS[:3])}, '{KEEP_CURRENT}' or "
+                         f"'template N', got {str(val)[:40]!r}")
 
-    def _validate(self, val):
-        if not (val in INITS or (isinstance(val, str) and TEMPLATE_INIT.fullmatch(val))):
-            raise ValueError(f"the initialisation must be one of {', '.join(INITS[:3])}, '{KEEP_CURRENT}' or "
-                             f"'template N', got {str(val)[:40]!r}")
-        super()._validate(val)
+
+_Points = ruled(param.List, _points_rule)
+_Orders = ruled(param.Dict, _orders_rule)
+_Weights = ruled(param.List, _weights_rule)
+_Init = ruled(param.Selector, _init_rule, first=True)
 
 
 def _evidence_job(cfg: dict, values, field) -> tuple[dict, dict | None]:
@@ -237,9 +233,10 @@ class BFTSession(param.Parameterized):
     live = param.Boolean(True, label="re-solve on every change")
     preset = param.String("", regex=r"^[\w .-]{0,64}$", doc="Name of the last preset loaded ('' when edited by hand).")
     # --- outputs (read by the views) -------------------------------------------------------------------------
-    record = param.Parameter(None, doc="Latest solver record on screen (a bftcore.records.Record, with its arrays).")
-    history = param.List([], doc="One bftcore.records.Record per iteration of the current run shown so far, "
-                                 "without its arrays (L, P, h, field are None).")
+    record = param.Parameter(None, doc="Latest solver record on screen (a bftcore.foundations.records.Record, "
+                                       "with its arrays).")
+    history = param.List([], doc="One bftcore.foundations.records.Record per iteration of the current run shown so "
+                                 "far, without its arrays (L, P, h, field are None).")
     run_id = param.Integer(0, doc="Incremented when the first frame of a new run is shown (the traces restart).")
     running = param.Boolean(False, doc="True while the solver animation plays.")
     converged = param.Boolean(False)
@@ -589,8 +586,8 @@ class BFTSession(param.Parameterized):
     # ===================================================================== figure export
     async def figure_png(self, size: tuple[int, int] = figures.PROJECTOR_SIZE) -> io.BytesIO:
         """The figure of the iteration on screen as PNG (the *PNG (1920×1080)* button): the same declaration as the
-        CLI's ``--png`` (:func:`bftcore.figures.fit_figure`), rendered on the heavy worker thread when served.  A
-        failure is said on the message line and raised (the download then does not start)."""
+        CLI's ``--png`` (:func:`bftcore.outputs.figures.fit_figure`), rendered on the heavy worker thread when served.
+        A failure is said on the message line and raised (the download then does not start)."""
         rec = self.record
         try:
             if rec is None:
@@ -621,7 +618,7 @@ class BFTSession(param.Parameterized):
         if cfg["model"] == "density" and rec is not None and self.pump.shown_key == grid_key(cfg):
             field = np.array(rec.L, copy=True)
         self.evidence_busy = True
-        # the path's own range (bftcore.evidence.default_values: from a prior weaker than the data on every mode
+        # the path's own range (bftcore.models.evidence.default_values: from a prior weaker than the data on every mode
         # to one stronger on every mode): 30 warm-started fits, about 0.3 s on the paper grid.  A request made
         # while a path is computed waits for it (the newest only).
         self.work.start("evidence", lambda _task: _evidence_job(cfg, None, field),

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import bokeh
@@ -263,6 +264,22 @@ def check_value(parameter, value) -> None:
     an upload is judged as a whole before anything changes (a refused value leaves the state intact).  Param has no
     public form of it; tests/test_internals.py fails if it no longer refuses without setting."""
     parameter._validate(value)
+
+
+def ruled(kind: type, rule: Callable[[Any], None], first: bool = False) -> type:
+    """A Parameter class of ``kind`` (``param.List``, ``param.Dict``, ...) that also refuses every value for which
+    ``rule(value)`` raises, before the value is set and by :func:`check_value` alike: ``rule`` runs in param's
+    ``Parameter._validate`` (after the type's own checks, or before them when ``first``).  Param's public
+    validation stops at the type, bounds and item types; the dashboard's rules (points within the gate's
+    coordinates, known prior orders, ...) need this hook.  tests/test_internals.py fails if a ruled value is set
+    anyway."""
+    def _validate(self, val):
+        if first:
+            rule(val)
+        kind._validate(self, val)
+        if not first:
+            rule(val)
+    return type(f"Ruled{kind.__name__}", (kind,), {"_validate": _validate, "__doc__": rule.__doc__})
 
 
 # --------------------------------------------------------------------------------------------------- BokehJS

@@ -3,8 +3,8 @@ solver run (those are :mod:`app.runner`'s): the evidence path, the beta sweep, t
 bootstrap), the PNG export.
 
 A *task* (:class:`Task`) is ``work(task)`` computed on a worker thread of a *lane* (:class:`Lane`), within a time
-budget (:func:`bftcore.limits.deadline`), then ``done(task, result)`` on the session: the result, or the exception
-that ended the work.  What the work hands to the page while it runs (progress, a partial result) goes through
+budget (:func:`bftcore.foundations.limits.deadline`), then ``done(task, result)`` on the session: the result, or the
+exception that ended the work.  What the work hands to the page while it runs (progress, a partial result) goes through
 :meth:`Background.call` or, throttled, :meth:`Background.report`; on a served session that is the document's next
 tick, under Bokeh's lock and as one websocket message (:func:`app.transport.one_message`), never a change of a
 model from the worker thread.  Without a server (tests, notebooks) the same calls are made at once from the worker
@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from panel.io.state import set_curdoc
 
-from bftcore.limits import deadline
+from bftcore.foundations.limits import deadline
 
 from .transport import one_message
 

@@ -2,9 +2,9 @@
 (CONVENTIONS.md §4).
 
 User errors (bad files, bad keys, points off the grid, a problem over the cost budget of
-:mod:`bftcore.limits`, a run over its time budget, ...) print one line naming the problem on stderr and exit with
-status 2; they never print a traceback.  ``--no-limits`` lifts the cost budget (not the checks of correctness) for a
-researcher's own machine.  Exit status 1 with one line is a bug of bftcore, never the input's fault.
+:mod:`bftcore.foundations.limits`, a run over its time budget, ...) print one line naming the problem on stderr and exit
+with status 2; they never print a traceback.  ``--no-limits`` lifts the cost budget (not the checks of correctness) for
+a researcher's own machine.  Exit status 1 with one line is a bug of bftcore, never the input's fault.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from . import api, export, figures, result_tables
-from .config import (
+from . import api
+from .foundations.config import (
     ConfigError,
     Valid,
     check_evidence_path,
@@ -28,14 +28,15 @@ from .config import (
     validate_config,
     validate_sweep,
 )
-from .distributed import Cancelled, parse_scheduler, using_tls
-from .evidence import PATH_MAX_DROP
-from .learning import parse_sizes
-from .limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
-from .operators import SingularOperatorError
-from .presets import figure_config
-from .problems import kind_of
-from .tables import data_document, read_table
+from .foundations.distributed import Cancelled, parse_scheduler, using_tls
+from .foundations.limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
+from .foundations.operators import SingularOperatorError
+from .foundations.tables import data_document, read_table
+from .models.evidence import PATH_MAX_DROP
+from .models.presets import figure_config
+from .models.problems import kind_of
+from .outputs import export, figures, result_tables
+from .studies.learning import parse_sizes
 
 FIGURES = [f"fig{k}" for k in (14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28)]
 
@@ -249,7 +250,7 @@ def _limits(args) -> Limits:
 
 
 def _run(args) -> tuple[dict, str]:
-    blas_threads()  # the BLAS threads of a bftcore process (bftcore.limits.BLAS_THREADS)
+    blas_threads()  # the BLAS threads of a bftcore process (bftcore.foundations.limits.BLAS_THREADS)
     lim = _limits(args)
     if args.command == "reproduce":
         if args.name == "fig7":
@@ -270,7 +271,7 @@ TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".dat", ".tab")
 def _document(args) -> Valid:
     """The validated configuration of a command: a JSON file, or a data table (by its suffix, or whenever
     ``--config`` is given) with the configuration of ``--config`` (or the defaults) and, unless that configuration
-    gives a grid, a grid fitted to the data (:mod:`bftcore.tables`)."""
+    gives a grid, a grid fitted to the data (:mod:`bftcore.foundations.tables`)."""
     path, base = args.config, getattr(args, "with_config", None)
     if base is None and not str(path).lower().endswith(TABLE_SUFFIXES):
         return load_config(path)
@@ -439,8 +440,8 @@ def main(argv=None) -> int:
 
 
 def _export(args, kind: str, doc: dict) -> list[str]:
-    """The files of ``--csv PREFIX`` (:mod:`bftcore.result_tables`) and ``--png FILE`` (:mod:`bftcore.figures`),
-    checked before anything is written: a missing folder is a user error."""
+    """The files of ``--csv PREFIX`` (:mod:`bftcore.outputs.result_tables`) and ``--png FILE``
+    (:mod:`bftcore.outputs.figures`), checked before anything is written: a missing folder is a user error."""
     csv_prefix, png = getattr(args, "csv", None), getattr(args, "png", None)
     if csv_prefix is None and png is None:
         return []

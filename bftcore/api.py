@@ -1,26 +1,28 @@
 """The façade: one entry point for the CLI, the dashboard, the estimator and the tests.  Configuration in,
 records or results out; everything here is a thin call into the layer that owns the work.
 
-* :func:`iterate` yields one :class:`~bftcore.records.Record` per iteration (iteration 0 is the initial field);
+* :func:`iterate` yields one :class:`~bftcore.foundations.records.Record` per iteration (iteration 0 is the initial
+field);
   close the generator to stop early.
-* :func:`run` runs to the end and returns a :class:`~bftcore.records.FitResult` holding arrays
-  (:class:`bftcore.density.DensityFit` or :class:`bftcore.regression.RegressionFit`);
+* :func:`run` runs to the end and returns a :class:`~bftcore.foundations.records.FitResult` holding arrays
+  (:class:`bftcore.models.density.DensityFit` or :class:`bftcore.models.regression.RegressionFit`);
   :func:`fit` returns its result document (CONVENTIONS.md §4).
 * :func:`sweep_document`, :func:`basins_document`, :func:`fig7_document`: the workflows over many fits
-  (:mod:`bftcore.workflows`).
+  (:mod:`bftcore.studies.workflows`).
 * :func:`learning_curve_document`, :func:`bootstrap_document`: train and test error against n, and bootstrap bands
-  on P and h, by real resampling (:mod:`bftcore.learning`), run in process or on Dask (:mod:`bftcore.distributed`).
+  on P and h, by real resampling (:mod:`bftcore.studies.learning`), run in process or on Dask
+  (:mod:`bftcore.foundations.distributed`).
 * :func:`evidence_document`: the log evidence along one hyperparameter and its maximum (density: the Laplace
-  approximation of :mod:`bftcore.evidence`; regression: exact, :mod:`bftcore.regression`);
+  approximation of :mod:`bftcore.models.evidence`; regression: exact, :mod:`bftcore.models.regression`);
   :func:`choose_hyperparameters` sets what a document's ``choose`` asks for, and :func:`fit` reports it.
 
 Warm start: pass the previous field as ``init`` (L for field L, P for field P, h for regression).
 
 Layers, each importing only those below it: grid, operators, limits, records, templates, mixing (formulas) ->
-config (the one gate) -> energies, active set, solvers -> the problems (:mod:`bftcore.density`,
-:mod:`bftcore.regression`, :mod:`bftcore.evidence`) -> their kinds (:mod:`bftcore.problems`: what the façade asks of
-a kind of problem, chosen by the document's "model" in that one place) -> :mod:`bftcore.workflows` -> this façade ->
-estimator, CLI, presets, benchmarks.
+config (the one gate) -> energies, active set, solvers -> the problems (:mod:`bftcore.models.density`,
+:mod:`bftcore.models.regression`, :mod:`bftcore.models.evidence`) -> their kinds (:mod:`bftcore.models.problems`: what
+the façade asks of a kind of problem, chosen by the document's "model" in that one place) ->
+:mod:`bftcore.studies.workflows` -> this façade -> estimator, CLI, presets, benchmarks.
 """
 from __future__ import annotations
 
@@ -28,8 +30,7 @@ import copy
 
 import numpy as np
 
-from . import regression
-from .config import (
+from .foundations.config import (
     ConfigError,
     Valid,
     check_evidence_path,
@@ -39,7 +40,12 @@ from .config import (
     grid_from_config,
     validate_config,
 )
-from .density import (  # noqa: F401 - the density problem's parts, part of the API
+from .foundations.limits import blas_threads
+from .foundations.mixing import detect_plateaus  # noqa: F401 - part of the API
+from .foundations.records import FitResult, Record
+from .foundations.templates import paper_true_density, template_density, template_field  # noqa: F401 - part of the API
+from .models import regression
+from .models.density import (  # noqa: F401 - the density problem's parts, part of the API
     EMPIRICAL_EPS,
     DensityFit,
     DensityProblem,
@@ -50,21 +56,17 @@ from .density import (  # noqa: F401 - the density problem's parts, part of the 
     kernel_density,
     prior_samples,
 )
-from .learning import bootstrap_document, learning_curve_document  # noqa: F401 - part of the API
-from .limits import blas_threads
-from .mixing import detect_plateaus  # noqa: F401 - part of the API
-from .problems import KINDS, kind_of
-from .records import FitResult, Record
-from .regression import RegressionFit  # noqa: F401 - part of the API
-from .templates import paper_true_density, template_density, template_field  # noqa: F401 - part of the API
-from .workflows import basins_document, fig7_document, sweep_document  # noqa: F401 - part of the API
+from .models.problems import KINDS, kind_of
+from .models.regression import RegressionFit  # noqa: F401 - part of the API
+from .studies.learning import bootstrap_document, learning_curve_document  # noqa: F401 - part of the API
+from .studies.workflows import basins_document, fig7_document, sweep_document  # noqa: F401 - part of the API
 
 __all__ = ["ConfigError", "Valid", "default_config", "validate_config", "grid_from_config", "build_density", "iterate",
            "run", "fit", "Record", "FitResult", "sweep_document", "basins_document", "fig7_document",
            "evidence_document", "choose_hyperparameters", "posterior_summary", "learning_curve_document",
            "bootstrap_document"]
 
-#: The hyperparameters an evidence path can follow, per model: each kind's own list (bftcore.problems).
+#: The hyperparameters an evidence path can follow, per model: each kind's own list (bftcore.models.problems).
 PATH_PARAMETERS = {kind.model: kind.path_parameters for kind in KINDS.values()}
 
 

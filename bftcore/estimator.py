@@ -1,5 +1,5 @@
 """scikit-learn-like estimators for notebooks: :class:`BFTDensity` over :mod:`bftcore.api`, and
-:class:`BFTRegressor`, exact GP regression on a grid with Lemm's lattice prior over :mod:`bftcore.regression`
+:class:`BFTRegressor`, exact GP regression on a grid with Lemm's lattice prior over :mod:`bftcore.models.regression`
 (hyperparameters fixed or chosen by maximising the exact evidence).
 
 >>> est = BFTDensity(grid=Grid.paper("periodic"), l2=0.025, method="newton").fit([[3, 3], [7, 12]])
@@ -8,9 +8,9 @@
 
 The constructor only stores hyperparameters; validation happens in ``fit`` (through the JSON configuration, so
 the estimator, the CLI and the dashboard share one gate and one cost budget); a bad value raises
-:class:`bftcore.config.ConfigError` naming the estimator's parameter.  numpy scalars and arrays are accepted wherever
-a number or a list is (a grid search over ``np.logspace`` works).  ``grid`` is a :class:`Grid`, a JSON grid object
-or one of ``"paper"``, ``"paper-periodic"``, ``"paper-neumann"`` (the paper mesh with a periodic or a neumann x
+:class:`bftcore.foundations.config.ConfigError` naming the estimator's parameter.  numpy scalars and arrays are accepted
+wherever a number or a list is (a grid search over ``np.logspace`` works).  ``grid`` is a :class:`Grid`, a JSON grid
+object or one of ``"paper"``, ``"paper-periodic"``, ``"paper-neumann"`` (the paper mesh with a periodic or a neumann x
 axis).  Learned state ends in ``_``; ``fit`` returns ``self``.
 """
 from __future__ import annotations
@@ -21,11 +21,13 @@ import inspect
 import numpy as np
 import scipy.sparse
 
-from . import api, metrics, regression
-from .config import ConfigError, _fmt_int, check_output, length_of
-from .density import DensityFit
-from .grid import Grid
-from .limits import active
+from . import api
+from .foundations import metrics
+from .foundations.config import ConfigError, _fmt_int, check_output, length_of
+from .foundations.grid import Grid
+from .foundations.limits import active
+from .models import regression
+from .models.density import DensityFit
 
 #: ``grid`` strings the estimator accepts: the paper mesh x = 1..10, y = 1..15 (y periodic), x periodic or neumann.
 GRID_NAMES = {"paper": "periodic", "paper-periodic": "periodic", "paper-neumann": "neumann"}
@@ -122,15 +124,16 @@ def _count_points(X, who: str, name: str = "X") -> None:
 
 def _count_queries(X, who: str, per_point: int = 1, draws: int = 1) -> None:
     """Refuse a query whose result (``per_point`` numbers a query point, times ``draws``) would be over the
-    budget's :attr:`~bftcore.limits.Limits.max_output_values`, from X's length alone: before X is converted or
-    anything is allocated."""
+    budget's :attr:`~bftcore.foundations.limits.Limits.max_output_values`, from X's length alone: before X is converted
+    or anything is allocated."""
     n = length_of(X)
     if n is None:
         return
     cap = active().max_output_values
     if cap is None:
         return
-    lift = ("or lift the budget on your own machine: with bftcore.limits.using(bftcore.limits.UNLIMITED): ...")
+    lift = ("or lift the budget on your own machine: with "
+            "bftcore.foundations.limits.using(bftcore.foundations.limits.UNLIMITED): ...")
     if draws > 1:
         what = f"{who}: {_fmt_int(draws)} draws at {_fmt_int(n)} query points are {{}} numbers"
         per_draw = max(1, n * per_point)
@@ -268,7 +271,7 @@ class BFTDensity:
     ``converged_``, ``energy_history_``, ``train_error_history_``, ``test_error_history_``, ``result_`` (the
     result document), ``lam_`` (the lambda used).
 
-    ``lam="evidence"`` chooses lambda in ``fit`` by the maximum of the Laplace evidence (:mod:`bftcore.evidence`)
+    ``lam="evidence"`` chooses lambda in ``fit`` by the maximum of the Laplace evidence (:mod:`bftcore.models.evidence`)
     along ``lam_range`` = (min, max, n) log-spaced values (default (1e-3, 1e3, 30)), refined between grid values;
     then ``log_evidence_`` and ``evidence_path_`` ({"lambda": [...], "log_evidence": [...]}) are set too.
 
@@ -381,7 +384,7 @@ class BFTDensity:
                        evidence: bool | None = None, seed: int = 0, scheduler: str | None = None,
                        progress=None) -> dict:
         """Train and test error against n for this estimator's prior on data X (as ``fit`` takes it), by
-        resampling (:func:`bftcore.learning.learning_curve_document`): teacher mode when ``truth`` is set (fresh
+        resampling (:func:`bftcore.studies.learning.learning_curve_document`): teacher mode when ``truth`` is set (fresh
         draws from it; X then only fixes the grid), else the bootstrap of X (test error out of bag).  ``evidence``
         (default: ``lam="evidence"``) adds the curve at each data set's evidence-chosen lambda."""
         X, _ = _density_data(X, y, "BFTDensity.learning_curve")
@@ -393,7 +396,7 @@ class BFTDensity:
 
     def bootstrap(self, X, y=None, resamples: int = 50, level: float = 0.9, seed: int = 0,
                   scheduler: str | None = None) -> dict:
-        """Bootstrap bands on h(x) and P for data X (:func:`bftcore.learning.bootstrap_document`), at ``lam`` (a
+        """Bootstrap bands on h(x) and P for data X (:func:`bftcore.studies.learning.bootstrap_document`), at ``lam`` (a
         number; with ``lam="evidence"`` the lambda the evidence chooses for all of X)."""
         X, _ = _density_data(X, y, "BFTDensity.bootstrap")
         cfg, _ = api.choose_hyperparameters(self.to_config(X))
@@ -473,15 +476,15 @@ class BFTRegressor:
     below the highest order are unpenalised: with ``l2=0, l6=1`` a smoothing spline); data and queries are snapped to
     the nearest node.  Component j of the prior is
     h ~ N(t_j, (beta lam hx K_X)^{-1}) with K_X = l0 I - l2 Delta + l4 Delta^2 - l6 Delta^3 and mean ``templates[j]``
-    (template dicts of :mod:`bftcore.templates`; default one zero template), mixed with ``weights`` p_j; the noise
-    variance is 1/beta ([001] eqs. (6), (7)).  Everything is exact (Gaussian integrals):
-    :class:`bftcore.regression.RegressionModel` and :class:`~bftcore.regression.RegressionEvidence`.
+    (template dicts of :mod:`bftcore.foundations.templates`; default one zero template), mixed with ``weights`` p_j; the
+    noise variance is 1/beta ([001] eqs. (6), (7)).  Everything is exact (Gaussian integrals):
+    :class:`bftcore.models.regression.RegressionModel` and :class:`~bftcore.models.regression.RegressionEvidence`.
 
     Parameters: ``x_min``, ``x_max`` (None: the data's range padded by 5 % on each side, or by 0.5 for a single
     x), ``n`` (200), ``boundary`` ("neumann"), ``lam`` (number > 0 or ``"evidence"``), ``beta`` (number > 0 or
     ``"evidence"``), ``l0`` (number >= 0 or ``"evidence"``; 0 is the improper prior flat on the constants, whose
     evidence is the restricted one), ``l2`` (1), ``l4``, ``l6``, ``templates``, ``weights``.  ``"evidence"``
-    chooses the value by maximising the exact log evidence (:func:`bftcore.regression.optimise_evidence`, type-II
+    chooses the value by maximising the exact log evidence (:func:`bftcore.models.regression.optimise_evidence`, type-II
     maximum likelihood) in ``fit``.
 
     Fitted attributes: ``lam_``, ``beta_``, ``l0_`` (the values used), ``x_`` (the nodes), ``h_`` (the exact
@@ -617,7 +620,7 @@ class BFTRegressor:
     def learning_curve(self, X, y, sizes=(5, 10, 20, 50, 100), resamples: int = 20, lambdas=None,
                        evidence: bool | None = None, seed: int = 0, scheduler: str | None = None,
                        progress=None) -> dict:
-        """Train and test error against n by the bootstrap of (X, y) (:func:`bftcore.learning
+        """Train and test error against n by the bootstrap of (X, y) (:func:`bftcore.studies.learning
         .learning_curve_document`: in-bag and out-of-bag mean of (h - y)^2 / 2), with the replica theory of seed 002
         beside it for one template.  ``evidence`` (default: ``lam="evidence"``) adds the curve at each resample's
         evidence-chosen lambda."""
@@ -628,7 +631,7 @@ class BFTRegressor:
 
     def bootstrap(self, X, y, resamples: int = 50, level: float = 0.9, seed: int = 0,
                   scheduler: str | None = None) -> dict:
-        """Bootstrap bands on h(x) (:func:`bftcore.learning.bootstrap_document`)."""
+        """Bootstrap bands on h(x) (:func:`bftcore.studies.learning.bootstrap_document`)."""
         return api.bootstrap_document(self._resampling_config(X, y), resamples, level, seed, scheduler)
 
     # --- after fit -----------------------------------------------------------------------------------------------
@@ -671,7 +674,7 @@ class BFTRegressor:
 
     def sample_y(self, X, n_samples: int = 1, random_state=0) -> np.ndarray:
         """Exact draws of h from the posterior at the nodes nearest to X, shape (len(X), n_samples) as in
-        scikit-learn (:meth:`bftcore.regression.RegressionModel.posterior_samples`; noise-free)."""
+        scikit-learn (:meth:`bftcore.models.regression.RegressionModel.posterior_samples`; noise-free)."""
         if isinstance(n_samples, bool) or not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
             raise ValueError(f"BFTRegressor.sample_y: n_samples must be a whole number >= 1, got {n_samples!r}")
         # draws x query points counted from X's length before X is converted (the draws x nodes of the posterior

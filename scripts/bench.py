@@ -17,8 +17,8 @@ import scipy.optimize as so
 from bench_mixtures import bench_rows
 
 from bftcore import api
-from bftcore.limits import UNLIMITED, blas_threads, using
-from bftcore.presets import figure_config, random_problem
+from bftcore.foundations.limits import UNLIMITED, blas_threads, using
+from bftcore.models.presets import figure_config, random_problem
 
 
 def lbfgs_time(config: dict, target: float, max_seconds: float = 300.0) -> tuple[float, float, int]:

@@ -1,4 +1,4 @@
-"""The 1-D density kind (bftcore.density_1d) against the conditional density's solver on one x node: the same
+"""The 1-D density kind (bftcore.models.density_1d) against the conditional density's solver on one x node: the same
 documents, solved to the same tolerance; median wall time of several runs, iterations, and the largest difference
 of the two L.  ``python scripts/bench_density_1d.py [--runs 5]``."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ import time
 
 import numpy as np
 
-from bftcore import density, density_1d
-from bftcore.config import validate_config
-from bftcore.limits import blas_threads
+from bftcore.foundations.config import validate_config
+from bftcore.foundations.limits import blas_threads
+from bftcore.models import density, density_1d
 
 
 def doc(n: int, prior: dict, boundary: str) -> dict:

@@ -34,10 +34,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bftcore import api, evidence, regression
-from bftcore.density import build_density
-from bftcore.operators import axis_operator
-from bftcore.presets import random_problem
+from bftcore import api
+from bftcore.foundations.operators import axis_operator
+from bftcore.models import evidence, regression
+from bftcore.models.density import build_density
+from bftcore.models.presets import random_problem
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = Path(os.environ.get("BFT_PEERS_VENV", Path(tempfile.gettempdir()) / "bftcore-peers"))

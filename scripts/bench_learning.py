@@ -19,9 +19,9 @@ import statistics
 import time
 
 from bftcore import api
-from bftcore.learning import parse_sizes
-from bftcore.limits import UNLIMITED, using
-from bftcore.presets import figure_config
+from bftcore.foundations.limits import UNLIMITED, using
+from bftcore.models.presets import figure_config
+from bftcore.studies.learning import parse_sizes
 
 
 def paper_case() -> tuple[dict, dict]:

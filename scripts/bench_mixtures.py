@@ -5,8 +5,8 @@ import time
 
 import numpy as np
 
-from bftcore.regression import RegressionModel, regression_presets
-from bftcore.workflows import sweep_document
+from bftcore.models.regression import RegressionModel, regression_presets
+from bftcore.studies.workflows import sweep_document
 
 
 def _two_trends(n_nodes: int, n_data: int = 5, seed: int = 0) -> dict:

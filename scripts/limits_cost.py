@@ -3,7 +3,8 @@
     python scripts/limits_cost.py [--repeats 3] [--quick]
 
 Each case runs in a fresh Python process (so its peak RSS is its own) through the public API, validated under
-the default budget ``bftcore.limits.LIMITS``: the table shows the edges of that budget, not typical problems.
+the default budget ``bftcore.foundations.limits.LIMITS``: the table shows the edges of that budget, not typical
+problems.
 """
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ import numpy as np
 
 CHILD = r"""
 import json, resource, sys, time
-from bftcore import api, workflows
-from bftcore.config import validate_config, validate_sweep
+from bftcore import api
+from bftcore.studies import workflows
+from bftcore.foundations.config import validate_config, validate_sweep
 case = json.loads(sys.stdin.read())
 cfg = validate_config(case["config"])
 t0 = time.perf_counter()

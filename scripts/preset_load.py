@@ -21,7 +21,7 @@ import time
 from playwright.sync_api import sync_playwright
 
 from app.harness import launch, panel_server, viewport, wait_for_app
-from bftcore import presets
+from bftcore.models import presets
 
 DEFAULT_PRESETS = ["metastable_mixture", "fig17", "fig27", "two_trends", "fig7"]
 

@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from app.configuration import MAX_POINTS, URL_PARAMS
 from app.session import BFTSession, preset_catalogue  # noqa: E402
 from app.views.share import MAX_QUERY_CHARS, read_url, url_query  # noqa: E402
-from bftcore.config import validate_config  # noqa: E402
+from bftcore.foundations.config import validate_config  # noqa: E402
 
 
 def link(**q) -> str:

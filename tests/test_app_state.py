@@ -181,8 +181,8 @@ def test_clicks_beyond_the_edge_cells_are_ignored(session):
 
 
 def test_every_bftcore_preset_is_offered_and_round_trips_exactly():
-    from bftcore import presets
     from bftcore.api import validate_config
+    from bftcore.models import presets
     catalogue = preset_catalogue()
     assert set(presets.PRESETS) <= set(catalogue)
     assert {"fig7", "two_trends", "overfitting", "metastable_mixture"} <= set(catalogue)
@@ -386,7 +386,7 @@ def test_a_click_on_a_small_grid_carries_its_first_frame_and_the_traces_follow()
 
 # --- issue 12: one record shape, the template registry, l0 ------------------------------------------------------
 def test_the_history_holds_the_solvers_records_without_their_arrays():
-    from bftcore.records import Record
+    from bftcore.foundations.records import Record
     s = BFTSession(live=False)
     s.solve()
     assert s.history and all(isinstance(r, Record) for r in s.history)
@@ -398,7 +398,7 @@ def test_the_history_holds_the_solvers_records_without_their_arrays():
 
 def test_the_template_menu_and_labels_are_bftcores_registry():
     from app.views.controls import template_options
-    from bftcore.templates import describe, kinds
+    from bftcore.foundations.templates import describe, kinds
     s = BFTSession(live=False)
     assert list(s.param.templates.objects) == list(kinds("density", menu=True) + kinds("regression", menu=True))
     assert list(template_options("density").values()) == ["uniform", "paper_t1", "paper_t2", "gaussian"]

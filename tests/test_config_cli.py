@@ -9,8 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from bftcore import api, metrics, presets
-from bftcore.config import ConfigError, load_config, validate_config
+from bftcore import api
+from bftcore.foundations import metrics
+from bftcore.foundations.config import ConfigError, load_config, validate_config
+from bftcore.models import presets
 
 PAPER_GRID = {"x": {"min": 1.0, "max": 10.0, "n": 10, "boundary": "periodic"},
               "y": {"min": 1.0, "max": 15.0, "n": 15, "boundary": "periodic"}}

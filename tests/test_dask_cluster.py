@@ -14,8 +14,8 @@ import pytest
 
 from app.harness import free_port
 from bftcore import api
-from bftcore.learning import parse_sizes
-from bftcore.presets import figure_config
+from bftcore.models.presets import figure_config
+from bftcore.studies.learning import parse_sizes
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "deploy" / "dask-cluster.sh"
@@ -128,7 +128,7 @@ def test_basins_on_a_tls_local_cluster_equal_serial(tls_cluster):
     from dask.distributed import LocalCluster
     from distributed.security import Security
 
-    from bftcore.distributed import using_tls
+    from bftcore.foundations.distributed import using_tls
 
     _, tls_dir, _, _ = tls_cluster
     ca, cert, key = (str(tls_dir / name) for name in ("ca.pem", "cert.pem", "key.pem"))

@@ -19,8 +19,8 @@ import pytest
 from dask.distributed import LocalCluster
 
 from bftcore.__main__ import main
-from bftcore.distributed import SchedulerError, parse_scheduler, run_tasks, using_tls
-from bftcore.presets import figure_config
+from bftcore.foundations.distributed import SchedulerError, parse_scheduler, run_tasks, using_tls
+from bftcore.models.presets import figure_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,13 +1,14 @@
-"""The 1-D density p(y) as its own problem kind (bftcore/density_1d.py, issue 26): its energy against finite
+"""The 1-D density p(y) as its own problem kind (bftcore/models/density_1d.py, issue 26): its energy against finite
 differences, its Newton preconditioner against the Hessian, and its fits against a second algorithm: the
-conditional density's solver on a one-node x axis (bftcore/density.py), which solves the same equation with other
+conditional density's solver on a one-node x axis (bftcore/models/density.py), which solves the same equation with other
 code (2-D fields, FFT/DCT preconditioners)."""
 import numpy as np
 import pytest
 
-from bftcore import api, density, density_1d, problems
-from bftcore.config import validate_config
-from bftcore.solvers import newton_cg_direction
+from bftcore import api
+from bftcore.foundations.config import validate_config
+from bftcore.foundations.solvers import newton_cg_direction
+from bftcore.models import density, density_1d, problems
 
 
 def _doc(prior=None, n=60, boundary="neumann", data=None, **more):

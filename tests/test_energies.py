@@ -3,11 +3,12 @@ actions against central finite differences, symmetry, zero modes, and the prior 
 import numpy as np
 import pytest
 
-from bftcore import api, presets
-from bftcore.config import ConfigError, validate_config
-from bftcore.energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log
-from bftcore.grid import Axis, Grid
-from bftcore.operators import PriorOperator
+from bftcore import api
+from bftcore.foundations.config import ConfigError, validate_config
+from bftcore.foundations.grid import Axis, Grid
+from bftcore.foundations.operators import PriorOperator
+from bftcore.models import presets
+from bftcore.models.energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log
 
 LAM, BETA = 0.7, 1.9
 

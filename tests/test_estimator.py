@@ -3,10 +3,10 @@ import numpy as np
 import pytest
 
 from bftcore import api
-from bftcore.config import ConfigError
 from bftcore.estimator import BFTDensity, NotFittedError
-from bftcore.grid import Grid
-from bftcore.presets import TWO_POINTS, figure_config
+from bftcore.foundations.config import ConfigError
+from bftcore.foundations.grid import Grid
+from bftcore.models.presets import TWO_POINTS, figure_config
 
 
 def test_fit_matches_the_cli_route_and_follows_sklearn_conventions():
@@ -74,14 +74,14 @@ def test_grid_names(name, boundary):
                                            ({"lambda_x": np.nan}, "'lambda_x'"), ({"max_iter": 10 ** 9}, "'max_iter'"),
                                            ({"weights": np.array([1.0])}, "'weights'")])
 def test_bad_hyperparameters_raise_a_config_error_naming_the_parameter(params, named):
-    from bftcore.config import ConfigError
+    from bftcore.foundations.config import ConfigError
     with pytest.raises(ConfigError) as exc:
         BFTDensity(**params).fit(TWO_POINTS)
     assert named in str(exc.value)
 
 
 def test_bad_data_raise_a_config_error():
-    from bftcore.config import ConfigError
+    from bftcore.foundations.config import ConfigError
     for X in ([[1, 2, 3]], "abc", [[np.nan, 3]], [[30, 3]]):
         with pytest.raises(ConfigError):
             BFTDensity().fit(X)

@@ -1,4 +1,4 @@
-"""The Laplace evidence of the density model (bftcore.evidence): against brute-force integration over M, the
+"""The Laplace evidence of the density model (bftcore.models.evidence): against brute-force integration over M, the
 bordered log-determinant against a finite-difference Hessian in the coordinates of G, the lambda-derivative against
 finite differences of the whole evidence (MAP re-solved), Laplace samples against the Laplace covariance, the
 stochastic log-determinant within its error bars, the evidence path's maximum, and the refusals."""
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from bftcore import evidence as ev
-from bftcore.config import validate_config
-from bftcore.density import build_density, solve
+from bftcore.foundations.config import validate_config
+from bftcore.models import evidence as ev
+from bftcore.models.density import build_density, solve
 
 
 def config(nx, ny, data, lam=1.0, bx="neumann", by="periodic", templates=(), **prior):
@@ -175,8 +175,8 @@ def test_evidence_path_maximum_is_stationary_and_matches_single_evaluations():
                                                                                       abs=1e-8)
     best = out["best"]
     assert not best["at_edge"] and best["log_evidence"] >= max(out["log_evidence"])
-    # the refinement is bounded Brent in ln(lambda) to xatol = 1e-2 (bftcore.evidence.evidence_path), not a zero of
-    # the slope: the maximum lies within xatol of best, so the slope changes sign across best * exp(-+xatol)
+    # the refinement is bounded Brent in ln(lambda) to xatol = 1e-2 (bftcore.models.evidence.evidence_path), not a zero
+    # of the slope: the maximum lies within xatol of best, so the slope changes sign across best * exp(-+xatol)
     xatol = 1e-2
 
     def slope(lam):
@@ -208,10 +208,10 @@ def test_refusals_say_why_and_what_to_do():
 
 
 def test_the_evidence_newton_is_the_one_minimiser_with_its_own_step_and_rule():
-    """map_newton is bftcore.solvers.iterate with the exact KKT step and the stationarity rule: from a rough start
-    (a flat field) the energy never rises, it ends below the tolerance, and at the MAP the package's own Newton
+    """map_newton is bftcore.foundations.solvers.iterate with the exact KKT step and the stationarity rule: from a rough
+    start (a flat field) the energy never rises, it ends below the tolerance, and at the MAP the package's own Newton
     finds with its own step and stopping rule (an independent route), to the tolerance."""
-    from bftcore.solvers import iterate
+    from bftcore.foundations.solvers import iterate
     nx, ny = 6, 8
     pb, L_map = problem_and_map(config(nx, ny, random_data(nx, ny, 12, seed=3), lam=0.5, l4=0.2))
     energy = pb.energy

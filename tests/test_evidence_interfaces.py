@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from app.session import BFTSession
-from bftcore import api, regression
+from bftcore import api
 from bftcore.estimator import BFTDensity
+from bftcore.models import regression
 
 ONE_D = {"grid": {"y": {"min": -4, "max": 4, "n": 60, "boundary": "neumann"}},
          "prior": {"field": "L", "l2": 1.0}}

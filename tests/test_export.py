@@ -1,5 +1,5 @@
-"""bftcore.result_tables, bftcore.figures, bftcore.export: CSV tables round-trip the documents' numbers; PNG figures
-decode, have the stated size, and show
+"""bftcore.outputs.result_tables, bftcore.outputs.figures, bftcore.outputs.export: CSV tables round-trip the documents'
+numbers; PNG figures decode, have the stated size, and show
 the heatmap, the regression line and gaps where the axis transform and the colour map say they should."""
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from bftcore import api, export, figures, presets, regression, result_tables
+from bftcore import api
+from bftcore.models import presets, regression
+from bftcore.outputs import export, figures, result_tables
 
 
 # ------------------------------------------------------------------------------------------------ documents
@@ -434,7 +436,7 @@ class _Huge:
 
 
 def test_exports_are_budgeted_before_anything_is_converted_or_drawn(density, reg, learning):
-    from bftcore.limits import lifted, using
+    from bftcore.foundations.limits import lifted, using
 
     cfg, doc = reg
     huge = dict(doc, h=_Huge(10**7))
@@ -472,7 +474,7 @@ def test_the_dashboard_exports_the_figure_of_the_record_on_screen():
     import asyncio
 
     from app.session import BFTSession
-    from bftcore.documents import record_document
+    from bftcore.outputs.documents import record_document
     for model in ("density", "regression"):
         s = BFTSession(live=False)
         if model == "regression":

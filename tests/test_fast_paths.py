@@ -1,7 +1,7 @@
 """The shortcuts taken for speed, each against an independent route: the simplex projection against bisection on
 its threshold, the closed-form line energy against full evaluations, the Green's-function face step of massive
 relaxation against the KKT system built here, the dense inverse and the assembled K against dense algebra and
-sparse Kronecker products, the records' error metrics against bftcore.metrics, the negative-curvature step
+sparse Kronecker products, the records' error metrics against bftcore.foundations.metrics, the negative-curvature step
 of Newton against the Hessian itself, and the strong Newton preconditioner against the Hessian and against
 column-by-column solves."""
 import copy
@@ -10,13 +10,15 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bftcore import active_set, api, metrics, presets
-from bftcore.active_set import FaceCaches, LineEnergy, epsilon_active, massive_face_direction, project_simplex
-from bftcore.energies import SeparablePreconditioner
-from bftcore.grid import Axis, Grid
-from bftcore.operators import PriorOperator, axis_operator, laplacian_1d
-from bftcore.presets import random_problem
-from bftcore.solvers import _curvature_step, _pcg
+from bftcore import api
+from bftcore.foundations import metrics
+from bftcore.foundations.grid import Axis, Grid
+from bftcore.foundations.operators import PriorOperator, axis_operator, laplacian_1d
+from bftcore.foundations.solvers import _curvature_step, _pcg
+from bftcore.models import active_set, presets
+from bftcore.models.active_set import FaceCaches, LineEnergy, epsilon_active, massive_face_direction, project_simplex
+from bftcore.models.energies import SeparablePreconditioner
+from bftcore.models.presets import random_problem
 
 
 def bisection_projection(row: np.ndarray, hy: float) -> np.ndarray:

@@ -6,12 +6,19 @@ import math
 import numpy as np
 import pytest
 
-from bftcore import api, evidence, regression
-from bftcore.config import ConfigError, validate_config
-from bftcore.density import build_density
-from bftcore.grid import Axis, Grid
-from bftcore.limits import Limits
-from bftcore.operators import FREE_AXIS_MAX_NODES, PriorOperator, axis_operator, axis_symbol, free_axis_spectrum
+from bftcore import api
+from bftcore.foundations.config import ConfigError, validate_config
+from bftcore.foundations.grid import Axis, Grid
+from bftcore.foundations.limits import Limits
+from bftcore.foundations.operators import (
+    FREE_AXIS_MAX_NODES,
+    PriorOperator,
+    axis_operator,
+    axis_symbol,
+    free_axis_spectrum,
+)
+from bftcore.models import evidence, regression
+from bftcore.models.density import build_density
 
 
 def test_free_operator_leaves_exactly_the_low_polynomials_free():

@@ -13,9 +13,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bftcore import api
-from bftcore.config import ConfigError, load_config, parse_document, to_plain, validate_config, validate_sweep
-from bftcore.grid import Grid
-from bftcore.limits import LIMITS, UNLIMITED, RunBudgetExceeded, deadline, lifted, using
+from bftcore.foundations.config import (
+    ConfigError,
+    load_config,
+    parse_document,
+    to_plain,
+    validate_config,
+    validate_sweep,
+)
+from bftcore.foundations.grid import Grid
+from bftcore.foundations.limits import LIMITS, UNLIMITED, RunBudgetExceeded, deadline, lifted, using
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -450,10 +457,10 @@ def test_choose_is_normalised_and_refused_where_the_evidence_is_not_defined():
 def test_draw_counts_are_checked_before_anything_is_drawn(monkeypatch):
     """A billion posterior, Laplace or prior draws would be terabytes: each is refused by the budget with the batch
     size that fits, under a megabyte of allocation, and a posterior summary refuses before it fits the MAP."""
-    from bftcore import evidence, regression
-    from bftcore.config import check_samples
-    from bftcore.density import build_density, prior_samples
     from bftcore.estimator import BFTRegressor
+    from bftcore.foundations.config import check_samples
+    from bftcore.models import evidence, regression
+    from bftcore.models.density import build_density, prior_samples
 
     rng = np.random.default_rng(0)
     x = rng.uniform(0, 10, 30)

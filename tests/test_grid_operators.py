@@ -6,8 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from bftcore.grid import Axis, Grid
-from bftcore.operators import PriorOperator, SingularOperatorError, laplacian_1d
+from bftcore.foundations.grid import Axis, Grid
+from bftcore.foundations.operators import PriorOperator, SingularOperatorError, laplacian_1d
 
 BOUNDARY_PAIRS = list(itertools.product(("periodic", "neumann"), repeat=2))
 COEFFS = [  # (l0, l2, l4, l6): each order alone and a combination of all four

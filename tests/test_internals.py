@@ -1,10 +1,11 @@
 """The private framework use of app.transport that is not the transport itself: param's check of a value without
-setting it.  It fails loudly on a param where Parameter._validate no longer refuses, or sets the value."""
+setting it, and the dashboard's own rules in it (``ruled``).  It fails loudly on a param where
+Parameter._validate no longer refuses, is no longer called before a value is set, or sets the value."""
 import param
 import pytest
 
 from app.session import BFTSession
-from app.transport import check_value
+from app.transport import check_value, ruled
 
 
 def test_check_value_refuses_without_setting():
@@ -29,3 +30,24 @@ def test_check_value_runs_the_dashboards_own_parameter_rules():
     with pytest.raises(ValueError):
         check_value(s.param["lam"], -1.0)
     assert s.data == before
+
+
+def test_a_ruled_parameter_refuses_before_the_value_is_set_and_in_check_value():
+    def even(val):
+        if val % 2:
+            raise ValueError(f"{val} is odd")
+
+    class P(param.Parameterized):
+        n = ruled(param.Integer, even)(2, bounds=(0, 10))
+
+    p = P()
+    with pytest.raises(ValueError, match="odd"):
+        p.n = 3
+    with pytest.raises(ValueError, match="at most 10"):  # the type's own check still runs
+        p.n = 12
+    with pytest.raises(ValueError, match="odd"):
+        check_value(p.param["n"], 5)
+    p.n = 4
+    assert p.n == 4
+    with pytest.raises(ValueError, match="odd"):
+        P(n=7)                                       # and at construction

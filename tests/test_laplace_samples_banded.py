@@ -1,15 +1,15 @@
-"""Laplace samples through a banded Cholesky factor of H_g (bftcore.evidence): the factor reproduces the dense
+"""Laplace samples through a banded Cholesky factor of H_g (bftcore.models.evidence): the factor reproduces the dense
 Hessian, its draws have covariance exactly H_g^{-1}, the banded and dense routes give the same samples, a periodic x
 axis goes the dense route, and the refusals (non-positive-definite Hessian, grids too large, costs too high)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from bftcore import evidence as ev
-from bftcore.config import validate_config
-from bftcore.density import build_density, solve
-from bftcore.limits import UNLIMITED
-from bftcore.presets import random_problem
+from bftcore.foundations.config import validate_config
+from bftcore.foundations.limits import UNLIMITED
+from bftcore.models import evidence as ev
+from bftcore.models.density import build_density, solve
+from bftcore.models.presets import random_problem
 
 
 def config(nx, ny, lam=0.7, bx="neumann", by="periodic", n_data=9, seed=0, limits=None, **prior):

@@ -1,6 +1,7 @@
-"""Learning curves and bootstrap bands by real resampling (bftcore.learning), each against an independent route:
+"""Learning curves and bootstrap bands by real resampling (bftcore.studies.learning), each against an independent route:
 closed forms of a prior without coupling between nodes (every node its own Gaussian), exact enumeration of
-bootstrap draws, the truth's own distribution, and the same document from every engine (bftcore.distributed)."""
+bootstrap draws, the truth's own distribution, and the same document from every engine
+(bftcore.foundations.distributed)."""
 from __future__ import annotations
 
 import itertools
@@ -11,11 +12,12 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from bftcore import api, learning
+from bftcore import api
 from bftcore.__main__ import main
-from bftcore.config import ConfigError, validate_config
-from bftcore.distributed import Cancelled, parse_scheduler, run_tasks
-from bftcore.presets import figure_config
+from bftcore.foundations.config import ConfigError, validate_config
+from bftcore.foundations.distributed import Cancelled, parse_scheduler, run_tasks
+from bftcore.models.presets import figure_config
+from bftcore.studies import learning
 
 M, A_PRIOR, BETA = 5, 0.5, 4.0  # nodes, lambda hx l0 (the prior precision of a node), inverse noise variance
 TRUTH = [0.0, 0.5, 1.0, 0.5, -0.25]
@@ -79,8 +81,8 @@ def test_teacher_density_draws_follow_the_truth():
     cfg = validate_config(figure_config("fig21"))
     draw = learning.truth_sampler(cfg)
     pts = draw(200_000, np.random.default_rng(5))
-    from bftcore.config import grid_from_config
-    from bftcore.templates import paper_true_density
+    from bftcore.foundations.config import grid_from_config
+    from bftcore.foundations.templates import paper_true_density
     grid = grid_from_config(cfg)
     counts = grid.counts(pts) / len(pts)
     P = paper_true_density(grid)
@@ -210,7 +212,7 @@ def test_scheduler_names_and_an_unreachable_address(monkeypatch):
     for bad in ("local:0", "local:x", "local:1000", "tcp://", "nothing"):
         with pytest.raises(ValueError):
             parse_scheduler(bad)
-    import bftcore.distributed as dist
+    import bftcore.foundations.distributed as dist
     monkeypatch.setattr(dist, "CONNECT_SECONDS", 1.0)
     with pytest.raises(ValueError, match="^the Dask scheduler at tcp://127.0.0.1:9 "):
         run_tasks(abs, [1], "tcp://127.0.0.1:9")

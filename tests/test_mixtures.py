@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from scipy.optimize import brentq
 
-from bftcore.mixing import (
+from bftcore.foundations.mixing import (
     ReducedMixture,
     detect_plateaus,
     fig7_config,
@@ -14,8 +14,15 @@ from bftcore.mixing import (
     mixture_energy,
     zero_dimensional_model,
 )
-from bftcore.regression import RegressionModel
-from bftcore.workflows import basins_document, beta_sweep, fig7_document, find_basins, regression_solver, sweep_document
+from bftcore.models.regression import RegressionModel
+from bftcore.studies.workflows import (
+    basins_document,
+    beta_sweep,
+    fig7_document,
+    find_basins,
+    regression_solver,
+    sweep_document,
+)
 
 
 # ------------------------------------------------------------------------------------------ mixing coefficients

@@ -5,9 +5,11 @@ import copy
 import numpy as np
 import pytest
 
-from bftcore import api, density, metrics, presets
-from bftcore.energies import normalise_log
-from bftcore.grid import Grid
+from bftcore import api
+from bftcore.foundations import metrics
+from bftcore.foundations.grid import Grid
+from bftcore.models import density, presets
+from bftcore.models.energies import normalise_log
 
 GRID = Grid.paper()
 FIT_CACHE = {}

@@ -1,5 +1,5 @@
-"""The problem kinds (bftcore/problems.py): one per model the gate accepts, each answering the whole protocol, each
-answer checked against a route that does not go through the kind (the record's own arrays, the problem's own
+"""The problem kinds (bftcore/models/problems.py): one per model the gate accepts, each answering the whole protocol,
+each answer checked against a route that does not go through the kind (the record's own arrays, the problem's own
 solver, the closed form); and the callers that ask the kind no longer compare the model's name."""
 import inspect
 import pathlib
@@ -8,8 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from bftcore import api, density, presets, problems, regression
-from bftcore.config import validate_config
+from bftcore import api
+from bftcore.foundations.config import validate_config
+from bftcore.models import density, presets, problems, regression
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = {"density": lambda: presets.figure_config("fig14"),
@@ -69,8 +70,8 @@ def test_the_regression_kind_solves_what_the_regression_model_solves_and_its_exa
 def test_callers_that_ask_the_kind_do_not_compare_the_models_name():
     """The façade and the dashboard's runner choose code by the kind (issue 26: "regression" compared only where
     a document is read)."""
-    for path in ("bftcore/api.py", "app/runner.py", "bftcore/learning.py", "bftcore/workflows.py",
-                 "bftcore/density_1d.py", "bftcore/problems.py"):
+    for path in ("bftcore/api.py", "app/runner.py", "bftcore/studies/learning.py", "bftcore/studies/workflows.py",
+                 "bftcore/models/density_1d.py", "bftcore/models/problems.py"):
         text = (ROOT / path).read_text()
         assert not re.search(r"""\[["']model["']\]\s*[!=]=""", text), path
         assert not re.search(r"""[!=]=\s*["'](regression|density)["']""", text), path

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from bftcore.operators import axis_operator
-from bftcore.regression import RegressionModel, fit, regression_presets, template_values
-from bftcore.workflows import sweep_document
+from bftcore.foundations.operators import axis_operator
+from bftcore.models.regression import RegressionModel, fit, regression_presets, template_values
+from bftcore.studies.workflows import sweep_document
 
 
 def small_config(boundary="neumann", l0=0.2, l4=0.0, data=None, templates=None, weights=(0.4, 0.6), n=9):
@@ -148,8 +148,8 @@ def _close_to_some(h, sols):
 def _map_error_bounds(M, beta, h, tol):
     """What a converged run guarantees about its field h, from the residual r = max |gradient| at h.
 
-    The iteration controller (bftcore.solvers.IterationController) stops with r <= sqrt(tol), or when the energy
-    line search finds no decrease: then r is at the rounding floor sqrt(eps |E| |H|) (below it a step changes the
+    The iteration controller (bftcore.foundations.solvers.IterationController) stops with r <= sqrt(tol), or when the
+    energy line search finds no decrease: then r is at the rounding floor sqrt(eps |E| |H|) (below it a step changes the
     energy by less than its rounding); the gate allows 10 times that floor.  To first order h - h* = H^{-1} g, so
     the stationary point h* is within |H^{-1}|_inf r (factor 2 for the change of H between h and h*); and
     h - sum_j a_j t̄_j = A^{-1} g exactly, with a = a(h).  A rounding allowance of 1000 eps |h| covers the
@@ -301,7 +301,7 @@ def test_the_exact_posterior_without_a_solve_equals_the_fit_documents():
     """regression.exact_posterior (what the dashboard shows beside a run, no MAP solve) is the fit document's
     ``exact``: the same closed form, reached without the solver."""
     from bftcore import api
-    from bftcore.regression import exact_posterior, regression_presets
+    from bftcore.models.regression import exact_posterior, regression_presets
     cfg = api.validate_config(regression_presets()["two_trends"])
     direct, doc = exact_posterior(cfg), api.fit(cfg)["exact"]
     for key in ("b", "mean", "var"):

@@ -5,12 +5,12 @@ import pytest
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 
-from bftcore import regression
-from bftcore.config import ConfigError, validate_config
 from bftcore.estimator import BFTRegressor
-from bftcore.grid import Axis
-from bftcore.operators import axis_operator
-from bftcore.regression import RegressionEvidence, RegressionModel
+from bftcore.foundations.config import ConfigError, validate_config
+from bftcore.foundations.grid import Axis
+from bftcore.foundations.operators import axis_operator
+from bftcore.models import regression
+from bftcore.models.regression import RegressionEvidence, RegressionModel
 
 DISTINCT = [[0.5, 1.0], [1.5, 0.4], [2.0, -0.3], [3.5, 0.8]]
 REPEATED = DISTINCT + [[1.5, 0.9], [1.5, 0.1], [3.5, 0.7]]

@@ -12,8 +12,8 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.optimize import brentq
 
-from bftcore.limits import blas_threads
-from bftcore.replica import (
+from bftcore.foundations.limits import blas_threads
+from bftcore.models.replica import (
     DENSE_PRECISION_MAX_SITES,
     ReplicaConvergenceError,
     _posterior_covariance,

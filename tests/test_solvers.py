@@ -7,10 +7,11 @@ import copy
 import numpy as np
 import pytest
 
-from bftcore import api, presets
-from bftcore.records import Record
-from bftcore.solvers import IterationController
-from bftcore.solvers import iterate as solver_iterate
+from bftcore import api
+from bftcore.foundations.records import Record
+from bftcore.foundations.solvers import IterationController
+from bftcore.foundations.solvers import iterate as solver_iterate
+from bftcore.models import presets
 
 METHODS = ("newton", "massive", "gradient")
 
@@ -143,9 +144,9 @@ def test_stationarity_of_E_L(name):
     Lambda = problem.N.sum(axis=1) - lam * cell * KLt.sum(axis=1)
     residual = problem.N - lam * cell * KLt - Lambda[:, None] * P * g.hy
     scale = max(1.0, np.abs(problem.N).max(), np.abs(lam * cell * KLt).max())
-    # what the stopping rule (bftcore.solvers.IterationController) promises: a residual of at most sqrt(tol), or a
-    # stall of the energy line search, which resolves the residual to ~sqrt(eps) of the scale (10 times allowed);
-    # 1e-8 of the scale was below both (odd-L-mixture stopped at 0.93e-8 of it)
+    # what the stopping rule (bftcore.foundations.solvers.IterationController) promises: a residual of at most
+    # sqrt(tol), or a stall of the energy line search, which resolves the residual to ~sqrt(eps) of the scale (10 times
+    # allowed); 1e-8 of the scale was below both (odd-L-mixture stopped at 0.93e-8 of it)
     eps = np.finfo(float).eps
     assert np.max(np.abs(residual)) <= max(np.sqrt(tol), 10 * np.sqrt(eps)) * scale
     assert abs(np.max(np.abs(residual)) - hist[-1].residual) <= 1e3 * eps * scale  # the solver's own residual
@@ -232,8 +233,8 @@ def test_callback_can_stop_fit():
 @pytest.mark.parametrize("field, method", [("P", "massive"), ("P", "newton"), ("L", "newton")])
 def test_a_run_owns_its_caches_and_yields_records(field, method):
     """The factorisations a run reuses belong to the run: the energy is left as it was built, a second run on the
-    same energy repeats the first number for number, and every iteration is a bftcore.records.Record carrying the
-    solver's field."""
+    same energy repeats the first number for number, and every iteration is a bftcore.foundations.records.Record
+    carrying the solver's field."""
     cfg = odd_config(field, 1.0)
     problem = api.build_density(cfg)
     E = problem.energy

@@ -5,8 +5,8 @@ import pytest
 from scipy.optimize import brentq
 
 from bftcore import api
-from bftcore.energies import normalise_log
-from bftcore.presets import figure_config
+from bftcore.models.energies import normalise_log
+from bftcore.models.presets import figure_config
 
 
 @pytest.fixture(scope="module")

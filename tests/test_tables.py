@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from bftcore import api
-from bftcore.config import FIT_PAD, ConfigError, validate_config
-from bftcore.limits import Limits
-from bftcore.tables import data_document, parse_table
+from bftcore.foundations.config import FIT_PAD, ConfigError, validate_config
+from bftcore.foundations.limits import Limits
+from bftcore.foundations.tables import data_document, parse_table
 
 
 @pytest.mark.parametrize("text", ["x,y\n1,2\n3,4.5\n", "1;2\n3;4.5\n", "# comment\n\n1\t2\n3\t4.5\n",

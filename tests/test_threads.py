@@ -12,7 +12,8 @@ from threadpoolctl import threadpool_info, threadpool_limits
 threadpool_limits(OWN, user_api="blas")           # a program's own setting before bftcore
 counts = lambda: sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
 out = {"before": counts()}
-from bftcore import api, presets
+from bftcore import api
+from bftcore.models import presets
 out["imported"] = counts()
 api.fit(presets.figure_config("fig14"))
 out["after_fit"] = counts()

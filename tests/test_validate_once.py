@@ -1,5 +1,5 @@
-"""Validate once (issue 26): the gate returns a typed document (bftcore.config.Valid) that the problems take without a
-second pass, while any other mapping passes the gate again; no function of the package takes a ``validated=``
+"""Validate once (issue 26): the gate returns a typed document (bftcore.foundations.config.Valid) that the problems take
+without a second pass, while any other mapping passes the gate again; no function of the package takes a ``validated=``
 flag.  The passes are counted by the gate's first step, which every call of validate_config makes."""
 import pathlib
 import re
@@ -8,15 +8,19 @@ import numpy as np
 import pytest
 
 from app.session import BFTSession
-from bftcore import api, config, learning, presets, regression
-from bftcore.config import Valid, checked, validate_config, vouched
+from bftcore import api
+from bftcore.foundations import config
+from bftcore.foundations.config import Valid, checked, validate_config, vouched
+from bftcore.models import presets, regression
+from bftcore.studies import learning
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
 def passes(monkeypatch):
-    """How many times the gate ran (validate_config's first step, looked up in bftcore.config at each call)."""
+    """How many times the gate ran (validate_config's first step, looked up in bftcore.foundations.config at each
+    call)."""
     count = [0]
     real = config._count_before_conversion
 

@@ -11,7 +11,7 @@ import pytest
 
 from app import work
 from app.work import Background, Lane
-from bftcore.limits import RunBudgetExceeded, check_deadline
+from bftcore.foundations.limits import RunBudgetExceeded, check_deadline
 
 
 class _Pump:

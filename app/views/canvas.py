@@ -6,7 +6,7 @@ per frame; the same heatmap declared with HoloViews (a DynamicMap of an Image ov
 stream) spends 24-27 ms of server time per frame re-rendering the element, on 10x15 to 128x128 (median of 100 frames,
 ``python scripts/hv_update_cost.py``; measured while a test run used the other core).  With the traces, the mixing
 bars and the slice updated in the same frame, that alone would pass the 50 ms, and a worker serves a class.  The
-static figures (the CLI's ``--png``, the *PNG (1920×1080)* button) are HoloViews: :mod:`bftcore.figures`.
+static figures (the CLI's ``--png``, the *PNG (1920×1080)* button) are HoloViews: :mod:`bftcore.outputs.figures`.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from bokeh.events import DoubleTap, Tap
 from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LabelSet, LinearColorMapper
 
 from bftcore.api import empirical_density
-from bftcore.presets import sample_paper_data
-from bftcore.templates import paper_true_density, template_values
+from bftcore.foundations.templates import paper_true_density, template_values
+from bftcore.models.presets import sample_paper_data
 
 from ..configuration import X_RANGE, Y_RANGE
 from ..session import BFTSession

@@ -18,7 +18,7 @@ import panel as pn
 import param
 from bokeh.models import CustomJSTickFormatter
 
-from bftcore.templates import KINDS, describe, kinds
+from bftcore.foundations.templates import KINDS, describe, kinds
 
 from ..configuration import CUSTOM_GRID
 from ..session import MENU_KINDS, BFTSession

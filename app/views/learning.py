@@ -35,14 +35,14 @@ import param
 from bokeh.core.property.vectorization import value
 from bokeh.models import ColumnDataSource, FixedTicker, Legend, LegendItem, Range1d
 
-from bftcore.learning import LAMBDA_FACTORS
+from bftcore.studies.learning import LAMBDA_FACTORS
 
 from ..configuration import MAX_POINTS
 from ..session import CANCELLED_BY_CHANGE, CANCELLED_BY_USER, BFTSession
 from ..transport import user_action
 from .common import SERIES, LiveText, make_figure, markdown_text, teaching
 
-#: Curves drawn at most: one per lambda of the document's default list (bftcore.learning.LAMBDA_FACTORS) and the
+#: Curves drawn at most: one per lambda of the document's default list (bftcore.studies.learning.LAMBDA_FACTORS) and the
 #: evidence-chosen lambda.
 MAX_CURVES = len(LAMBDA_FACTORS) + 1
 __all__ = ["CANCELLED_BY_CHANGE", "CANCELLED_BY_USER", "LearningView"]

@@ -24,7 +24,7 @@ N_TRACED = 4
 
 
 def mixing_of(rec) -> list[float]:
-    """The mixing coefficients a_j of a record (bftcore.records.Record) as a list of floats."""
+    """The mixing coefficients a_j of a record (bftcore.foundations.records.Record) as a list of floats."""
     return [] if rec.mixing is None else [float(a) for a in np.atleast_1d(rec.mixing)]
 
 

@@ -31,7 +31,7 @@ from bokeh.models import ColumnDataSource, CustomJS, CustomJSTickFormatter, Labe
 from holoviews.streams import Pipe
 
 from bftcore import api
-from bftcore.templates import paper_true_density, template_values
+from bftcore.foundations.templates import paper_true_density, template_values
 
 from ..session import BFTSession
 from ..transport import after_user_action

@@ -6,8 +6,8 @@ import panel as pn
 import param
 from bokeh.models import ColumnDataSource
 
-from bftcore.metrics import regression_function
-from bftcore.templates import paper_true_density, template_values
+from bftcore.foundations.metrics import regression_function
+from bftcore.foundations.templates import paper_true_density, template_values
 
 from ..configuration import Y_RANGE
 from ..session import BFTSession
@@ -28,7 +28,7 @@ lines are the templates t_j the prior components are centred on."""
 
 def _curve(spec, x):
     """A regression template (or a truth given as a list of node values) on the x nodes, by the solver's own
-    :func:`bftcore.regression.template_values`; None for a shape that does not fit this grid."""
+    :func:`bftcore.models.regression.template_values`; None for a shape that does not fit this grid."""
     try:
         return np.asarray(spec, float) if isinstance(spec, list) and len(spec) == len(x) else \
             template_values(spec, x)

@@ -21,9 +21,9 @@ import param
 from panel.custom import JSComponent
 from panel.io.state import set_curdoc
 
-from bftcore.config import ConfigError, parse_document, validate_config
-from bftcore.limits import LIMITS
-from bftcore.tables import data_document, parse_table
+from bftcore.foundations.config import ConfigError, parse_document, validate_config
+from bftcore.foundations.limits import LIMITS
+from bftcore.foundations.tables import data_document, parse_table
 
 from ..configuration import CONFIG_PARAMS, MAX_POINTS, URL_PARAMS
 from ..session import BFTSession, preset_catalogue
@@ -270,8 +270,8 @@ def read_url(session: BFTSession, search: str) -> None:
 
     Each URL parameter present is read from its text (:func:`_from_text`; JSON through the gate's own parser) and
     checked by its parameter on its own; then the accepted values together must make a configuration that passes
-    ``bftcore.config.validate_config`` with the server's budget.  If they do not, they are tried one by one in the
-    order of :data:`URL_PARAMS` on trial sessions, and those the gate refuses are dropped (:func:`_accept_part`).
+    ``bftcore.foundations.config.validate_config`` with the server's budget.  If they do not, they are tried one by one
+    in the order of :data:`URL_PARAMS` on trial sessions, and those the gate refuses are dropped (:func:`_accept_part`).
     Every value dropped is named in :attr:`BFTSession.message` with the reason and the value kept, and the session
     stays usable.  A link's ``data`` over :data:`MAX_POINTS` is refused whole (a silently truncated sample would
     mislead), and a query longer than :data:`MAX_QUERY_CHARS` is not read at all.
@@ -355,8 +355,8 @@ def read_url(session: BFTSession, search: str) -> None:
         session.message = "From the link: " + "; ".join(notes) + "."
 
 
-#: Endings of a file name that make an upload a data table (:func:`bftcore.tables.parse_table`); ``.json`` is a
-#: configuration.  A name with neither (or no name) is judged by its first character: a JSON configuration is an
+#: Endings of a file name that make an upload a data table (:func:`bftcore.foundations.tables.parse_table`); ``.json``
+#: is a configuration.  A name with neither (or no name) is judged by its first character: a JSON configuration is an
 #: object, ``{``, and a table never starts with one.
 TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".dat")
 #: What the upload's file dialog offers (the browser filters by these; anything else can still be dropped on it).
@@ -384,7 +384,7 @@ def is_table(filename, raw) -> bool:
 def table_base(session: BFTSession) -> dict:
     """The document a data table goes into: the session's configuration (model, prior, templates, solver) without
     what the table replaces (:data:`TABLE_REPLACES`), so the grid is fitted to the data (``"grid": {"fit": true}``,
-    :func:`bftcore.config._fitted_grid`)."""
+    :func:`bftcore.foundations.config._fitted_grid`)."""
     doc = session.to_config()
     for key in TABLE_REPLACES:
         doc.pop(key, None)
@@ -402,8 +402,8 @@ def _axis_words(session: BFTSession) -> str:
 
 def load_table(session: BFTSession, raw, name: str = "the table") -> bool:
     """Load a data table (text or bytes of an uploaded file) into the session, as :meth:`BFTSession.load_config`
-    loads a configuration: parsed by :func:`bftcore.tables.parse_table` with the server's budget, put into the
-    session's own configuration with a grid fitted to the data (:func:`bftcore.tables.data_document`,
+    loads a configuration: parsed by :func:`bftcore.foundations.tables.parse_table` with the server's budget, put into
+    the session's own configuration with a grid fitted to the data (:func:`bftcore.foundations.tables.data_document`,
     :func:`table_base`), then through the gate and the trial start of ``load_config``.  A table that is refused
     leaves the state exactly as it was, and :attr:`BFTSession.message` says what was wrong and how to write a
     table.  Returns True when loaded."""
@@ -434,7 +434,8 @@ def load_table(session: BFTSession, raw, name: str = "the table") -> bool:
 #: a message; the server checks again.  Why 10 MiB: the file travels base64-encoded (4/3 of its size: 13.3 MiB) in
 #: one websocket message, and Tornado closes the connection, without a word and with the session, on a message over
 #: ``panel serve --websocket-max-message-size`` (20 MiB by default); a 17 MB file did that.  10 MiB leaves a third of
-#: that limit free, and is below the gate's own 32 MiB per document (``bftcore.limits.Limits.max_document_bytes``).
+#: that limit free, and is below the gate's own 32 MiB per document
+#: (``bftcore.foundations.limits.Limits.max_document_bytes``).
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024
 
 

@@ -7,7 +7,7 @@ import panel as pn
 import param
 from bokeh.models import BoxAnnotation, ColumnDataSource, Label, Range1d, Span
 
-from bftcore import metrics, mixing
+from bftcore.foundations import metrics, mixing
 
 from ..session import BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
@@ -19,10 +19,10 @@ EQUATION = (r"training error $\varepsilon_{tr} = -\frac{1}{n}\sum_i L(x_i,y_i)$ 
 TEXT = """The energy must fall at every accepted step. The training error is the negative mean log-likelihood of
 the data; the test error compares with the true density and is only shown when the truth is known. A red ring on
 the test-error curve marks the **early-stopping point**: the iteration where the test error is lowest, shown only
-when the test error then rises a lot while the energy still falls (the rule of bftcore.metrics.detect_overfitting).
-From there on the fit learns the noise of the sample (overfitting); stopping there would generalise best. Shaded
-bands mark **plateaus**, long stretches where the energy
-hardly changes: the solver sits near a saddle between mixture components (metastability) before escaping."""
+when the test error then rises a lot while the energy still falls (the rule of
+bftcore.foundations.metrics.detect_overfitting). From there on the fit learns the noise of the sample
+(overfitting); stopping there would generalise best. Shaded bands mark **plateaus**, long stretches where the
+energy hardly changes: the solver sits near a saddle between mixture components (metastability) before escaping."""
 
 N_PLATEAUS = 6
 #: Room left of the trace frames (px), wider than the y-axis with its labels: every run has its own energy scale,
@@ -50,7 +50,7 @@ OVERFIT_LABEL = "overfitting: test error lowest here"
 
 def overfitting_onset(history):
     """The early-stopping point of the trace so far, ``(iteration, test error there)``, or None: the minimum of the
-    test error when ``bftcore.metrics.detect_overfitting`` reports overfitting (only the presets fig27 and
+    test error when ``bftcore.foundations.metrics.detect_overfitting`` reports overfitting (only the presets fig27 and
     "overfitting" among the shipped ones).  No truth (no test error): None."""
     if not history or any(rec.test_error is None for rec in history):
         return None
@@ -59,7 +59,7 @@ def overfitting_onset(history):
 
 
 def plateaus(history):
-    """Plateaus of the energy trace as (first, last) iterations (bftcore.mixing.detect_plateaus)."""
+    """Plateaus of the energy trace as (first, last) iterations (bftcore.foundations.mixing.detect_plateaus)."""
     out = []
     for p in mixing.detect_plateaus(history) or []:
         out.append((float(p["start"]), float(p["end"])))

@@ -106,7 +106,7 @@ def test_three_tabs_of_a_worst_accepted_link_leave_other_sessions_working_and_me
         text = open(log).read()
     for r in (first, second):
         # the three problems were accepted and really ran (their traces show iterations; RSS is no proof since the
-        # sessions share one prior matrix, bftcore.operators.MATRIX_CACHE_BYTES)
+        # sessions share one prior matrix, bftcore.foundations.operators.MATRIX_CACHE_BYTES)
         assert r["ran"] == r["heavy_tabs"], r
         assert r["updated"] == r["clicks"], r   # the fourth session's clicks all reached its heatmap
     assert first["after"] - first["before"] < 300, first

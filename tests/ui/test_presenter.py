@@ -99,7 +99,7 @@ def test_png_export_at_projector_resolution(page, tmp_path):
     import numpy as np
     from PIL import Image
 
-    from bftcore import figures
+    from bftcore.outputs import figures
     with page.expect_download() as dl:
         page.get_by_role("button", name="PNG").click()
     path = tmp_path / "x.png"

@@ -62,13 +62,13 @@ import scipy.optimize as sopt
 import scipy.sparse as sp
 import scipy.sparse.linalg as spl
 
-from . import metrics
-from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, checked
+from ..foundations import metrics
+from ..foundations.config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, checked
+from ..foundations.limits import blas_threads
+from ..foundations.operators import PriorOperator, free_null_dim
+from ..foundations.solvers import iterate as solver_iterate
 from .density import DensityProblem, build_density
 from .energies import LogDensityEnergy, LogPoint, Prior, normalise_log
-from .limits import blas_threads
-from .operators import PriorOperator, free_null_dim
-from .solvers import iterate as solver_iterate
 
 #: Grids up to this many nodes get the exact log-determinant (sparse LU of the bordered Hessian, 10-20 ms at
 #: 64 x 64 with an l2 prior); larger ones the stochastic estimate with an error bar.
@@ -117,8 +117,8 @@ def check_model(problem: DensityProblem) -> None:
 
 def flat_mode_count(K: PriorOperator) -> int:
     """Number of spectral modes with ky != 0 that the prior leaves flat: the polynomials of y (degree 1 .. k-1)
-    that a free y boundary does not penalise (:mod:`bftcore.operators`), once per x null mode.  Integrated with a
-    flat prior of unit density in their orthonormal coordinates, as DEFT does with the kernel of its Delta; the
+    that a free y boundary does not penalise (:mod:`bftcore.foundations.operators`), once per x null mode.  Integrated
+    with a flat prior of unit density in their orthonormal coordinates, as DEFT does with the kernel of its Delta; the
     evidence is then defined up to a constant that depends on neither lambda nor the data."""
     if K.grid.y.n == 1:
         return 0
@@ -328,8 +328,8 @@ def logdet_stochastic(point: LogPoint, rng: np.random.Generator | None = None, p
 
 # ----------------------------------------------------------------------------------------- MAP and prior mode
 class StationarityRule:
-    """The stopping rule of :func:`map_newton` (an iteration controller of :func:`bftcore.solvers.iterate`): the
-    stationarity residual at most ``tol``, or at the rounding floor of an ill-conditioned B (tiny P in the tails):
+    """The stopping rule of :func:`map_newton` (an iteration controller of :func:`bftcore.foundations.solvers.iterate`):
+    the stationarity residual at most ``tol``, or at the rounding floor of an ill-conditioned B (tiny P in the tails):
     three steps without halving the residual, which is then below ``1e4 tol``.  At most ``max_iter`` steps."""
 
     def __init__(self, tol: float, max_iter: int):
@@ -356,8 +356,8 @@ class StationarityRule:
 
 
 class BorderedNewtonStep:
-    """Newton's step on M for :func:`bftcore.solvers.iterate`: the exact KKT step of the bordered Hessian (direct
-    sparse solves), taken whole when it halves the residual or decreases the energy enough, else backtracked
+    """Newton's step on M for :func:`bftcore.foundations.solvers.iterate`: the exact KKT step of the bordered Hessian
+    (direct sparse solves), taken whole when it halves the residual or decreases the energy enough, else backtracked
     (Armijo).  Where it is no descent direction (negative curvature) the package's own Newton runs (once) and this
     step resumes from its end.  ``failed`` says that the fallback was needed a second time."""
 
@@ -399,8 +399,9 @@ class BorderedNewtonStep:
 
 
 def map_newton(energy, L: np.ndarray, tol: float | None = None, max_iter: int = 60):
-    """The MAP on M by :func:`bftcore.solvers.iterate` with Newton's exact KKT step (:class:`BorderedNewtonStep`)
-    and the stationarity rule (:class:`StationarityRule`); returns the point at the minimum and its
+    """The MAP on M by :func:`bftcore.foundations.solvers.iterate` with Newton's exact KKT step
+    (:class:`BorderedNewtonStep`) and the stationarity rule (:class:`StationarityRule`); returns the point at the
+    minimum and its
     :class:`BorderedHessian` (factorised there, ready for the log-determinant)."""
     n_data = float(energy.N.sum())
     tol = 1e-10 * max(1.0, n_data) if tol is None else tol
@@ -549,8 +550,8 @@ def default_values(problem: DensityProblem, param: str = "lambda", n: int = 30) 
     ``10 c / s_min``, ``c = max(n_data, 1) / (nx ny)`` the data's curvature per node (``N_X P hy`` for a uniform
     spread) and ``s_min``, ``s_max`` the smallest non-zero and the largest eigenvalue of ``cell K``: from a prior
     weaker than the data on every mode to one stronger on every mode, a decade beyond each.  Other parameters:
-    the gate's default range (:data:`bftcore.config.CHOOSE_DEFAULT_RANGE`) where it has one, else three decades
-    either side of the configured value."""
+    the gate's default range (:data:`bftcore.foundations.config.CHOOSE_DEFAULT_RANGE`) where it has one, else three
+    decades either side of the configured value."""
     grid = problem.grid
     if param == "lambda":
         s = grid.cell * problem.K.symbol[:, 1:] if grid.y.n > 1 else grid.cell * problem.K.symbol
@@ -901,7 +902,7 @@ def laplace_samples(problem: DensityProblem, L: np.ndarray, n: int, rng: np.rand
 
 def credible_bands(problem: DensityProblem, samples: np.ndarray, level: float = 0.9) -> dict:
     """Pointwise equal-tailed credible bands at ``level`` from samples of L: of P ``(nx, ny)`` and of the regression
-    function ``h(x) = sum_j y_j P hy`` (eq. (709), :func:`bftcore.metrics.regression_function`).  Returns
+    function ``h(x) = sum_j y_j P hy`` (eq. (709), :func:`bftcore.foundations.metrics.regression_function`).  Returns
     ``level``, ``P_lower``, ``P_upper``, ``P_median``, ``h_lower``, ``h_upper``, ``h_median`` (arrays)."""
     if not 0 < level < 1:
         raise ValueError(f"the credible level must be between 0 and 1, got {level!r}")
@@ -923,7 +924,7 @@ def _json_numbers(values) -> list:
 
 def path_document(cfg: dict, param: str, values) -> dict:
     """The Laplace evidence path of a validated density document as the evidence document (without the fields;
-    gaps as None): what the density kinds answer (:mod:`bftcore.problems`)."""
+    gaps as None): what the density kinds answer (:mod:`bftcore.models.problems`)."""
     doc = dict(evidence_path(cfg, param=param, values=values))
     doc.pop("fields", None)
     for key in ("log_evidence", "data_fit", "occam", "logdet_stderr"):

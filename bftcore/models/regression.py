@@ -27,10 +27,10 @@ import scipy.sparse.linalg as spla
 from scipy.linalg.lapack import dtbtrs
 from scipy.optimize import minimize
 
-from .config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, checked, grid_from_config
-from .grid import Axis
-from .limits import blas_threads
-from .mixing import (
+from ..foundations.config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, checked, grid_from_config
+from ..foundations.grid import Axis
+from ..foundations.limits import blas_threads
+from ..foundations.mixing import (
     ReducedMixture,
     check_beta,
     check_weights,
@@ -39,10 +39,10 @@ from .mixing import (
     mixing_coefficients,
     mixture_energy,
 )
-from .operators import axis_operator, axis_symbol
-from .records import FitResult, Record
-from .solvers import iterate as solver_iterate
-from .templates import template_values
+from ..foundations.operators import axis_operator, axis_symbol
+from ..foundations.records import FitResult, Record
+from ..foundations.solvers import iterate as solver_iterate
+from ..foundations.templates import template_values
 
 
 def _snap_data(axis: Axis, data) -> tuple[np.ndarray, np.ndarray]:
@@ -91,9 +91,9 @@ class RegressionModel:
     @classmethod
     def from_config(cls, config: dict) -> "RegressionModel":
         """Model of a JSON document with ``"model": "regression"`` (CONVENTIONS.md §4), through the gate
-        (:func:`bftcore.config.checked`: its defaults, its errors; a :class:`~bftcore.config.Valid` document is
-        not checked again).  ``truth`` may be a template object or a list of node values of the true regression
-        function (used for the test error)."""
+        (:func:`bftcore.foundations.config.checked`: its defaults, its errors; a
+        :class:`~bftcore.foundations.config.Valid` document is not checked again).  ``truth`` may be a template object
+        or a list of node values of the true regression function (used for the test error)."""
         cfg = checked(config)
         if cfg["model"] != "regression":
             raise ValueError(f"this is the regression model; the config says model = {cfg['model']!r}")
@@ -340,7 +340,8 @@ class RegressionModel:
     def solve_reduced(self, beta: float, init=None) -> tuple[np.ndarray, dict]:
         """Local MAP solution through the reduced problem, warm-started from a field h (None: the average (41)).
 
-        This is the ``solve(beta, init) -> (field, result)`` callable of :mod:`bftcore.workflows` sweeps/basins."""
+        This is the ``solve(beta, init) -> (field, result)`` callable of :mod:`bftcore.studies.workflows`
+        sweeps/basins."""
         y0 = None if init is None else self.coordinates(init)
         sol = self.reduced.minimize(beta, y0)
         res = self.reduced_solution(sol, beta)
@@ -377,7 +378,7 @@ class RegressionModel:
 class RegressionMixtureEnergy:
     """E(h) = -(1/beta) ln sum_j p_j exp(-beta E_hj(h)), eqs. (18), (19) [001] (divided by beta).
 
-    Implements the solver protocol (:mod:`bftcore.solvers`): ``at``, ``normalise`` (identity), the learning
+    Implements the solver protocol (:mod:`bftcore.foundations.solvers`): ``at``, ``normalise`` (identity), the learning
     matrices' hooks ``massive_solve`` and ``newton_preconditioner``, and the declarations ``minimiser_step``,
     ``newton_loose_until`` and ``saddle_escape``; besides ``value``, ``gradient`` (stationarity (21)),
     ``hessp``, ``project`` (identity) and ``mixing`` (a_j of (23)).  The Hessian is
@@ -396,7 +397,7 @@ class RegressionMixtureEnergy:
         self._lu: dict[float, spla.SuperLU] = {}
 
     def at(self, h) -> "RegressionPoint":
-        """The energy evaluated at h (the point protocol of :func:`bftcore.solvers.iterate`)."""
+        """The energy evaluated at h (the point protocol of :func:`bftcore.foundations.solvers.iterate`)."""
         return RegressionPoint(self, np.asarray(h, dtype=float))
 
     def normalise(self, h) -> np.ndarray:
@@ -477,7 +478,7 @@ class RegressionPoint:
 
 def _setup(config: dict, init):
     """Model, beta, energy, start and solver settings of a regression configuration; the solver's defaults are the
-    gate's (:func:`bftcore.config.validate_config`), as for a density."""
+    gate's (:func:`bftcore.foundations.config.validate_config`), as for a density."""
     cfg = checked(config)
     model = RegressionModel.from_config(cfg)
     beta = cfg["beta"]
@@ -490,8 +491,8 @@ def _setup(config: dict, init):
 
 
 def _records(model: RegressionModel, energy: RegressionMixtureEnergy, h0, kw):
-    """A :class:`~bftcore.records.Record` (with ``h``) per iteration of the learning algorithm
-    (:func:`bftcore.solvers.iterate`)."""
+    """A :class:`~bftcore.foundations.records.Record` (with ``h``) per iteration of the learning algorithm
+    (:func:`bftcore.foundations.solvers.iterate`)."""
     for rec in solver_iterate(energy, h0, **kw):
         h = np.asarray(rec.field, dtype=float)
         yield Record(iteration=rec.iteration, energy=rec.energy, train_error=model.train_error(h),
@@ -501,8 +502,8 @@ def _records(model: RegressionModel, energy: RegressionMixtureEnergy, h0, kw):
 
 
 def iterate(config: dict, init=None):
-    """Yield one :class:`~bftcore.records.Record` (with ``h``) per iteration of a regression fit; iteration 0 is
-    the start.  Used by ``bftcore.api.iterate`` so the dashboard can stream a regression run like a density run."""
+    """Yield one :class:`~bftcore.foundations.records.Record` (with ``h``) per iteration of a regression fit; iteration
+    0 is the start.  Used by ``bftcore.api.iterate`` so the dashboard can stream a regression run like a density run."""
     model, _, energy, h0, kw = _setup(config, init)
     yield from _records(model, energy, h0, kw)
 
@@ -511,7 +512,7 @@ def solve(config: dict, init=None) -> "RegressionFit":
     """Fit a regression config (CONVENTIONS.md §4, ``"model": "regression"``) and return the result as arrays.
 
     Solves the stationarity equation (21) [001] for h on the x nodes with the learning algorithm of
-    ``solver.method`` (:func:`bftcore.solvers.iterate`).  ``init`` (an array of node values) overrides
+    ``solver.method`` (:func:`bftcore.foundations.solvers.iterate`).  ``init`` (an array of node values) overrides
     ``solver.init``."""
     t0 = time.perf_counter()
     model, beta, energy, h0, kw = _setup(config, init)
@@ -567,8 +568,8 @@ class RegressionFit(FitResult):
         test_error, mixing, step, residual, method per iteration; iteration 0 is the start), ``elapsed_s``,
         ``exact`` ({b, mean, var}: exact b_j (28), predictive mean (27) and posterior variance of h(x)), and the
         reduced-route extras ``component_solutions`` (t̄_j), ``template_variances`` (V_j), ``B`` (B_j),
-        ``stable`` (Hessian positive definite at h), ``plateaus`` (:func:`bftcore.mixing.detect_plateaus` of the
-        history)."""
+        ``stable`` (Hessian positive definite at h), ``plateaus`` (:func:`bftcore.foundations.mixing.detect_plateaus` of
+        the history)."""
         model, energy, h = self.model, self.energy, self.h
         exact = model.exact(energy.beta)
         history = [r.summary() for r in self.history]
@@ -703,8 +704,8 @@ class RegressionEvidence:
 
     Grid (precision) form with sparse LU factorisations of A, not the data-space form with C_DD: C = K_0^{-1} is
     dense, and the grid form also covers l0 = 0, where C does not exist.  ln det K_0 comes from the eigenvalues of
-    K_X (:func:`bftcore.operators.axis_symbol`), exact and O(n).  Cost per (lambda, l0): one factorisation of the
-    sparse (banded, or banded plus the periodic corners) A and m solves; beta and the weights cost nothing more
+    K_X (:func:`bftcore.foundations.operators.axis_symbol`), exact and O(n).  Cost per (lambda, l0): one factorisation
+    of the sparse (banded, or banded plus the periodic corners) A and m solves; beta and the weights cost nothing more
     (a path over 30 lambda values on 200 nodes takes some 30 ms).  The gradient adds 2 ñ solves (ñ = distinct data
     nodes).  ln p is exact to about 1e-10 absolute (ln det A and ln det K_0 are hundreds each on such grids).
 
@@ -872,8 +873,8 @@ class RegressionEvidence:
         L-BFGS-B (scipy) on ln lambda, ln l0, ln beta and the softmax coordinates of the weights, with the analytic
         gradient (:meth:`gradient`) and the box :data:`EVIDENCE_BOUNDS` (``bounds`` overrides, {name: (lo, hi)}).
         A coarse grid first (``grid_points`` log-spaced values per parameter among lambda and l0 over
-        :data:`bftcore.config.CHOOSE_DEFAULT_RANGE` within the bounds, 25 beta values, which cost nothing extra)
-        picks the ``starts`` best starts, so a bad local optimum of a multi-modal mixture evidence is unlikely;
+        :data:`bftcore.foundations.config.CHOOSE_DEFAULT_RANGE` within the bounds, 25 beta values, which cost nothing
+        extra) picks the ``starts`` best starts, so a bad local optimum of a multi-modal mixture evidence is unlikely;
         ``start`` ({name: value}, e.g. the best points of evidence paths) is tried as well.
         Choosing the weights: the evidence is linear in p, so its maximum is the vertex of the best component;
         it is approached up to the bound p_j >= e^-30 p_max of the softmax coordinates.  An optimised l0 starts
@@ -1074,7 +1075,7 @@ def _positive_values(values, name: str, allow_zero: bool = False) -> np.ndarray:
 
 # --- the config-level functions the CLI calls ------------------------------------------------------------------
 def _evidence_setup(config: dict):
-    blas_threads()   # as every run of the API: one BLAS thread (bftcore.limits), which L-BFGS-B needs badly
+    blas_threads()   # as every run of the API: one BLAS thread (bftcore.foundations.limits), which L-BFGS-B needs badly
     cfg = checked(config)
     ev = RegressionEvidence.from_config(cfg)
     return cfg, ev
@@ -1092,8 +1093,8 @@ def evidence(config: dict) -> dict:
 
 def evidence_path(config: dict, name: str, values=None) -> dict:
     """ln p(y_D | ...) along ``name`` (``"lambda"``, ``"l0"`` or ``"beta"``) over ``values`` (None: the
-    log-spaced default range of :data:`bftcore.config.CHOOSE_DEFAULT_RANGE`), the other hyperparameters as in the
-    document; :meth:`RegressionEvidence.path` (keys ``name``, ``log_evidence``, ``components``, ``b``, ``best``;
+    log-spaced default range of :data:`bftcore.foundations.config.CHOOSE_DEFAULT_RANGE`), the other hyperparameters as
+    in the document; :meth:`RegressionEvidence.path` (keys ``name``, ``log_evidence``, ``components``, ``b``, ``best``;
     arrays).  The path is checked against the evidence budget of the gate."""
     cfg, ev = _evidence_setup(config)
     _check_scalar_name(name)
@@ -1133,7 +1134,7 @@ def regression_presets() -> dict[str, dict]:
     ``"two_trends"``: a rising (t_1 = x/2) and a falling (t_2 = 5 - x/2) linear template fight over five points
     on a hump, x in [0, 10] (101 Neumann nodes), lambda = 1, l2 = 1, l0 = 0.01, p = (1/2, 1/2).
     b = 3.79 and V_2 - V_1 = -0.149, so the low-temperature solutions t̄_1 and t̄_2 both pass (38).  A sweep over
-    beta in [0.05, 5] (``bftcore.workflows.sweep_document``) finds one solution below beta_c = 1.376 (saddle
+    beta in [0.05, 5] (``bftcore.studies.workflows.sweep_document``) finds one solution below beta_c = 1.376 (saddle
     node, located by bisection) and two stable branches on [1.376, 5] (in fact on [1.376, inf): with equal
     weights both component solutions stay stable as beta -> infinity): the up branch ends at a_1 ~ 4e-5 (the
     falling trend), the down branch from t̄_1 keeps a_1 ~ 1 down to beta_c and then jumps.  The exact weights

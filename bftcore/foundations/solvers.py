@@ -14,12 +14,12 @@ learning matrix A.  The parts, each a class:
   says ``"newton-fallback"``;
 * the step of an iteration: :class:`DescentStep` (a learning matrix, then :func:`line_search`) for unconstrained
   fields (L, regression's h); for field P with ``P >= 0`` the active-set method,
-  :class:`bftcore.active_set.ActiveSetStep` (the same three learning matrices on the face ``P > 0``, the Hessian
+  :class:`bftcore.models.active_set.ActiveSetStep` (the same three learning matrices on the face ``P > 0``, the Hessian
   being that of E_P, (181)).  The energy names the step it needs (``energy.minimiser_step``; None is the
   descent step).  A step is created per run and owns what it reuses (preconditioner, factorisations, the last
   step length);
 * the stopping rule: :class:`IterationController`;
-* :func:`iterate`, the minimiser: a generator yielding one :class:`bftcore.records.Record` per iteration
+* :func:`iterate`, the minimiser: a generator yielding one :class:`bftcore.foundations.records.Record` per iteration
   (iteration 0 is the start; the record's ``field`` is the solver's field, L, P or h); closing it stops the run
   between iterations, and any field can be passed back in as a warm start.
 
@@ -54,8 +54,8 @@ def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=6
     """Step length eta along d with ``E(normalise(phi + eta d)) < E0``; returns ``(eta, new_phi, new_point)``.
 
     ``path(eta)`` replaces ``normalise(phi + eta d)`` when given (the projection arc of the active-set method).
-    ``line``, when given (a :class:`bftcore.active_set.LineEnergy`), returns the energy on the path in closed form
-    (or None where it cannot), so that only the accepted step is built as a full point (``line.point``); the step
+    ``line``, when given (a :class:`bftcore.models.active_set.LineEnergy`), returns the energy on the path in closed
+    form (or None where it cannot), so that only the accepted step is built as a full point (``line.point``); the step
     lengths tried are the same either way.
 
     ``exact=False`` (Newton): try eta0, then backtrack with safeguarded quadratic interpolation (Armijo, c = 1e-4).
@@ -64,7 +64,7 @@ def line_search(energy, phi, d, E0, slope, eta0=1.0, exact=False, max_halvings=6
     when eta0 does not decrease the energy; two or three energy evaluations per iteration.  ``eta = 0`` (no point)
     when no decrease can be found, which the caller treats as convergence at machine precision.  ``accept_first=True``
     takes eta0 as it is whenever it decreases the energy (eta0 is then a Barzilai-Borwein step, see
-    :func:`bftcore.active_set.barzilai_borwein`).
+    :func:`bftcore.models.active_set.barzilai_borwein`).
     """
     def trial(eta):
         if line is not None:
@@ -252,7 +252,7 @@ class NewtonMatrix:
 
     Holds, for one run, the preconditioner (the energy's ``newton_preconditioner``, reused while it reports itself
     still good), its strength (it starts cheap and switches to the strong form for good once a CG solve needs
-    more than 50 iterations, see :class:`bftcore.energies.SeparablePreconditioner`), the preconditioner's cache
+    more than 50 iterations, see :class:`bftcore.models.energies.SeparablePreconditioner`), the preconditioner's cache
     and the gradient norm at the start.
     """
 
@@ -358,7 +358,8 @@ class IterationController:
 # ------------------------------------------------------------------------------------------------- the run
 def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter: int = 4, max_iter: int = 50,
             tol: float = 1e-8, cg_maxiter: int | None = None, step=None, controller=None):
-    """Run a learning algorithm; yield a :class:`bftcore.records.Record` for the start and after every iteration.
+    """Run a learning algorithm; yield a :class:`bftcore.foundations.records.Record` for the start and after every
+    iteration.
 
     The minimiser's step and the stopping rule are separate objects, passed in or made here.  The stopping rule is
     ``controller`` (by default :class:`IterationController` of ``min_iter``, ``max_iter``, ``tol``): its
@@ -367,9 +368,9 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
     ``energy.minimiser_step`` (the active-set method for E_P) or :class:`DescentStep` with the learning matrix
     ``method`` (``"newton"``, ``"massive"`` with ``mass2`` = m^2 > 0, or ``"gradient"``).  ``cg_maxiter`` caps the CG
     iterations of one Newton step; by default it grows with the grid, ``min(1000, max(200, size // 16))``, as the
-    conditioning of the Newton system does.  :func:`bftcore.limits.check_deadline` is called once per iteration.
-    The evidence's Newton on the normalised densities (:func:`bftcore.evidence.map_newton`) is this minimiser with
-    its own step (the exact KKT step) and stopping rule (the stationarity residual).
+    conditioning of the Newton system does.  :func:`bftcore.foundations.limits.check_deadline` is called once per
+    iteration. The evidence's Newton on the normalised densities (:func:`bftcore.models.evidence.map_newton`) is this
+    minimiser with its own step (the exact KKT step) and stopping rule (the stationarity residual).
     """
     if method not in METHODS:
         raise ValueError(f"unknown solver method {method!r}; use one of {METHODS}")
@@ -392,7 +393,7 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
     if done:
         return
     for it in controller.iterations():
-        check_deadline()  # a wall-clock budget of the caller (bftcore.limits.deadline), if any
+        check_deadline()  # a wall-clock budget of the caller (bftcore.foundations.limits.deadline), if any
         eta, new_phi, new_point, label = step.take(phi, point)
         if controller.stalled(new_point):
             yield Record(iteration=it, energy=point.value, train_error=None, test_error=None, mixing=point.mixing,

@@ -3,13 +3,13 @@
 :data:`KINDS` maps ``(model, kind)`` to a :class:`TemplateKind`: the keys a template object of that kind carries
 besides ``"kind"``, its label, whether the dashboard's menu offers it, and its form: a density on a grid
 (:func:`template_density`, :func:`template_field`) or values on the x nodes for regression
-(:func:`template_values`).  The input gate (:mod:`bftcore.config`) reads the kinds and keys from here and
+(:func:`template_values`).  The input gate (:mod:`bftcore.foundations.config`) reads the kinds and keys from here and
 evaluates every template once to refuse one that is not finite, not a density or absurdly large; the problem
-builders (:func:`bftcore.api.build_density`, :class:`bftcore.regression.RegressionModel`) and the dashboard's
+builders (:func:`bftcore.api.build_density`, :class:`bftcore.models.regression.RegressionModel`) and the dashboard's
 menus and labels use the same entries.  Errors are ``ValueError`` with the reason; the gate turns them into a
-:class:`~bftcore.config.ConfigError` naming the template.
+:class:`~bftcore.foundations.config.ConfigError` naming the template.
 
-Also here: the paper's true density (708) and templates (719), (720), raw at the nodes (:mod:`bftcore.presets`
+Also here: the paper's true density (708) and templates (719), (720), raw at the nodes (:mod:`bftcore.models.presets`
 re-exports them with the paper's data sets and figure configurations).
 """
 from __future__ import annotations

@@ -575,9 +575,9 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
 
     This is the one gate of every document (file, upload, share link, estimator): it checks the type, the
     finiteness and the range of every field, evaluates the templates on the grid, and refuses a problem over the
-    cost budget ``limits`` (:mod:`bftcore.limits`) before anything large is allocated.  numpy scalars and arrays
-    are accepted wherever numbers and lists are.  ``limits`` defaults to the budget in force
-    (:func:`bftcore.limits.active`, normally :data:`bftcore.limits.LIMITS`)."""
+    cost budget ``limits`` (:mod:`bftcore.foundations.limits`) before anything large is allocated.  numpy scalars and
+    arrays are accepted wherever numbers and lists are.  ``limits`` defaults to the budget in force
+    (:func:`bftcore.foundations.limits.active`, normally :data:`bftcore.foundations.limits.LIMITS`)."""
     limits = limits or active()
     _count_before_conversion(doc, limits)
     doc = to_plain(doc)
@@ -723,7 +723,7 @@ def _choose(c, model: str, field: str, n_templates: int, nodes: int, limits: Lim
 
     ``{"lambda": "evidence"}`` or ``{"lambda": {"by": "evidence", "min": 0.01, "max": 100, "n": 30}}``; returned
     in the second form, with the defaults of :data:`CHOOSE_DEFAULT_RANGE`.  Density: lambda, field L, at most one
-    template (the Laplace evidence, :mod:`bftcore.evidence`); regression: lambda, l0, beta (exact)."""
+    template (the Laplace evidence, :mod:`bftcore.models.evidence`); regression: lambda, l0, beta (exact)."""
     if c is None or c == {}:
         return {}
     if not isinstance(c, dict):
@@ -781,8 +781,8 @@ def check_resampling(fits: int, nodes: int, largest: int, limits: Limits | None 
 
 
 def check_output(values: int, what: str, fix: str, limits: Limits | None = None) -> None:
-    """Refuse a result of more than the budget's :attr:`~bftcore.limits.Limits.max_output_values` numbers before
-    it is built: ``what`` names the result (a ``{}`` for its number of values), ``fix`` says what to do."""
+    """Refuse a result of more than the budget's :attr:`~bftcore.foundations.limits.Limits.max_output_values` numbers
+    before it is built: ``what`` names the result (a ``{}`` for its number of values), ``fix`` says what to do."""
     limits = limits or active()
     cap = limits.max_output_values
     if cap is not None and values > cap:
@@ -795,7 +795,8 @@ def check_output(values: int, what: str, fix: str, limits: Limits | None = None)
 
 def check_samples(n, nodes: int, what: str = "posterior samples", limits: Limits | None = None) -> int:
     """The number of posterior draws ``n`` as an int: a whole number >= 0, and ``n`` draws of ``nodes`` values
-    within the budget's :attr:`~bftcore.limits.Limits.max_sample_values` (refused before anything is drawn)."""
+    within the budget's :attr:`~bftcore.foundations.limits.Limits.max_sample_values` (refused before anything is
+    drawn)."""
     limits = limits or active()
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ConfigError(f"the number of {what} must be a whole number >= 0, got {n!r}")

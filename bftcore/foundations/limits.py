@@ -1,14 +1,14 @@
 """What a single request may cost: every limit of the input gate, and of what comes out, in one place (issues 11, 25).
 
 Every document — a file, an upload, a share link, the estimator's arguments — passes
-:func:`bftcore.config.validate_config`, which refuses a problem over these limits *before anything is allocated*,
-with a :class:`~bftcore.config.ConfigError` that names the limit and the way out.  The numbers are chosen so that
-the worst accepted problem fits in a few hundred MB and a few seconds on the project's 2-core machine
+:func:`bftcore.foundations.config.validate_config`, which refuses a problem over these limits *before anything is
+allocated*, with a :class:`~bftcore.foundations.config.ConfigError` that names the limit and the way out.  The numbers
+are chosen so that the worst accepted problem fits in a few hundred MB and a few seconds on the project's 2-core machine
 (measurements in ``docs/limits.md``).
 
 What comes out is budgeted like what goes in (:attr:`Limits.max_output_values`): the estimators' draws and
 predictions and the exports' tables and figures are counted from the shapes of their inputs, before anything is
-converted or allocated (:func:`bftcore.config.check_output`).
+converted or allocated (:func:`bftcore.foundations.config.check_output`).
 
 * :data:`LIMITS` is the budget of the dashboard's server (always) and of the CLI and the API (by default).
 * :func:`using` changes the budget in force for a block (:func:`active`).

@@ -1,13 +1,13 @@
-"""Result documents read back into checked arrays: what the CSV tables (:mod:`bftcore.result_tables`) and the
-figures (:mod:`bftcore.figures`) of the CLI draw from.
+"""Result documents read back into checked arrays: what the CSV tables (:mod:`bftcore.outputs.result_tables`) and the
+figures (:mod:`bftcore.outputs.figures`) of the CLI draw from.
 
 The documents are those the CLI writes (``api.fit``, ``learning-curve``, ``bootstrap``), read again from JSON, so
 every key is checked here, once, before a table or a figure sees it: a missing or malformed key is a ValueError
 that names the key and says to pass the complete document (or the configuration it was computed with).
 
 Budget (issue 25): every array read from a document is counted against
-:attr:`bftcore.limits.Limits.max_output_values` from its shape or lengths before it is converted (ValueError naming
-the array and the way out); the CLI's ``--no-limits`` lifts it with the rest of the budget.
+:attr:`bftcore.foundations.limits.Limits.max_output_values` from its shape or lengths before it is converted (ValueError
+naming the array and the way out); the CLI's ``--no-limits`` lifts it with the rest of the budget.
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .config import check_output, grid_from_config, length_of
-from .grid import Grid
-from .metrics import regression_function
+from ..foundations.config import check_output, grid_from_config, length_of
+from ..foundations.grid import Grid
+from ..foundations.metrics import regression_function
 
 __all__ = ["fit_arrays", "learning_curves", "bootstrap_arrays", "data_of", "bands_of", "check_cells", "record_document"]
 
@@ -32,7 +32,7 @@ def _need(doc, key: str, what: str):
 
 #: What to do about a result too large to export.
 _EXPORT_FIX = ("export a result of a coarser grid or fewer points, or lift the budget on your own machine "
-               "(--no-limits, or bftcore.limits.using(bftcore.limits.UNLIMITED))")
+               "(--no-limits, or bftcore.foundations.limits.using(bftcore.foundations.limits.UNLIMITED))")
 
 
 def _numbers_in(value) -> int:
@@ -50,8 +50,8 @@ def _numbers_in(value) -> int:
 
 def _floats(value, key: str, shape: tuple[int, ...] | None = None) -> np.ndarray:
     """``value`` (numbers, nulls for gaps) as a float array, nulls as NaN; ValueError naming ``key`` otherwise.  Its
-    count is checked against the budget of outputs (:attr:`bftcore.limits.Limits.max_output_values`) before it is
-    converted: every table and figure is drawn from arrays read here."""
+    count is checked against the budget of outputs (:attr:`bftcore.foundations.limits.Limits.max_output_values`) before
+    it is converted: every table and figure is drawn from arrays read here."""
     check_output(_numbers_in(value), f"{key} holds {{}} numbers", _EXPORT_FIX)
     try:
         a = np.array(value, dtype=float)
@@ -80,7 +80,7 @@ def _grid(cfg) -> Grid:
         return grid_from_config(cfg)
     except (KeyError, TypeError, ValueError) as e:
         raise ValueError(f"the configuration's grid is not valid ({e}); pass a validated configuration "
-                         f"(bftcore.config.validate_config)") from None
+                         f"(bftcore.foundations.config.validate_config)") from None
 
 
 def check_cells(rows: int, columns: int, table: str) -> None:
@@ -218,7 +218,7 @@ def learning_curves(doc) -> dict[str, Any]:
     rep = None
     if replica is not None:
         if isinstance(replica, dict) and replica.get("n") is None and replica.get("m") is not None:
-            replica = dict(replica, n=replica["m"])  # bftcore.replica's curves call the number of data m
+            replica = dict(replica, n=replica["m"])  # bftcore.models.replica's curves call the number of data m
         rn = _n_values(_need(replica, "n", "learning-curve document's replica"), "replica.n")
         rep = {"n": rn, "test": _floats(_need(replica, "test_error", "learning-curve document's replica"),
                                         "replica.test_error", rn.shape)}
@@ -250,7 +250,7 @@ def bootstrap_arrays(cfg, doc) -> dict[str, Any]:
 
 
 def record_document(cfg: dict, record, exact: dict | None = None) -> dict:
-    """The part of a fit document that its figure reads (:func:`bftcore.figures.fit_figure`), from one solver
+    """The part of a fit document that its figure reads (:func:`bftcore.outputs.figures.fit_figure`), from one solver
     record of the validated configuration ``cfg`` (the dashboard's iteration on screen, which may be mid-run):
     density ``P``, ``L`` and the regression function h(x), sd(x) of that P; regression ``x``, ``h`` and ``exact``
     (``{"mean", "var"}``, the exact posterior of the finished run, which the caller supplies)."""

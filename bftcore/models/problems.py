@@ -8,12 +8,12 @@ a validated document: the last registered kind whose document ``"model"`` is the
 :meth:`~ProblemKind.claims` it.  Callers ask the kind instead of comparing ``cfg["model"]`` with a string.
 
 Today's kinds: :data:`DENSITY` (the conditional density p(y|x) of Lemm's Sect. 3), :data:`DENSITY_1D` (the 1-D
-density p(y), its own module :mod:`bftcore.density_1d`) and :data:`REGRESSION` (Gaussian regression with mixtures of
-GP priors, seed 001).  A new kind (non-Gaussian priors, image completion, BYY...) is a module defining a class with
+density p(y), its own module :mod:`bftcore.models.density_1d`) and :data:`REGRESSION` (Gaussian regression with mixtures
+of GP priors, seed 001).  A new kind (non-Gaussian priors, image completion, BYY...) is a module defining a class with
 these attributes and methods, and one line here that registers it.
 
-This module sits above the problems it registers (:mod:`bftcore.density`, :mod:`bftcore.density_1d`,
-:mod:`bftcore.regression`, :mod:`bftcore.evidence`) and below the workflows and the façade.
+This module sits above the problems it registers (:mod:`bftcore.models.density`, :mod:`bftcore.models.density_1d`,
+:mod:`bftcore.models.regression`, :mod:`bftcore.models.evidence`) and below the workflows and the façade.
 """
 from __future__ import annotations
 
@@ -22,14 +22,14 @@ from typing import Protocol
 
 import numpy as np
 
+from ..foundations.config import grid_from_config
+from ..foundations.records import FitResult, Record
 from . import density, density_1d, evidence, regression
-from .config import grid_from_config
-from .records import FitResult, Record
 
 
 class ProblemKind(Protocol):
     """What every kind of problem answers (see the module's text).  Every ``cfg`` is a validated document
-    (:func:`bftcore.config.validate_config`)."""
+    (:func:`bftcore.foundations.config.validate_config`)."""
 
     #: The kind's own name (unique).
     name: str

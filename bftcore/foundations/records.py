@@ -1,8 +1,8 @@
 """One iteration of any solver, the one shape the solver, the problems, the workflows and the dashboard share.
 
-The solver (:func:`bftcore.solvers.iterate`) fills what it knows: iteration, energy, step, residual, mixing,
+The solver (:func:`bftcore.foundations.solvers.iterate`) fills what it knows: iteration, energy, step, residual, mixing,
 method, change, converged, elapsed time and its own ``field`` (L, P or h).  The problems
-(:mod:`bftcore.api`, :mod:`bftcore.regression`) complete a record with the errors and the field in the
+(:mod:`bftcore.api`, :mod:`bftcore.models.regression`) complete a record with the errors and the field in the
 representations a user reads (``L`` and ``P`` for a density, ``h`` for regression) by
 :func:`dataclasses.replace`.  A record holds arrays; it becomes JSON only where it leaves the program
 (:meth:`Record.summary`, used by the result documents of CONVENTIONS.md §4).
@@ -64,8 +64,8 @@ def finite_list(a) -> list | float:
 class FitResult:
     """The outcome of one fit as arrays: every :class:`Record` (iteration 0 is the start; the last one carries
     the solution's fields) and the wall-clock time.  The problems subclass it
-    (:class:`bftcore.density.DensityFit`, :class:`bftcore.regression.RegressionFit`) with what their result
-    documents need; :meth:`to_document` turns it into the document of CONVENTIONS.md §4, only where a result
+    (:class:`bftcore.models.density.DensityFit`, :class:`bftcore.models.regression.RegressionFit`) with what their
+    result documents need; :meth:`to_document` turns it into the document of CONVENTIONS.md §4, only where a result
     leaves the program (CLI, download, the API's ``fit``)."""
 
     history: list[Record]

@@ -65,7 +65,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 from scipy.optimize import brentq
 
-from .limits import MAX_CONDITION, blas_threads
+from ..foundations.limits import MAX_CONDITION, blas_threads
 
 __all__ = ["ReplicaConvergenceError", "DENSE_PRECISION_MAX_SITES", "bootstrap_curve", "bootstrap_state",
            "teacher_curve", "teacher_state", "teacher_curve_from_precision"]
@@ -300,7 +300,7 @@ def _m_out(m: float) -> int | float:
 # ------------------------------------------------------------------------------------------------ public API
 
 def _bootstrap_inputs(K: Any, y: Any, noise_var: Any, tol: Any, max_iter: Any) -> _Problem:
-    blas_threads()   # as every run of the API: one BLAS thread (bftcore.limits), many small dense solves
+    blas_threads()   # as every run of the API: one BLAS thread (bftcore.foundations.limits), many small dense solves
     Kd, mu, vecs = _covariance(K, "K")
     n = Kd.shape[0]
     yv = _vector(y, n, "y", "one output per row of K")

@@ -1,5 +1,6 @@
 """The one-dimensional density p(y) as its own problem kind: its problem, energy, Newton preconditioner, result and
-registration (one line in :mod:`bftcore.problems`).  The proof that a new kind is one module plus its registration.
+registration (one line in :mod:`bftcore.models.problems`).  The proof that a new kind is one module plus its
+registration.
 
 Which documents: ``"model": "density"`` whose grid has one x node (a grid with ``y`` and no ``x``, as the gate
 reads it, or an explicit one-node x axis) and a prior on L = ln P.  The document and the result document stay those
@@ -18,19 +19,19 @@ root, ``K = G^T G``); ``lambda_x l0 I`` is the x part of eq. (699) on one node, 
 kind solves the same equation the conditional density does on a one-node x axis (tests/test_density_1d.py compares
 the two).
 
-The minimiser is the package's (:func:`bftcore.solvers.iterate` with :class:`bftcore.solvers.DescentStep`: Newton,
-massive relaxation or gradient, the line search and the stopping rule).  What is the kind's own is the Newton
-preconditioner: the exact solve of the bordered system of the Gauss-Newton Hessian,
-``[[lambda hy K + diag(max(Lambda, 0) P hy), V], [V^T, 0]]`` with ``V = P hy``, by one sparse LU of a banded matrix
-(O(ny) for the band of K).  With one Gaussian prior and ``Lambda >= 0`` it is the Hessian itself on the tangent space
-of the normalisation, so CG takes one iteration; a mixture's rank-m term takes at most m more.
+The minimiser is the package's (:func:`bftcore.foundations.solvers.iterate` with
+:class:`bftcore.foundations.solvers.DescentStep`: Newton, massive relaxation or gradient, the line search and the
+stopping rule).  What is the kind's own is the Newton preconditioner: the exact solve of the bordered system of the
+Gauss-Newton Hessian, ``[[lambda hy K + diag(max(Lambda, 0) P hy), V], [V^T, 0]]`` with ``V = P hy``, by one sparse LU
+of a banded matrix (O(ny) for the band of K).  With one Gaussian prior and ``Lambda >= 0`` it is the Hessian itself on
+the tangent space of the normalisation, so CG takes one iteration; a mixture's rank-m term takes at most m more.
 
 Decisions:
 
-* A prior on P (``"field": "P"``) stays with the conditional density kind (:data:`bftcore.problems.DENSITY`): the
-  active-set method of :mod:`bftcore.active_set` is written for an ``(nx, ny)`` field.  :meth:`Density1D.claims`
+* A prior on P (``"field": "P"``) stays with the conditional density kind (:data:`bftcore.models.problems.DENSITY`): the
+  active-set method of :mod:`bftcore.models.active_set` is written for an ``(nx, ny)`` field.  :meth:`Density1D.claims`
   leaves those documents to it.
-* The Laplace evidence path and the posterior summary are :mod:`bftcore.evidence`'s on the one-column view (one
+* The Laplace evidence path and the posterior summary are :mod:`bftcore.models.evidence`'s on the one-column view (one
   implementation of the Laplace evidence in the package; the kind hands the same document to it).
 """
 from __future__ import annotations
@@ -44,17 +45,18 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spl
 
-from . import evidence, metrics
-from .config import checked, grid_from_config
+from ..foundations import metrics
+from ..foundations.config import checked, grid_from_config
+from ..foundations.grid import Axis, Grid
+from ..foundations.mixing import check_beta, check_weights, mixing_coefficients, mixture_energy
+from ..foundations.operators import SingularOperatorError, free_root
+from ..foundations.records import FitResult, Record
+from ..foundations.solvers import iterate as solver_iterate
+from ..foundations.templates import paper_true_density, template_field
+from . import evidence
 from .density import DensityFit, lowest_tangent_eigenvalue
-from .grid import Axis, Grid
-from .mixing import check_beta, check_weights, mixing_coefficients, mixture_energy
-from .operators import SingularOperatorError, free_root
-from .records import FitResult, Record
-from .solvers import iterate as solver_iterate
-from .templates import paper_true_density, template_field
 
-EMPIRICAL_EPS = 1e-10  # epsilon of the delta-peak start ln(N/n + eps), Fig. 22 (as bftcore.density)
+EMPIRICAL_EPS = 1e-10  # epsilon of the delta-peak start ln(N/n + eps), Fig. 22 (as bftcore.models.density)
 
 
 def normalise(L: np.ndarray, hy: float) -> np.ndarray:
@@ -65,10 +67,10 @@ def normalise(L: np.ndarray, hy: float) -> np.ndarray:
 
 def prior_root(cfg: dict, y: Axis) -> sp.csr_matrix:
     """G with ``G^T G = K = lambda_y K_Y + lambda_x l0 I`` of a validated document (module text): the stacked
-    ``sqrt(c) W_c`` of each order's differences (a free boundary: :func:`bftcore.operators.free_root`; Neumann and
-    periodic: ``W``, ``W^T W``, ``W W^T W`` of the forward differences W, ``-Delta = W^T W``).  The energy is
-    ``|G (L - t)|^2`` and K acts as ``G^T (G v)``: differences first, so a stiff prior (l6 on a fine axis, entries of K
-    near 1e6) does not lose the energy's last digits to cancellation in ``K L``."""
+    ``sqrt(c) W_c`` of each order's differences (a free boundary: :func:`bftcore.foundations.operators.free_root`;
+    Neumann and periodic: ``W``, ``W^T W``, ``W W^T W`` of the forward differences W, ``-Delta = W^T W``).  The energy
+    is ``|G (L - t)|^2`` and K acts as ``G^T (G v)``: differences first, so a stiff prior (l6 on a fine axis, entries of
+    K near 1e6) does not lose the energy's last digits to cancellation in ``K L``."""
     pr = cfg["prior"]
     l0, l2, l4, l6 = pr["l0"], pr["l2"], pr["l4"], pr["l6"]
     n = y.n
@@ -93,7 +95,7 @@ def prior_root(cfg: dict, y: Axis) -> sp.csr_matrix:
 
 class Energy:
     """E(L) of a 1-D density (module text).  ``at(L)`` is the energy at a normalised field; the rest is what the
-    package's minimiser asks of an energy (:mod:`bftcore.solvers`)."""
+    package's minimiser asks of an energy (:mod:`bftcore.foundations.solvers`)."""
 
     field = "L"
     minimiser_step = None
@@ -262,7 +264,7 @@ def build(config: dict) -> Problem:
 
 
 def initial_field(problem: Problem, init=None) -> np.ndarray:
-    """The start (Sect. 7.3), as :func:`bftcore.density.initial_field` on one axis: uniform, kernel, empirical, a
+    """The start (Sect. 7.3), as :func:`bftcore.models.density.initial_field` on one axis: uniform, kernel, empirical, a
     template, or an array (a warm start, of ny values or one row of them)."""
     cfg, y, N = problem.config, problem.y, problem.N
     if init is not None and not isinstance(init, str):
@@ -289,7 +291,8 @@ def initial_field(problem: Problem, init=None) -> np.ndarray:
 
 
 def records(problem: Problem, init=None) -> Iterator[Record]:
-    """A :class:`~bftcore.records.Record` per iteration, its ``L`` and ``P`` as one row of the document's grid."""
+    """A :class:`~bftcore.foundations.records.Record` per iteration, its ``L`` and ``P`` as one row of the document's
+    grid."""
     cfg, grid, E = problem.config, problem.grid, problem.energy
     so = cfg["solver"]
     N2 = problem.N[None]
@@ -328,12 +331,12 @@ def solve(problem: Problem, init=None, callback=None, check_stability: bool = Fa
 
 
 class Fit(DensityFit):
-    """A 1-D density fit: the conditional density's result (:class:`bftcore.density.DensityFit`, the result
+    """A 1-D density fit: the conditional density's result (:class:`bftcore.models.density.DensityFit`, the result
     document of §4) of a problem of this kind."""
 
 
 class Density1D:
-    """The problem kind (:class:`bftcore.problems.ProblemKind`), registered in :mod:`bftcore.problems`."""
+    """The problem kind (:class:`bftcore.models.problems.ProblemKind`), registered in :mod:`bftcore.models.problems`."""
 
     name: str = "density_1d"
     model: str = "density"

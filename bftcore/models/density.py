@@ -2,8 +2,8 @@
 energy; the start of the iteration (Sect. 7.3); the stream of records; the stability check; and the result of a fit
 as arrays (:class:`DensityFit`), turned into the result document of §4 only by :meth:`DensityFit.to_document`.
 
-Below the workflows (:mod:`bftcore.workflows`) and the façade (:mod:`bftcore.api`); above the energies and the
-solver.  A configuration comes in validated (:func:`bftcore.config.validate_config` is the one gate).
+Below the workflows (:mod:`bftcore.studies.workflows`) and the façade (:mod:`bftcore.api`); above the energies and the
+solver.  A configuration comes in validated (:func:`bftcore.foundations.config.validate_config` is the one gate).
 """
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse.linalg as spl
 
-from . import metrics
-from .config import ConfigError, check_samples, checked, grid_from_config
+from ..foundations import metrics
+from ..foundations.config import ConfigError, check_samples, checked, grid_from_config
+from ..foundations.grid import Grid
+from ..foundations.operators import PriorOperator
+from ..foundations.records import FitResult, Record, finite_list, finite_or_none
+from ..foundations.solvers import iterate as solver_iterate
+from ..foundations.templates import paper_true_density, template_field
 from .energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log, project_simplex
-from .grid import Grid
-from .operators import PriorOperator
-from .records import FitResult, Record, finite_list, finite_or_none
-from .solvers import iterate as solver_iterate
-from .templates import paper_true_density, template_field
 
 EMPIRICAL_EPS = 1e-10  # epsilon of the delta-peak start ln(N/n + eps), Fig. 22
 
@@ -39,7 +39,7 @@ class DensityProblem:
 
 def build_density(config: dict) -> DensityProblem:
     """Grid, data counts, prior operator, energy and truth of a density configuration (checked by the gate
-    unless it is a :class:`bftcore.config.Valid` document already)."""
+    unless it is a :class:`bftcore.foundations.config.Valid` document already)."""
     cfg = checked(config)
     grid = grid_from_config(cfg)
     pr = cfg["prior"]
@@ -114,8 +114,8 @@ def initial_field(problem: DensityProblem, init=None) -> np.ndarray:
 def prior_samples(problem: DensityProblem, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """``n`` fields drawn from the prior the configuration defines, as densities ``(n, nx, ny)``, and the
     template index of each: component j with probability p_j, then ``t_j + (lambda cell K)^{-1/2} z``
-    (:meth:`bftcore.operators.PriorOperator.sample`), normalised per x (field L: ``exp`` of the normalised log;
-    field P: projected onto the densities).  What the sliders mean, drawn: a stiffer prior gives smoother fields.
+    (:meth:`bftcore.foundations.operators.PriorOperator.sample`), normalised per x (field L: ``exp`` of the normalised
+    log; field P: projected onto the densities).  What the sliders mean, drawn: a stiffer prior gives smoother fields.
 
     The components are exact.  For beta != 1 the mixture prior ``(sum_j p_j exp(-beta lambda E_0j))^(1/beta)``
     is not a mixture of Gaussians; the samples take the components with the weights p_j, its beta = 1 form."""
@@ -130,7 +130,8 @@ def prior_samples(problem: DensityProblem, n: int, rng: np.random.Generator) -> 
 
 
 def records(problem: DensityProblem, init=None):
-    """Yield a :class:`~bftcore.records.Record` (with ``L`` and ``P``) per iteration of the configured solver."""
+    """Yield a :class:`~bftcore.foundations.records.Record` (with ``L`` and ``P``) per iteration of the configured
+    solver."""
     cfg, grid, E = problem.config, problem.grid, problem.energy
     so = cfg["solver"]
     phi0 = initial_field(problem, init)

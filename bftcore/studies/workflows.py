@@ -1,12 +1,13 @@
 """Workflows over many fits: beta sweeps with continuation and bifurcations, basins of the local minima of a
 mixture of Gaussian prior factors, and their documents (CONVENTIONS.md §4).
 
-The layer above the problems (:mod:`bftcore.density`, :mod:`bftcore.regression`) and below the façade
+The layer above the problems (:mod:`bftcore.models.density`, :mod:`bftcore.models.regression`) and below the façade
 (:mod:`bftcore.api`): a workflow drives a ``solve(beta, init) -> (field, summary)`` function of a problem many
 times, warm-starting from fields (arrays) and comparing solutions by their summaries (energy, mixing, test
 error, stability).  The formulas it rests on (a_j, the mixture energy, the reduced fixed point, plateaus) live in
-:mod:`bftcore.mixing`.  Independent solves (the starts of basins, the down branches of a sweep) can run side by side
-on the engines of :mod:`bftcore.distributed`; learning curves and bootstraps live in :mod:`bftcore.learning`.
+:mod:`bftcore.foundations.mixing`.  Independent solves (the starts of basins, the down branches of a sweep) can run side
+by side on the engines of :mod:`bftcore.foundations.distributed`; learning curves and bootstraps live in
+:mod:`bftcore.studies.learning`.
 """
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ import time
 
 import numpy as np
 
-from .config import checked
-from .distributed import run_tasks
-from .limits import blas_threads
-from .mixing import check_beta, fig7_config, zero_dimensional_model
-from .problems import kind_of
-from .regression import RegressionModel
+from ..foundations.config import checked
+from ..foundations.distributed import run_tasks
+from ..foundations.limits import blas_threads
+from ..foundations.mixing import check_beta, fig7_config, zero_dimensional_model
+from ..models.problems import kind_of
+from ..models.regression import RegressionModel
 
 
 def _mixing_of(res) -> np.ndarray:
@@ -99,7 +100,7 @@ def beta_sweep(solve, betas, init=None, starts=(), count_stable=None, jump_tol=0
 
     ``continue_all(betas, inits) -> [branch, ...]``, when given, follows the down branches (independent of each
     other) instead of one :func:`continuation` after another: :func:`sweep_document` passes one that runs them on
-    the engine of :mod:`bftcore.distributed`.
+    the engine of :mod:`bftcore.foundations.distributed`.
     """
     betas = np.unique([check_beta(b) for b in np.ravel(betas)])
     if betas.size < 2:
@@ -168,7 +169,7 @@ def distinct_minima(solved) -> list[dict]:
 # model adapters and the documents of CONVENTIONS.md §4
 # ----------------------------------------------------------------------------------------------------------------
 def regression_solver(model):
-    """``solve(beta, init)`` for a :class:`bftcore.regression.RegressionModel` (the reduced route, (42)-(43)).
+    """``solve(beta, init)`` for a :class:`bftcore.models.regression.RegressionModel` (the reduced route, (42)-(43)).
     ``init`` may be None (the complete average (41)), a field h, or an init name (``"template:0"``, ...)."""
     def solve(beta, init):
         if isinstance(init, str):
@@ -179,10 +180,10 @@ def regression_solver(model):
 
 def density_solver(config: dict):
     """``solve(beta, init)`` for a density config (field: L or P, as prior.field): the solver's field at the end
-    and the fit's summary (:meth:`bftcore.density.DensityFit.summary`).  ``init`` may be None (the config's
+    and the fit's summary (:meth:`bftcore.models.density.DensityFit.summary`).  ``init`` may be None (the config's
     solver.init), an init name such as ``"template:0"``, or a field.  Each summary carries ``"stable"``: the
     smallest eigenvalue of the Hessian (160) at the solution, zero modes projected out, is >= 0
-    (:func:`bftcore.density.is_local_minimum`)."""
+    (:func:`bftcore.models.density.is_local_minimum`)."""
     def solve(beta, init):
         cfg = {**config, "beta": float(beta)}
         if isinstance(init, str):
@@ -211,7 +212,7 @@ def _density_starts(config: dict):
     return density_solver(config), starts, None, None
 
 
-#: The sweep's solver and starting fields, per problem kind (:mod:`bftcore.problems`).
+#: The sweep's solver and starting fields, per problem kind (:mod:`bftcore.models.problems`).
 STARTS = {"density": _density_starts, "density_1d": _density_starts, "regression": _regression_starts}
 
 
@@ -255,7 +256,7 @@ def sweep_document(config: dict, beta_min: float, beta_max: float, n: int, spaci
     (:func:`beta_grid`; the document's ``"spacing"``).  ``progress(solves, beta)``, when given, is called after
     every solve (a sweep of n betas takes about (1 + branches) n solves plus the bisections).
 
-    ``scheduler`` (:mod:`bftcore.distributed`): ``"serial"`` (the default: one branch after another in this
+    ``scheduler`` (:mod:`bftcore.foundations.distributed`): ``"serial"`` (the default: one branch after another in this
     process) or an engine that follows the down branches side by side (``"local:N"``, an address, ``"inprocess"``);
     the document is the same, and ``progress`` then hears of the down branches' solves only as each branch ends."""
     if not (check_beta(beta_min) < check_beta(beta_max)) or int(n) < 2:
@@ -294,8 +295,8 @@ def _reporting(solve, progress):
 def basins_document(config: dict, scheduler: str | None = "serial") -> dict:
     """Basins document (CONVENTIONS.md §4): the distinct local minima at the config's beta reached from each
     template, uniform, kernel (and, for regression, the average and three random template mixtures).  The starts
-    are independent solves: ``scheduler`` (:mod:`bftcore.distributed`; default ``"serial"``, a loop here, as a
-    handful of solves would wait longer for Dask to start) runs them side by side, with the same document."""
+    are independent solves: ``scheduler`` (:mod:`bftcore.foundations.distributed`; default ``"serial"``, a loop here, as
+    a handful of solves would wait longer for Dask to start) runs them side by side, with the same document."""
     t0 = time.perf_counter()
     beta = check_beta(config.get("beta", 1.0))
     solve, starts, _, _ = _model_and_starts(config)

@@ -5,8 +5,8 @@ Two ways to get data sets of size n:
 
 * **teacher** (the document has a ``truth``): n fresh draws from the true density or function.  Density: x uniform
   over the x nodes, y from the true p(y|x) on the y nodes (eq. (708) for ``"truth": "paper"``, normalised over the
-  y nodes, as :func:`bftcore.presets.sample_paper_data` draws the 50 points of Figs 20-28).  Regression: x uniform
-  over the nodes, y = h_true(x) + N(0, 1/beta) (beta is the model's inverse noise variance, so the model is
+  y nodes, as :func:`bftcore.models.presets.sample_paper_data` draws the 50 points of Figs 20-28).  Regression: x
+  uniform over the nodes, y = h_true(x) + N(0, 1/beta) (beta is the model's inverse noise variance, so the model is
   right about the noise).  Train error is the fit's own (density (710); regression mean (h - y)^2/2 over the
   data), test error the fit's own against the truth (density (711); regression mean over the nodes of
   (h - h_true)^2/2).
@@ -24,11 +24,11 @@ lambda of the list with the lowest mean test error).  Means and standard deviati
 gave a number; ``failed`` counts those that did not (a fit that raised).
 
 Each (n, resample) pair is one task with its own seed (``SeedSequence([seed, k, r])``), run by
-:func:`bftcore.distributed.run_tasks` in this process, on a local Dask cluster or on a scheduler by address: the
-document is the same for every engine.
+:func:`bftcore.foundations.distributed.run_tasks` in this process, on a local Dask cluster or on a scheduler by address:
+the document is the same for every engine.
 
-For a regression with one proper Gaussian prior, :mod:`bftcore.replica` adds the replica theory of seed 002 at the
-document's lambda as a labelled approximation, to set beside that lambda's simulated curve (``"replica"``: its
+For a regression with one proper Gaussian prior, :mod:`bftcore.models.replica` adds the replica theory of seed 002 at
+the document's lambda as a labelled approximation, to set beside that lambda's simulated curve (``"replica"``: its
 ``posterior_variance`` beside the curve's, averaged over the nodes (teacher) or over the N data inputs
 (bootstrap); its ``test_error`` beside the curve's ``test_error`` (teacher) or ``all_error`` (bootstrap)).
 """
@@ -41,14 +41,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import density, regression, replica
-from .config import ConfigError, Valid, check_resampling, grid_from_config, validate_config, vouched
-from .distributed import run_tasks
-from .evidence import check_model, evidence_path
-from .limits import RunBudgetExceeded
-from .metrics import regression_function
-from .problems import kind_of
-from .templates import paper_true_density
+from ..foundations.config import ConfigError, Valid, check_resampling, grid_from_config, validate_config, vouched
+from ..foundations.distributed import run_tasks
+from ..foundations.limits import RunBudgetExceeded
+from ..foundations.metrics import regression_function
+from ..foundations.templates import paper_true_density
+from ..models import density, regression, replica
+from ..models.evidence import check_model, evidence_path
+from ..models.problems import kind_of
 
 #: What a fit that fails may raise (a bug raises something else, and stops the run).
 FIT_ERRORS = (ValueError, ArithmeticError, np.linalg.LinAlgError)
@@ -312,11 +312,12 @@ def learning_curve_document(config: dict, sizes, resamples: int = 20, lambdas=No
     ``lambda=<value>``, and ``evidence``), ``lambda``, ``best_lambda`` (per n), ``mode``, ``resamples``, ``seed``,
     ``headline``, ``fits``, ``scheduler``, ``elapsed_s``; bootstrap mode adds ``unique_fraction`` ``{"mean",
     "expected"}`` and each curve an ``all_error``; a regression adds ``posterior_variance`` per curve and, with one
-    Gaussian prior, ``replica`` (:mod:`bftcore.replica`, an approximation).
+    Gaussian prior, ``replica`` (:mod:`bftcore.models.replica`, an approximation).
 
     ``update(partial)``, when given, receives the document of the resamples finished so far (``"complete":
     False``, ``finished`` of ``tasks``) at most every :data:`UPDATE_SECONDS` as they finish (the dashboard's curve
-    that fills in live); ``progress(done, total)`` and ``cancel()`` as in :func:`bftcore.distributed.run_tasks`."""
+    that fills in live); ``progress(done, total)`` and ``cancel()`` as in
+    :func:`bftcore.foundations.distributed.run_tasks`."""
     t0 = time.perf_counter()
     cfg = converging_solver(validate_config(config))
     cfg.pop("choose", None)
@@ -405,11 +406,11 @@ def _best_lambda(curves: list[dict], lams: list[float], n_sizes: int) -> list[fl
 
 
 def replica_curve(cfg: dict, mode: str, sizes: list[int], lam: float) -> dict | None:
-    """The replica theory (:mod:`bftcore.replica`) for a regression with one Gaussian prior at ``lam``, in the
+    """The replica theory (:mod:`bftcore.models.replica`) for a regression with one Gaussian prior at ``lam``, in the
     simulation's units: ``posterior_variance`` (mean over the nodes, teacher; over the data, bootstrap) and
     ``test_error`` (teacher: the mean of (h - h_true)^2 / 2, i.e. (epsilon - sigma^2)/2; bootstrap: the error on
     all N points, epsilon / 2, to set beside ``all_error``).  None for a mixture of priors (the theory is for one
-    Gaussian prior) or more than :data:`bftcore.replica.DENSE_PRECISION_MAX_SITES` nodes."""
+    Gaussian prior) or more than :data:`bftcore.models.replica.DENSE_PRECISION_MAX_SITES` nodes."""
     model = regression.RegressionModel.from_config(_with(cfg, [], lam))
     if model.m > 1 or len(model.nodes) > replica.DENSE_PRECISION_MAX_SITES:
         return None
@@ -513,7 +514,7 @@ def band_task(task: dict) -> dict | None:
 
 @dataclass(frozen=True)
 class _Learning:
-    """What learning curves and the bootstrap do differently per kind of problem (:mod:`bftcore.problems`): found
+    """What learning curves and the bootstrap do differently per kind of problem (:mod:`bftcore.models.problems`): found
     by the kind's name, so no function here compares a document's ``"model"``."""
 
     errors: Callable

@@ -4,8 +4,8 @@ Shared by the density model (eqs. (713)-(718)) and by Gaussian regression with a
 priors ([001] Sects. 4.2-4.5, CONVENTIONS.md §3).  This module holds the ONE implementation of the mixing
 coefficients a_j and of the mixture energy (the energies of both models call it), the reduced fixed point of
 equal-covariance mixtures with the 0-dimensional example of Fig 7, and the plateau detection of an iteration
-history.  It imports only the constants of :mod:`bftcore.limits`: the workflows over many fits (sweeps, basins)
-are in :mod:`bftcore.workflows`, above the problems.
+history.  It imports only the constants of :mod:`bftcore.foundations.limits`: the workflows over many fits (sweeps,
+basins) are in :mod:`bftcore.studies.workflows`, above the problems.
 """
 from __future__ import annotations
 

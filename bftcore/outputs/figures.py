@@ -1,7 +1,7 @@
 """Figures of results: one HoloViews declaration per figure, drawn to PNG by HoloViews' matplotlib backend.
 
-Each figure is declared once, as a HoloViews object built from a result document (:mod:`bftcore.documents` reads and
-checks it), and rendered at any size: the CLI's ``--png`` at :data:`FIGURE_SIZE`, the dashboard's *PNG (1920×1080)*
+Each figure is declared once, as a HoloViews object built from a result document (:mod:`bftcore.outputs.documents` reads
+and checks it), and rendered at any size: the CLI's ``--png`` at :data:`FIGURE_SIZE`, the dashboard's *PNG (1920×1080)*
 at :data:`PROJECTOR_SIZE` from the same declaration (:func:`fit_png` of the session's configuration and fit).
 
 * :func:`fit_figure`, density: a heatmap of P over the grid (x across, y up, one cell per node, colour map viridis

@@ -9,7 +9,7 @@
   ``L <- normalise(L + eta d)``; ``gradient`` is the g-gradient ``(I - P I_X) (-N + lambda K (L - t̄))`` of eq.
   (141)/(716), ``hessp`` the normalisation-consistent Hessian ``-H_g`` of eq. (160).
 * :class:`ProbabilityEnergy`, field P: ``E_P = -sum_data ln P + prior(P)``, eqs. (163)-(170), with P >= 0 and
-  ``sum_j P hy = 1`` per x enforced as constraints (the active-set method of :mod:`bftcore.active_set`, which
+  ``sum_j P hy = 1`` per x enforced as constraints (the active-set method of :mod:`bftcore.models.active_set`, which
   also holds the projection onto the feasible set, :func:`project_simplex`, re-exported here).
 
 The prior is one Gaussian ``(lambda/2)(phi - t, K (phi - t))`` or a mixture
@@ -25,10 +25,10 @@ import numpy as np
 import scipy.fft as sfft
 import scipy.linalg as sla
 
+from ..foundations.grid import Grid
+from ..foundations.mixing import check_beta, check_weights, mixing_coefficients, mixture_energy
+from ..foundations.operators import PriorOperator, axis_symbol
 from .active_set import ActiveSetStep, project_simplex
-from .grid import Grid
-from .mixing import check_beta, check_weights, mixing_coefficients, mixture_energy
-from .operators import PriorOperator, axis_symbol
 
 
 def normalise_log(L: np.ndarray, hy: float) -> np.ndarray:
@@ -45,8 +45,8 @@ class Prior:
     """
 
     def __init__(self, K: PriorOperator, lam: float, templates=None, weights=None, beta: float = 1.0):
-        # the gate (bftcore.config.validate_config) has checked lambda, the templates and their shapes; the weight
-        # and beta rules have one home each (bftcore.mixing); here they are only asserted or applied
+        # the gate (bftcore.foundations.config.validate_config) has checked lambda, the templates and their shapes; the
+        # weight and beta rules have one home each (bftcore.foundations.mixing); here they are only asserted or applied
         assert np.isfinite(lam) and lam > 0, f"lambda must be > 0 (the gate says so by name), got {lam!r}"
         self.K, self.lam, self.grid = K, float(lam), K.grid
         t = np.zeros((1,) + self.grid.shape) if templates is None or len(templates) == 0 else np.asarray(
@@ -75,8 +75,8 @@ class Prior:
 
 class DensityEnergy:
     """Common data of E_L and E_P: grid, data counts N, prior; and what the solver asks of every energy
-    (:mod:`bftcore.solvers`): ``minimiser_step`` (None: the solver's descent step, or the step class the energy's
-    constraints need), ``massive_solve`` (the massive-relaxation learning matrix), ``newton_loose_until`` and
+    (:mod:`bftcore.foundations.solvers`): ``minimiser_step`` (None: the solver's descent step, or the step class the
+    energy's constraints need), ``massive_solve`` (the massive-relaxation learning matrix), ``newton_loose_until`` and
     ``saddle_escape`` (how Newton treats this energy)."""
 
     field = "?"
@@ -170,12 +170,12 @@ class SeparablePreconditioner:
       application and, to build, one nx x (nx ny) product and an nx x nx Cholesky factorisation.  On the
       128 x 128 l6 benchmark it needs about 20 times fewer CG iterations at the late Newton steps than the
       cheap form; on problems where the cheap form converges in a few iterations it only costs time, so
-      :class:`bftcore.solvers.NewtonMatrix` starts cheap and switches for good once a CG solve needs more than 50
-      iterations.
+      :class:`bftcore.foundations.solvers.NewtonMatrix` starts cheap and switches for good once a CG solve needs more
+      than 50 iterations.
 
     Used only to precondition conjugate gradients, never as the step itself.  ``cache`` (a dict owned by the
-    caller, the Newton learning matrix of :mod:`bftcore.solvers` for one run) keeps the eigendecomposition of the
-    x part between preconditioners.
+    caller, the Newton learning matrix of :mod:`bftcore.foundations.solvers` for one run) keeps the eigendecomposition
+    of the x part between preconditioners.
     """
 
     def __init__(self, point, strong: bool = True, cache: dict | None = None):

@@ -11,10 +11,10 @@ from importlib import resources
 
 import numpy as np
 
-from .grid import Grid
-from .mixing import fig7_config
+from ..foundations.grid import Grid
+from ..foundations.mixing import fig7_config
+from ..foundations.templates import MU_2, MU_A, MU_B, SIGMA_0, SIGMA_T, paper_t1, paper_t2, paper_true_density  # noqa: F401 - the paper's numbers, here too
 from .regression import regression_presets
-from .templates import MU_2, MU_A, MU_B, SIGMA_0, SIGMA_T, paper_t1, paper_t2, paper_true_density  # noqa: F401 - the paper's numbers, here too
 
 TWO_POINTS = [[3.0, 3.0], [7.0, 12.0]]   # data of Figs 13-17
 DATA50_SEED = 20031

@@ -1,6 +1,6 @@
 """Results as CSV tables (what the CLI's ``--csv PREFIX`` writes next to its JSON documents).
 
-Tables (``*_tables`` return ``{suffix: csv_text}``; :func:`bftcore.export.write_outputs` writes
+Tables (``*_tables`` return ``{suffix: csv_text}``; :func:`bftcore.outputs.export.write_outputs` writes
 ``<prefix>_<suffix>.csv``).  Every table is comma-separated with one header line and ``\\n`` line ends; numbers are
 Python's shortest round-trip text of the float (``repr``: ``float(cell)`` gives back the document's value exactly),
 whole numbers (n) without a decimal point, and a cell is empty where the document has null or a non-finite value (a
@@ -12,7 +12,7 @@ failed fit, P = 0 -> L).
     P(y|x) at (x_i, y_j) and its field L = log P.
   - ``h``: ``x,h,sd[,lo,hi]``, one row per x node: the regression function h(x) = E[y|x] of P and the conditional
     standard deviation sd(x) of y; ``lo,hi`` when the document carries credible ``bands``
-    (:func:`bftcore.documents.bands_of`).
+    (:func:`bftcore.outputs.documents.bands_of`).
 
 * :func:`fit_tables` of a regression fit: ``h``: ``x,h,mean,sd[,lo,hi]``, one row per x node: the MAP h(x), the
   exact posterior mean and sqrt of the exact posterior variance of h(x) (``exact.mean``, ``exact.var``), and the
@@ -21,14 +21,14 @@ failed fit, P = 0 -> L).
   test_sd``, long format, one row per curve per n: first the document's top-level series (curve ``main``, lambda
   empty), then every entry of ``curves`` (its ``label``, its ``lambda``), then, if present, the replica-theory
   prediction (curve ``replica``: only ``test_mean`` filled; its ``n`` may be called ``m`` as in
-  :mod:`bftcore.replica`).  ``unique_fraction`` and the replica posterior variance are not tabulated (they stay in
-  the JSON document).
+  :mod:`bftcore.models.replica`).  ``unique_fraction`` and the replica posterior variance are not tabulated (they stay
+  in the JSON document).
 * :func:`bootstrap_tables`: ``h``: ``x,h,h_mean,h_sd,h_lo,h_hi[,h_bias]`` per x node (the fit to all data, the
   bootstrap mean, sd and the equal-tailed band at ``level``, the bias estimate when the document has one); density
   also ``P``: ``x,y,P_mean,P_sd[,P_bias]``, long format as the fit's ``P``.
 
-Budget: every table's rows x columns is checked against :attr:`bftcore.limits.Limits.max_output_values` before a row
-is written (the arrays themselves were counted when :mod:`bftcore.documents` read them).
+Budget: every table's rows x columns is checked against :attr:`bftcore.foundations.limits.Limits.max_output_values`
+before a row is written (the arrays themselves were counted when :mod:`bftcore.outputs.documents` read them).
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Writing the CLI's outputs: CSV tables (:mod:`bftcore.result_tables`) and PNG figures (:mod:`bftcore.figures`)
-next to its JSON documents, each path checked before anything is opened.
+"""Writing the CLI's outputs: CSV tables (:mod:`bftcore.outputs.result_tables`) and PNG figures
+(:mod:`bftcore.outputs.figures`) next to its JSON documents, each path checked before anything is opened.
 """
 from __future__ import annotations
 

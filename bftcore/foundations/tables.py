@@ -6,13 +6,13 @@ a header: with two columns it must name them ``x`` and ``y`` (either order, any 
 columns are read by those names (``y,x`` swaps them back); a header that names anything else is refused with the
 names it has.  A one-column table's header may name its column anything.  Blank lines and lines starting with ``#``
 are skipped.  Every other line must hold the same number of finite numbers (1 or 2); the first line that does not is
-named in the error.  The size is checked before anything is parsed (:mod:`bftcore.limits`: bytes of a document,
-points of a data set).
+named in the error.  The size is checked before anything is parsed (:mod:`bftcore.foundations.limits`: bytes of a
+document, points of a data set).
 
 A table without a configuration, or with one that has no grid, gets ``"grid": {"fit": true}``: each axis spans the
 data's range padded by 10 % of that range on both sides (0.5 when all values are equal), with the axis's own ``n``
 and ``boundary`` if the document gives them, else 200 Neumann nodes for y of a 1-D density and x of a regression,
-and 30 x 40 Neumann nodes for a conditional density (the rule's home: :func:`bftcore.config._fitted_grid`).
+and 30 x 40 Neumann nodes for a conditional density (the rule's home: :func:`bftcore.foundations.config._fitted_grid`).
 """
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def read_table(path, limits: Limits | None = None) -> np.ndarray:
 def data_document(table: np.ndarray, config: dict | None = None) -> dict:
     """A configuration for a table: ``config`` (a raw document, or None for the defaults) with the table as its
     ``data`` (plain y values for one column, [x, y] pairs for two); its grid fitted to the data
-    (``"grid": {"fit": true}``, the rule of :func:`bftcore.config.validate_config`) when it has no grid.  A
+    (``"grid": {"fit": true}``, the rule of :func:`bftcore.foundations.config.validate_config`) when it has no grid.  A
     document that gives a grid keeps it, and a point outside it is refused by the gate as usual."""
     doc = dict(config or {})
     t = np.asarray(table, dtype=float)

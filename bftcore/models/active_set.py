@@ -4,7 +4,7 @@ The feasible set of E_P is ``{P >= 0, sum_j P hy = 1}`` per x.  One iteration (:
 of the learning matrix on the face ``P > 0`` and projects it back onto that set:
 
 * :func:`project_simplex`: the Euclidean projection onto the feasible set (also the normalisation of
-  :class:`bftcore.energies.ProbabilityEnergy`, which imports it from here);
+  :class:`bftcore.models.energies.ProbabilityEnergy`, which imports it from here);
 * :func:`epsilon_active`: Bertsekas' epsilon-active set, the nodes held at P = 0 during a face step;
 * :func:`free_set_direction`, :func:`massive_face_direction`: the direction of the learning matrix restricted to
   the face (the KKT system with the normalisation, Sect. 7.2.5 "inverting in subspaces"): A = I (621),
@@ -13,11 +13,11 @@ of the learning matrix on the face ``P > 0`` and projects it back onto that set:
   on the data nodes;
 * :func:`barzilai_borwein`: the first step length the gradient and massive face steps try;
 * :class:`ActiveSetStep`: the step itself, with the projected-gradient arc that releases nodes from P = 0.  It is
-  created per run by :func:`bftcore.solvers.iterate` (``ProbabilityEnergy.minimiser_step`` names it) and owns the
-  factorisations it reuses (KKT matrices per face, the dense K, the Green's function per mass).
+  created per run by :func:`bftcore.foundations.solvers.iterate` (``ProbabilityEnergy.minimiser_step`` names it) and
+  owns the factorisations it reuses (KKT matrices per face, the dense K, the Green's function per mass).
 
-This module knows no solver: the step lengths follow the line search that :mod:`bftcore.solvers` hands to the
-step, and the stopping rule is the solver's.
+This module knows no solver: the step lengths follow the line search that :mod:`bftcore.foundations.solvers` hands to
+the step, and the stopping rule is the solver's.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 import scipy.sparse.linalg as spl
 
-from .mixing import mixture_energy
+from ..foundations.mixing import mixture_energy
 
 _ONE_TO_N: dict[int, np.ndarray] = {}
 
@@ -56,7 +56,7 @@ def project_simplex(P: np.ndarray, hy: float) -> np.ndarray:
 
 
 def epsilon_active(point) -> np.ndarray:
-    """Bertsekas' epsilon-active set of a :class:`bftcore.energies.ProbPoint`: nodes with P <= eps whose reduced
+    """Bertsekas' epsilon-active set of a :class:`bftcore.models.energies.ProbPoint`: nodes with P <= eps whose reduced
     gradient pushes outwards, with eps = min(1e-3 max P, |P - Proj(P - G)|), so nodes about to hit zero are fixed
     there instead of zigzagging."""
     eps = min(1e-3 * float(np.max(point.phi)), point.residual)
@@ -297,7 +297,7 @@ def barzilai_borwein(energy, phi, G, prev, method, mass2):
 
 
 class ActiveSetStep:
-    """One iteration of the active-set method for E_P, as the step of :func:`bftcore.solvers.iterate`.
+    """One iteration of the active-set method for E_P, as the step of :func:`bftcore.foundations.solvers.iterate`.
 
     A step of the learning matrix (``method``: "gradient", "massive" or "newton") on the face P > 0 less the
     epsilon-active nodes, along the path ``Proj(base + eta d)`` (with ``base`` the field with those nodes put onto

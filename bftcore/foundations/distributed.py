@@ -28,8 +28,8 @@ network, or TLS with a certificate authority made for the cluster.
 
 The result is the same whichever engine runs it: each task carries its own random seed (drawn from the call's seed
 by :class:`numpy.random.SeedSequence`, never from a shared generator), and the results come back in task order.
-Every worker limits its BLAS to :data:`bftcore.limits.BLAS_THREADS` threads and works under the caller's cost
-budget (:func:`bftcore.limits.using`).
+Every worker limits its BLAS to :data:`bftcore.foundations.limits.BLAS_THREADS` threads and works under the caller's
+cost budget (:func:`bftcore.foundations.limits.using`).
 
 ``progress(done, total)`` is called in the caller's thread as tasks complete; ``cancel()`` (returning True) is
 polled a few times a second: the outstanding tasks are then cancelled and :class:`Cancelled` is raised.
@@ -161,7 +161,7 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Sequence, scheduler: str | None =
     ``fn`` must be a module-level function (it is sent to the workers by reference) and each task a picklable
     value.  ``on_result(index, result)`` is called in the caller's thread for each task as it completes (before
     ``progress``).  An exception in a task is raised here, the other tasks cancelled.  The caller's deadline
-    (:func:`bftcore.limits.deadline`) is checked as tasks complete."""
+    (:func:`bftcore.foundations.limits.deadline`) is checked as tasks complete."""
     kind, arg = parse_scheduler(scheduler)
     tasks = list(tasks)
     limits = active()
@@ -247,7 +247,7 @@ def _connect(address: str) -> tuple[Any, int]:
         if not (tls["ca_file"] and tls["cert"]):
             raise SchedulerError(address, "needs the cluster's certificates: give --tls-ca-file, --tls-cert and "
                                           "--tls-key (deploy/dask-cluster.sh --tls prints them), or "
-                                          "bftcore.distributed.using_tls in Python")
+                                          "bftcore.foundations.distributed.using_tls in Python")
     started = time.monotonic()
     client = None
     try:
