@@ -186,7 +186,7 @@ def build():
                    # (480 px at 390: the canvas was clipped)
                    stylesheets=[":host { grid-template-columns: minmax(0, 1fr) !important; }"])
     # the HoloViews plots of a tab are drawn while it is open (Panel keeps a tab rendered once it was opened)
-    shown = {1: prior.show_samples, 2: sweep_view.show}
+    shown = {1: prior.show_samples, 2: sweep_view.show_tab}
 
     def tab_opened(active: int) -> None:
         for index, show in shown.items():

@@ -269,7 +269,7 @@ def learning_element(data) -> hv.Overlay:
 
 
 def ev_lambda_factors():
-    from bftcore.learning import LAMBDA_FACTORS
+    from bftcore.studies.learning import LAMBDA_FACTORS
     return LAMBDA_FACTORS
 
 

@@ -163,6 +163,7 @@ class EvidenceView(pn.viewable.Viewer):
         self._show()  # the info line names the current lambda
 
     def _send_lambda(self) -> None:
+        assert self.session is not None
         lam = float(self.session.lam)
         if self.current.data != lam:
             self.shown.send(self.current, lam)

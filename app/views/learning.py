@@ -24,8 +24,9 @@ line and the λ plot beside it) costs the server 162.5 ms per partial document a
 582.4 ms against 0.72 ms (median of 30, ``python scripts/hv_static_cost.py``).  A click on the canvas clears a
 running curve in the click's own handler (the change of the problem cancels it), so that click would wait more than
 half a second for its heatmap; and the partial documents arrive every 0.25 s
-(:data:`bftcore.learning.UPDATE_SECONDS`), so a curve filling in would hold the event loop that serves every session
-of the worker about two thirds of the time, also after the tab was left (Panel keeps a tab rendered once opened).
+(:data:`bftcore.studies.learning.UPDATE_SECONDS`), so a curve filling in would hold the event loop that serves every
+session of the worker about two thirds of the time, also after the tab was left (Panel keeps a tab rendered once
+opened).
 """
 from __future__ import annotations
 

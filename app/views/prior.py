@@ -21,6 +21,7 @@ heatmap that a click starts.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import holoviews as hv
 import numpy as np
@@ -234,14 +235,17 @@ class PriorView(pn.viewable.Viewer):
         """What the thumbnails draw, one dict per thumbnail (:data:`MAX_THUMBS`): for each template shown, its
         density on the grid or, for a regression, its values at the x nodes; the image's box and the title
         (``shown``: the thumbnail has a template)."""
-        s, g = self.session, self.session.grid
+        s = self.session
+        assert s is not None
+        g = s.grid
         specs = s.template_specs()[0][:MAX_THUMBS]
         labels = s.template_labels()
         box = (g.x.min - g.hx / 2, g.y.min - g.hy / 2, g.x.min - g.hx / 2 + max(g.x.n * g.hx, 1e-9),
                g.y.min - g.hy / 2 + max(g.y.n * g.hy, 1e-9))
         out = []
         for j in range(MAX_THUMBS):
-            d = dict(field=None, line=(np.zeros(0), np.zeros(0)), bounds=box, title="", shown=j < len(specs))
+            d: dict[str, Any] = dict(field=None, line=(np.zeros(0), np.zeros(0)), bounds=box, title="",
+                                     shown=j < len(specs))
             out.append(d)
             if j >= len(specs):
                 continue
@@ -273,6 +277,7 @@ class PriorView(pn.viewable.Viewer):
         """Send a plot what it draws: within a user action (a preset, a button) after the action's message has gone
         out, so that the heatmap answering it does not wait for the drawing
         (:func:`app.transport.after_user_action`)."""
+        assert self.session is not None
         if not after_user_action(self.session.pump.doc, partial(shown.send, pipe, data)):
             shown.send(pipe, data)
 

@@ -127,7 +127,7 @@ class SweepView(pn.viewable.Viewer):
         self.session.param.watch(self._show_progress, ["sweep_progress"])
         self._update()
 
-    def show(self, shown: bool) -> None:
+    def show_tab(self, shown: bool) -> None:
         """The tab was opened (what changed while it was closed is drawn) or closed."""
         self.shown.show(shown)
 
