@@ -39,16 +39,19 @@ MIXTURE = {"templates": [{"kind": "gaussian", "mu": -1.0, "sigma": 0.5}, {"kind"
            "weights": [0.3, 0.7], "beta": 0.8}
 
 
-@pytest.mark.parametrize("cfg", [
-    dict(prior={"lambda": 0.5}),
-    dict(prior={"lambda": 2.0, "l2": 0, "l6": 1}, boundary="free"),
-    dict(prior={"lambda": 0.3, "l2": 0.5, "l4": 1.0}, boundary="periodic"),
-    dict(prior={"lambda": 1.0, "l0": 0.2, "lambda_x": 3.0}),
-    dict(prior={"lambda": 1.5}, **MIXTURE),
-], ids=["l2", "free-l6", "periodic-l4", "mass", "mixture"])
+PRIORS = [dict(prior={"lambda": 0.5}),
+          dict(prior={"lambda": 2.0, "l2": 0, "l6": 1}, boundary="free"),
+          dict(prior={"lambda": 0.3, "l2": 0.5, "l4": 1.0}, boundary="periodic"),
+          dict(prior={"lambda": 1.0, "l0": 0.2, "lambda_x": 3.0}),
+          dict(prior={"lambda": 1.5}, **MIXTURE)]
+PRIOR_IDS = ["l2", "free-l6", "periodic-l4", "mass", "mixture"]
+
+
+@pytest.mark.parametrize("cfg", PRIORS, ids=PRIOR_IDS)
 def test_the_energy_is_its_own_finite_differences(cfg):
     """Gradient = directional derivative of the value along the normalisation's tangent; hessp = derivative of the
     gradient; the metric is positive semi-definite."""
+    cfg = dict(cfg)
     prior = cfg.pop("prior")
     problem = density_1d.build(_doc(prior, **cfg))
     E, rng = problem.energy, np.random.default_rng(1)
@@ -87,16 +90,11 @@ def test_the_newton_preconditioner_is_the_inverse_hessian_of_one_gaussian_prior(
     assert np.max(np.abs(r)) <= 1e-8 * np.max(np.abs(pt.gradient))
 
 
-@pytest.mark.parametrize("case", [
-    dict(prior={"lambda": 0.5}),
-    dict(prior={"lambda": 2.0, "l2": 0, "l6": 1}, boundary="free"),
-    dict(prior={"lambda": 0.3, "l2": 0.5, "l4": 1.0}, boundary="periodic"),
-    dict(prior={"lambda": 1.0, "l0": 0.2, "lambda_x": 3.0}),
-    dict(prior={"lambda": 1.5}, **MIXTURE),
+@pytest.mark.parametrize("case", PRIORS + [
     dict(prior={"lambda": 0.5}, solver={"method": "massive", "mass2": 0.5, "max_iter": 3000, "tol": 1e-11}),
     dict(prior={"lambda": 0.5}, solver={"init": "kernel"}),
     dict(prior={"lambda": 0.5}, solver={"init": "empirical"}),
-], ids=["l2", "free-l6", "periodic-l4", "mass", "mixture", "massive", "kernel-start", "empirical-start"])
+], ids=PRIOR_IDS + ["massive", "kernel-start", "empirical-start"])
 def test_the_1d_kind_finds_the_map_the_conditional_density_finds_on_one_x_node(case):
     case = dict(case)
     prior = case.pop("prior")

@@ -193,15 +193,20 @@ def solve(problem: DensityProblem, init=None, callback=None, check_stability: bo
     """Run the configured solver to the end (or until ``callback(record)`` returns True) and return the result as
     arrays; ``check_stability=True`` also decides whether the solution is a local minimum
     (:func:`is_local_minimum`)."""
+    history, elapsed = run_to_end(records(problem, init), callback)
+    stable = is_local_minimum(problem, history[-1].field) if check_stability else None
+    return DensityFit(history, elapsed, problem, stable)
+
+
+def run_to_end(stream, callback=None) -> tuple[list, float]:
+    """The records of ``stream`` until it ends or ``callback(record)`` returns True, and the wall time taken."""
     t0 = time.perf_counter()
     history = []
-    for rec in records(problem, init):
+    for rec in stream:
         history.append(rec)
         if callback is not None and callback(rec):
             break
-    elapsed = time.perf_counter() - t0
-    stable = is_local_minimum(problem, history[-1].field) if check_stability else None
-    return DensityFit(history, elapsed, problem, stable)
+    return history, time.perf_counter() - t0
 
 
 @dataclass

@@ -37,7 +37,6 @@ Decisions:
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Iterator
 from functools import cached_property
 
@@ -54,7 +53,7 @@ from ..foundations.records import FitResult, Record
 from ..foundations.solvers import iterate as solver_iterate
 from ..foundations.templates import paper_true_density, template_field
 from . import evidence
-from .density import DensityFit, lowest_tangent_eigenvalue
+from .density import DensityFit, lowest_tangent_eigenvalue, run_to_end
 
 EMPIRICAL_EPS = 1e-10  # epsilon of the delta-peak start ln(N/n + eps), Fig. 22 (as bftcore.models.density)
 
@@ -319,15 +318,10 @@ def is_local_minimum(problem: Problem, L: np.ndarray, rtol: float = 1e-8) -> boo
 
 
 def solve(problem: Problem, init=None, callback=None, check_stability: bool = False) -> "Fit":
-    t0 = time.perf_counter()
-    history = []
-    for rec in records(problem, init):
-        history.append(rec)
-        if callback is not None and callback(rec):
-            break
+    history, elapsed = run_to_end(records(problem, init), callback)
     stable = is_local_minimum(problem, history[-1].field) if check_stability and history[-1].field is not None \
         else None
-    return Fit(history, time.perf_counter() - t0, problem, stable)  # type: ignore[arg-type]
+    return Fit(history, elapsed, problem, stable)  # type: ignore[arg-type]
 
 
 class Fit(DensityFit):
