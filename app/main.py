@@ -17,12 +17,9 @@ from bokeh.models import ColorBar, CustomJS  # noqa: E402
 
 from app.configuration import MAX_POINTS  # noqa: E402
 from app.session import BFTSession  # noqa: E402
-from app.transport import (
-    install_browser_patches,  # noqa: E402
-    user_action,  # noqa: E402
-)
+from app.transport import ARIA_JS, install_browser_patches, user_action  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
-from app.views.common import ARIA, ARIA_JS, LiveText  # noqa: E402
+from app.views.common import ARIA, LiveText  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
 from app.views.evidence import EvidenceView  # noqa: E402
 from app.views.learning import LearningView  # noqa: E402

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 import bokeh
+import panel as pn
 from bokeh.document.events import DocumentPatchedEvent
 from bokeh.models import CustomJS
 from packaging.version import InvalidVersion, Version
@@ -435,3 +436,45 @@ def install_browser_patches(doc) -> None:
     Bokeh only)."""
     if doc is not None and BOKEH_TESTED:
         doc.js_on_event("document_ready", CustomJS(code=BROWSER_PATCHES_JS))
+
+
+# --------------------------------------------------------------------------------------------------- Panel
+class TextOnlyStr(pn.pane.Str):
+    """``pn.pane.Str`` whose new text goes to its Bokeh model alone, as text (:class:`app.views.common.LiveText`).
+
+    Panel's ``Str`` puts its object into HTML unescaped (``<pre>`` + object + ``</pre>``) and the browser sets that
+    as innerHTML, so a message quoting a link's ``<img onerror=...>`` ran it: the object goes through ``escape``
+    first (a subclass sets it).  And a new text re-assigns the pane's stylesheets, which makes Bokeh walk the whole
+    page's models; here only ``text`` is sent.  Both through Panel's private hooks ``_transform_object``, ``_update``
+    and ``_get_properties``; tests/test_internals.py fails if the model no longer gets the escaped text."""
+
+    escape: Callable[[Any], str] = staticmethod(str)
+
+    def _transform_object(self, obj):
+        return super()._transform_object(None if obj is None else self.escape(obj))
+
+    def _update(self, ref, model):  # Panel's hook for an object change; the pin of pyproject.toml covers it
+        text = self._get_properties(model.document).get("text")
+        if text is not None and model.text != text:
+            model.text = text
+
+
+#: Run once a page is ready: the accessible names of the main controls (``labels``: css class -> name) set on the
+#: elements BokehJS made for their models.  BokehJS has no public way from a model to its view's element: this reads
+#: ``Bokeh.documents[..]._all_models`` and ``Bokeh.index.find_one``; tests/ui/test_presenter.py fails if a control
+#: loses its name.
+ARIA_JS = """
+for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
+  const classes = m.css_classes || [];
+  const name = m.name === "bft-canvas" ? "bft-canvas-plot" : classes.find((c) => c in labels);
+  if (!name || !(name in labels)) continue;
+  const v = Bokeh.index.find_one(m);
+  if (!v) continue;
+  const el = name === "bft-canvas-plot" ? v.el
+    : (v.button_el || (v.shadow_el && v.shadow_el.querySelector("input, select, button")) || v.el);
+  el.setAttribute("aria-label", labels[name]);
+  // the spinner's arrow buttons out of the Tab order: Tab goes x -> y -> "Add point" (the arrow keys still step)
+  if (v.shadow_el) for (const b of v.shadow_el.querySelectorAll(".bk-spin-btn")) b.setAttribute("tabindex", "-1");
+  if (name === "bft-canvas-plot") el.setAttribute("role", "img");
+}
+"""

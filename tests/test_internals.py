@@ -1,6 +1,8 @@
 """The private framework use of app.transport that is not the transport itself: param's check of a value without
 setting it, and the dashboard's own rules in it (``ruled``).  It fails loudly on a param where
 Parameter._validate no longer refuses, is no longer called before a value is set, or sets the value."""
+import html
+
 import param
 import pytest
 
@@ -51,3 +53,19 @@ def test_a_ruled_parameter_refuses_before_the_value_is_set_and_in_check_value():
     assert p.n == 4
     with pytest.raises(ValueError, match="odd"):
         P(n=7)                                       # and at construction
+
+
+def test_the_text_only_pane_sends_its_escaped_text_to_its_model_alone():
+    """app.transport.TextOnlyStr rides on Panel's private pane hooks: the model must get the escaped text at first
+    render and again after a change, or a message quoting a link could run its markup."""
+    from app.views.common import LiveText
+
+    def inner_html(model):  # Panel's HTML model carries its markup escaped once; the page unescapes it
+        return html.unescape(model.text)
+
+    line = LiveText()
+    line.set("<img src=x onerror=alert(1)>")
+    model = line.pane.get_root()
+    assert "<img" not in inner_html(model) and "&lt;img src=x" in inner_html(model)
+    line.set("a <b>second</b> message")
+    assert "<b>" not in inner_html(model) and "a &lt;b&gt;second" in inner_html(model)

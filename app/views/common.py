@@ -8,6 +8,8 @@ import panel as pn
 from bokeh.palettes import Category10_10, Cividis256, Viridis256
 from bokeh.plotting import figure
 
+from ..transport import TextOnlyStr
+
 PALETTE = Viridis256          # heatmaps: perceptually uniform
 SERIES = Category10_10        # line series: distinct hues
 FONT = "13px"
@@ -27,21 +29,7 @@ ARIA = {"bft-export": "Download the figure of the fit as a PNG at projector reso
         "bft-add-point": "Add the point (x, y) to the data",
         "bft-heldout-toggle": "Show 50 held-out test points from the true density",
         "bft-canvas-plot": "The learned density p(y|x) with the data; click to add a point"}
-ARIA_JS = """
-for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
-  const classes = m.css_classes || [];
-  const name = m.name === "bft-canvas" ? "bft-canvas-plot" : classes.find((c) => c in labels);
-  if (!name || !(name in labels)) continue;
-  const v = Bokeh.index.find_one(m);
-  if (!v) continue;
-  const el = name === "bft-canvas-plot" ? v.el
-    : (v.button_el || (v.shadow_el && v.shadow_el.querySelector("input, select, button")) || v.el);
-  el.setAttribute("aria-label", labels[name]);
-  // the spinner's arrow buttons out of the Tab order: Tab goes x -> y -> "Add point" (the arrow keys still step)
-  if (v.shadow_el) for (const b of v.shadow_el.querySelectorAll(".bk-spin-btn")) b.setAttribute("tabindex", "-1");
-  if (name === "bft-canvas-plot") el.setAttribute("role", "img");
-}
-"""
+
 
 
 def make_figure(title: str, x_label: str, y_label: str, **kw):
@@ -157,7 +145,7 @@ def teaching(equation: str, text: str) -> pn.Column:
         sizing_mode="stretch_width", margin=0)
 
 
-__all__ = ["ARIA", "ARIA_JS", "HV_OVERLAY", "LEGEND", "PALETTE", "SERIES", "Cividis256", "Shown", "hv_look",
+__all__ = ["ARIA", "HV_OVERLAY", "LEGEND", "PALETTE", "SERIES", "Cividis256", "Shown", "hv_look",
            "hv_name", "hv_pane", "make_figure", "style_figure",
            "legend_outside", "html_text", "markdown_text",
            "set_changed", "teaching"]
@@ -196,19 +184,11 @@ def markdown_text(text) -> str:
     return _MARKDOWN_SPECIAL_RE.sub(_markdown_char, " ".join(str(text).split()))
 
 
-class _TextOnlyStr(pn.pane.Str):
-    """``pn.pane.Str`` whose new text goes to its Bokeh model alone (see :class:`LiveText`), as text: Panel's
-    ``Str`` puts its object into HTML unescaped (``<pre>`` + object + ``</pre>``), and the browser sets that as
-    innerHTML, so a message quoting a link's ``<img onerror=...>`` ran it.  The object is escaped first
-    (:func:`html_text`): the one place where the message line and every other :class:`LiveText` are rendered."""
+class _TextOnlyStr(TextOnlyStr):
+    """:class:`app.transport.TextOnlyStr` with the object escaped first (:func:`html_text`): the one place where the
+    message line and every other :class:`LiveText` are rendered."""
 
-    def _transform_object(self, obj):
-        return super()._transform_object(None if obj is None else html_text(obj))
-
-    def _update(self, ref, model):  # Panel's hook for an object change; the pin of pyproject.toml covers it
-        text = self._get_properties(model.document).get("text")
-        if text is not None and model.text != text:
-            model.text = text
+    escape = staticmethod(html_text)
 
 
 class LiveText:
