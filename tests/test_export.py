@@ -497,3 +497,21 @@ def test_the_dashboard_exports_the_figure_of_the_record_on_screen():
     with pytest.raises(ValueError, match="nothing to export yet"):
         asyncio.run(s.figure_png())
     assert s.message.startswith("The PNG export failed: nothing to export yet")
+
+
+def test_a_1d_density_is_drawn_as_p_of_y():
+    """One x node: the figure is p(y) against y (its black line through the MAP at the nodes), not a one-column
+    heatmap."""
+    cfg = api.validate_config({"grid": {"y": {"min": -3, "max": 3, "n": 60, "boundary": "neumann"}},
+                           "data": [-1.2, -1.0, 0.9, 1.1, 1.3], "prior": {"lambda": 2.0}})
+    doc = api.fit(cfg)
+    img = _image(figures.fit_png(cfg, doc)).astype(int)
+    ax = figures.fit_axes(cfg, doc)
+    y, P = api.grid_from_config(cfg).y.nodes, np.array(doc["P"])[0]
+    assert ax.xlim == (-3.0, 3.0) and ax.ylim[0] == 0.0 and ax.ylim[1] >= P.max()
+    checked = 0
+    for yk, pk in zip(y[3::8], P[3::8]):
+        px, py = ax.to_pixel(yk, pk)
+        assert img[int(py) - 2:int(py) + 3, int(px)].min() < 60, (yk, pk)  # the black line
+        checked += 1
+    assert checked >= 6

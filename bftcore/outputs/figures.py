@@ -296,6 +296,8 @@ def fit_figure(cfg: dict, doc: dict):
     prior = cfg.get("prior")
     lam = prior.get("lambda") if isinstance(prior, dict) else None
     lam_text = f", lambda = {lam:g}" if isinstance(lam, (int, float)) else ""
+    if a["model"] == "density" and grid.x.n == 1:
+        return _density_1d_figure(hv, grid, a, data, lam_text)
     if a["model"] == "density":
         lim = _grid_limits(grid)
         a = _one_node(a, lim["xlim"], ("h", "sd", "lo", "hi"))
@@ -323,6 +325,20 @@ def fit_figure(cfg: dict, doc: dict):
     beta_text = f", beta = {beta:g}" if isinstance(beta, (int, float)) else ""
     return _overlay(hv, layers, f"Regression h(x) ({_count(len(data), 'data point')}{lam_text}{beta_text})", "x",
                     "h(x)", "best", xlim=xlim, ylim=_limits(ys, 0.06))
+
+
+def _density_1d_figure(hv, grid, a: dict, data: np.ndarray, lam_text: str):
+    """A 1-D density (one x node): p(y) against y, the data as a rug on the y axis, the mean as a dashed line."""
+    y, P = grid.y.nodes, np.asarray(a["P"], dtype=float)[0]
+    top = float(np.nanmax(P)) if np.isfinite(P).any() else 1.0
+    rug = np.column_stack([data[:, 1], np.zeros(len(data))]) if len(data) else np.zeros((0, 2))
+    mean = float(np.asarray(a["h"], dtype=float)[0])
+    layers = [_curve(hv, y, P, "MAP density p(y)", color="black", linewidth=3.0),
+              _curve(hv, [mean, mean], [0.0, 1.05 * top], "mean E[y]", color=PALETTE[0], linewidth=2.0,
+                     linestyle="--"),
+              _points(hv, rug, _count(len(data), "data point"), color=PALETTE[1], marker="|", s=300, linewidth=2.0)]
+    return _overlay(hv, layers, f"MAP density p(y) ({_count(len(data), 'data point')}{lam_text})", "y", "p(y)",
+                    "best", xlim=(grid.y.min, grid.y.max), ylim=(0.0, 1.1 * top))
 
 
 def _lc_series(lc: dict) -> list[dict]:
