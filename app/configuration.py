@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from bftcore.foundations import config
+from bftcore.foundations.config import kind_of
 from bftcore.foundations.templates import kinds
 
 #: Largest number of data points a session accepts (clicks beyond it are refused with a message).
@@ -62,17 +63,25 @@ def model_of(values) -> tuple[str, str | None]:
     return MODELS[values.model]
 
 
+def kind_of_values(values):
+    """The problem kind of a document of these parameter values (the model menu's entry on this grid), found as a
+    validated document finds it (:func:`bftcore.foundations.config.kind_of`)."""
+    model, field = MODELS[values.model]
+    return kind_of({"model": model, "grid": {"x": {"n": int(values.nx)}}, "prior": {"field": field}})
+
+
 def menu_kinds(model: str) -> tuple[str, ...]:
     """The template kinds the menu offers for a model ("density" or "regression"), in the document's order."""
     return kinds(model, menu=True)
 
 
-def fits_model(spec: dict, regression: bool) -> bool:
-    """A template object belongs to the model (arrays by their shape: values on the x nodes for regression)."""
-    if spec["kind"] == "array":  # values on the x nodes (regression) or an nx × ny field (density)
+def fits_model(spec: dict, kind) -> bool:
+    """A template object belongs to the problem ``kind`` (arrays by their shape: an nx × ny field where the data's y
+    lies on the grid, values on the x nodes otherwise)."""
+    if spec["kind"] == "array":
         values = spec.get("values") or []
-        return regression != bool(values and isinstance(values[0], list))
-    return spec["kind"] in menu_kinds("regression" if regression else "density")
+        return kind.y_on_grid == bool(values and isinstance(values[0], list))
+    return spec["kind"] in menu_kinds(kind.model)
 
 
 def template_kinds(values) -> list[str]:

@@ -2,13 +2,13 @@
 
 How the solver runs without blocking the server
 -----------------------------------------------
-A run (:class:`_Run`) is a ``bftcore.api.iterate`` generator.  When the session is served, one *runner* task per
-session (an ``asyncio`` task on the Bokeh event loop, :meth:`FramePump.runner_loop`) advances the current run one
-iteration at a time in a worker thread (see *Worker pools* below), so the event loop never waits for the solver.
-Records are coalesced into *frames*: the first frame of a run goes out as soon as iteration 1 exists (that is what a
-click waits for), later frames at most every :data:`MIN_FRAME_S` seconds (about 10 per second per session), and the
-final state always.  The first frame shows the heatmap alone; the traces, mixing bars, scrubber and status line
-follow with the next frame and every one after it.  A run started by a user action on a small grid
+A run (:class:`_Run`) is the generator of its document's problem kind (``cfg.kind.iterate``).  When the session is
+served, one *runner* task per session (an ``asyncio`` task on the Bokeh event loop, :meth:`FramePump.runner_loop`)
+advances the current run one iteration at a time in a worker thread (see *Worker pools* below), so the event loop never
+waits for the solver. Records are coalesced into *frames*: the first frame of a run goes out as soon as iteration 1
+exists (that is what a click waits for), later frames at most every :data:`MIN_FRAME_S` seconds (about 10 per second per
+session), and the final state always.  The first frame shows the heatmap alone; the traces, mixing bars, scrubber and
+status line follow with the next frame and every one after it.  A run started by a user action on a small grid
 (:data:`QUICK_NODES`) has that first frame computed on the event loop at the end of the action and sent in the
 action's own message (:meth:`FramePump.answer_now`).  A frame is applied on the session's document
 (``add_next_tick_callback``, so the views touch Bokeh models under the document lock) inside
@@ -62,9 +62,8 @@ import numpy as np
 import param
 from panel.io.state import set_curdoc
 
-from bftcore import api
-from bftcore.foundations.limits import RunBudgetExceeded
-from bftcore.models.problems import kind_of
+from bftcore.foundations.config import kind_of
+from bftcore.foundations.limits import RunBudgetExceeded, blas_threads
 
 from .transport import at_release, one_message
 from .work import HEAVY
@@ -179,10 +178,17 @@ def _report_released() -> None:
     log.info(SESSION_RELEASED)
 
 
+def iterate(cfg, init=None):
+    """The records of a run of the validated document ``cfg``: its problem kind's, asked directly (the façade's
+    ``bftcore.api.iterate`` does the same for a document from outside)."""
+    blas_threads()
+    return cfg.kind.iterate(cfg, init)
+
+
 def trial_start(cfg: dict) -> None:
     """Build the problem of a validated document and its start field (iteration 0), then drop them: what the
     solver cannot even start is refused before a session takes it."""
-    gen = api.iterate(cfg)
+    gen = iterate(cfg)
     try:
         next(gen)
     finally:
@@ -373,7 +379,7 @@ class FramePump:
         configured initialisation); False (and a message) if the solver cannot start it."""
         self.drop()
         try:
-            gen = api.iterate(cfg, init=init)
+            gen = iterate(cfg, init=init)
         except ValueError as e:
             self.cancel()
             self.session.message = f"Cannot solve: {e}"
@@ -556,7 +562,7 @@ class FramePump:
             return False
         entry = next(r for r in s.history if int(r.iteration) == j)
         field = np.asarray(arr, dtype=float)
-        if s.is_regression:
+        if not s.kind.y_on_grid:
             rec = dataclasses.replace(entry, h=field, field=field)
         else:  # the P kept; L = ln P is the warm start of a change made while scrubbed
             with np.errstate(divide="ignore"):

@@ -24,13 +24,13 @@ import numpy as np
 import param
 
 from bftcore import api
-from bftcore.foundations.config import parse_document, validate_config, validate_sweep
+from bftcore.foundations.config import kind_of, parse_document, validate_config, validate_sweep
 from bftcore.foundations.distributed import Cancelled
 from bftcore.foundations.grid import Axis, Grid
 from bftcore.foundations.limits import LIMITS, MAX_COORDINATE, MAX_MAGNITUDE, MIN_BETA, RunBudgetExceeded
+from bftcore.foundations.templates import MODELS as TEMPLATE_MODELS
 from bftcore.foundations.templates import describe
 from bftcore.models import presets
-from bftcore.models.problems import kind_of
 from bftcore.outputs import figures
 from bftcore.outputs.documents import record_document
 from bftcore.studies.learning import parse_sizes
@@ -81,7 +81,7 @@ MAGNITUDE, POSITIVE = (0.0, MAX_MAGNITUDE), (False, True)
 UNDO_DEPTH = 100
 DISPLAYS = ["P", "ln P", "true density", "empirical density"]
 #: Every template kind of the menu (density's, then regression's), the objects of the ``templates`` parameter.
-MENU_KINDS = list(menu_kinds("density") + menu_kinds("regression"))
+MENU_KINDS = list(dict.fromkeys(k for model in TEMPLATE_MODELS for k in menu_kinds(model)))
 
 
 def preset_catalogue() -> dict:
@@ -294,8 +294,10 @@ class BFTSession(param.Parameterized):
                     Axis(float(self.y_min), float(self.y_max), int(self.ny), self.boundary_y))
 
     @property
-    def is_regression(self) -> bool:
-        return MODELS[self.model][0] == "regression"
+    def kind(self):
+        """The problem kind of the current parameters (:class:`bftcore.foundations.config.ProblemKind`): the views
+        draw what its ``drawn_as`` says, the data follow its ``y_on_grid``."""
+        return configuration.kind_of_values(self)
 
     def _on_grid_size(self, event):
         """A menu choice sets the paper domain at that resolution (one restart for all six numbers)."""
@@ -403,7 +405,7 @@ class BFTSession(param.Parameterized):
             return inside if abs(v - inside) <= axis.h / 2 else v
 
         x = into_edge_cell(float(x), grid.x)
-        if self.is_regression:  # y is a real value; only x lives on the nodes
+        if not self.kind.y_on_grid:  # y is a real value; only x lives on the nodes
             sx = float(grid.x.nodes[grid.x.snap([x])[0]])  # ValueError names an off-grid point
             return [round(sx, 6), round(float(y), 3)]
         ix, iy = grid.snap([[x, into_edge_cell(float(y), grid.y)]])
@@ -433,8 +435,9 @@ class BFTSession(param.Parameterized):
         pts = np.asarray(self.data, float)
         grid = self.grid
         sx = max(grid.hx, (grid.x.max - grid.x.min) / 20)
-        span_y = (float(np.ptp(pts[:, 1])) or 1.0) if self.is_regression else grid.y.max - grid.y.min
-        sy = max(grid.hy if not self.is_regression else 0.0, span_y / 20)
+        on_grid = self.kind.y_on_grid
+        span_y = grid.y.max - grid.y.min if on_grid else (float(np.ptp(pts[:, 1])) or 1.0)
+        sy = max(grid.hy if on_grid else 0.0, span_y / 20)
         d = ((pts[:, 0] - x) / sx) ** 2 + ((pts[:, 1] - y) / sy) ** 2
         k = int(np.argmin(d))
         if d[k] > 1.0:
@@ -476,16 +479,16 @@ class BFTSession(param.Parameterized):
         templates and regression truth belong to the model they were written for and are dropped."""
         if self._quiet:
             return
-        regression = self.is_regression
-        allowed = menu_kinds("regression" if regression else "density")
+        kind = self.kind
+        allowed = menu_kinds(kind.model)
         kept = [k for k in self.templates if k in allowed]
         update = {}
         note = ""
-        if self.file_templates and not all(fits_model(t, regression) for t in self.file_templates):
+        if self.file_templates and not all(fits_model(t, kind) for t in self.file_templates):
             update.update(file_templates=[], file_weights=[])
             note = "The templates of the loaded file belong to the other model; back to the menu."
-        if regression and not kept and not (self.file_templates and "file_templates" not in update):
-            kept = ["constant"]  # a regression mixture needs at least one template
+        if not kept and not (self.file_templates and "file_templates" not in update):
+            kept = list(kind.default_templates)  # a regression mixture needs at least one template
         if kept != list(self.templates):
             update["templates"] = kept
         if update:
@@ -516,8 +519,7 @@ class BFTSession(param.Parameterized):
         rec = self.record
         if rec is None or self.pump.shown_key != grid_key(cfg):
             return None
-        model, field = MODELS[self.model]
-        return np.array(getattr(rec, "h" if model == "regression" else field), copy=True)
+        return np.array(rec.field, copy=True)  # the solver's own field: L, P or h
 
     def close(self):
         """The browser session ended: stop the run, drop every array this session holds (fields, history, undo
@@ -615,8 +617,8 @@ class BFTSession(param.Parameterized):
             return
         rec = self.record
         field = None
-        if cfg["model"] == "density" and rec is not None and self.pump.shown_key == grid_key(cfg):
-            field = np.array(rec.L, copy=True)
+        if cfg.kind.y_on_grid and rec is not None and self.pump.shown_key == grid_key(cfg):
+            field = np.array(rec.L, copy=True)  # the Laplace evidence starts from the field L on screen
         self.evidence_busy = True
         # the path's own range (bftcore.models.evidence.default_values: from a prior weaker than the data on every mode
         # to one stronger on every mode): 30 warm-started fits, about 0.3 s on the paper grid.  A request made

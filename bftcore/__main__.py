@@ -23,6 +23,7 @@ from .foundations.config import (
     ConfigError,
     Valid,
     check_evidence_path,
+    kind_of,
     load_config,
     read_document,
     validate_config,
@@ -34,7 +35,6 @@ from .foundations.operators import SingularOperatorError
 from .foundations.tables import data_document, read_table
 from .models.evidence import PATH_MAX_DROP
 from .models.presets import figure_config
-from .models.problems import kind_of
 from .outputs import export, figures, result_tables
 from .studies.learning import parse_sizes
 

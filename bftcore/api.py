@@ -18,11 +18,12 @@ field);
 
 Warm start: pass the previous field as ``init`` (L for field L, P for field P, h for regression).
 
-Layers, each importing only those below it: grid, operators, limits, records, templates, mixing (formulas) ->
-config (the one gate) -> energies, active set, solvers -> the problems (:mod:`bftcore.models.density`,
-:mod:`bftcore.models.regression`, :mod:`bftcore.models.evidence`) -> their kinds (:mod:`bftcore.models.problems`: what
-the façade asks of a kind of problem, chosen by the document's "model" in that one place) ->
-:mod:`bftcore.studies.workflows` -> this façade -> estimator, CLI, presets, benchmarks.
+Layers, each importing only those below it: the foundations (grid, operators, limits, records, templates, mixing,
+the minimiser, and the one gate of a document with the registry of problem kinds) -> the models (each kind of
+problem in its module: :mod:`bftcore.models.density`, :mod:`bftcore.models.density_1d`,
+:mod:`bftcore.models.regression`; the evidence; :mod:`bftcore.models.problems` registers the kinds) -> the studies
+(:mod:`bftcore.studies.workflows`, :mod:`bftcore.studies.learning`) -> this façade -> estimator, CLI.  A validated
+document knows its kind (``cfg.kind``): nothing here compares the document's "model" with a string.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import copy
 import numpy as np
 
 from .foundations.config import (
+    KINDS,
     ConfigError,
     Valid,
     check_evidence_path,
@@ -56,7 +58,6 @@ from .models.density import (  # noqa: F401 - the density problem's parts, part 
     kernel_density,
     prior_samples,
 )
-from .models.problems import KINDS, kind_of
 from .models.regression import RegressionFit  # noqa: F401 - part of the API
 from .studies.learning import bootstrap_document, learning_curve_document  # noqa: F401 - part of the API
 from .studies.workflows import basins_document, fig7_document, sweep_document  # noqa: F401 - part of the API
@@ -82,7 +83,7 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
     ``{param: [...], "log_evidence": [...], "best": {param: ..., "log_evidence": ...}, "parameter": param,
     "model": ..., "method": "laplace" | "exact"}`` (the keys of issue 14's CLI contract, others added)."""
     cfg = checked(config)
-    kind = kind_of(cfg)
+    kind = cfg.kind
     if param not in kind.path_parameters:
         raise ConfigError(f"the evidence path of the {kind.model} model follows one of "
                           f"{', '.join(kind.path_parameters)}; got {param!r}")
@@ -100,7 +101,7 @@ def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9,
     None) -> ``{"x", "h_lo", "h_hi", "h_median", "kind": "laplace"}``; regression: ``n`` exact posterior draws of
     h on the x nodes -> ``{"x", "draws", "kind": "exact"}``."""
     cfg = checked(config)
-    kind = kind_of(cfg)
+    kind = cfg.kind
     check_samples(n, kind.nodes(cfg))  # before the fit, not after it
     blas_threads()
     return kind.posterior_summary(cfg, field, n, level, np.random.default_rng(seed))
@@ -137,7 +138,7 @@ def iterate(config: dict, init=None):
     """Yield a :class:`Record` per iteration of the configured solver; close the generator to stop early."""
     cfg = checked(config)
     blas_threads()
-    yield from kind_of(cfg).iterate(cfg, init)
+    yield from cfg.kind.iterate(cfg, init)
 
 
 def run(config: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
@@ -149,7 +150,7 @@ def run(config: dict, init=None, callback=None, check_stability: bool = False) -
     """
     cfg = checked(config)
     blas_threads()
-    return kind_of(cfg).solve(cfg, init, callback, check_stability)
+    return cfg.kind.solve(cfg, init, callback, check_stability)
 
 
 def fit(config: dict, init=None, callback=None, check_stability: bool = False) -> dict:

@@ -397,4 +397,4 @@ def test_views_headless_colour_bar_follows_the_density_and_trace_axes_hold_the_h
     assert traces.y_ranges[0].start < min(energies) and traces.y_ranges[0].end > max(energies)
     s.load_preset("two_trends")
     s.solve()
-    assert s.is_regression and not canvas.colorbar.visible and not canvas.image.visible
+    assert not s.kind.y_on_grid and not canvas.colorbar.visible and not canvas.image.visible

@@ -195,14 +195,14 @@ def test_a_bad_upload_is_refused_and_nothing_changes(raw, word):
 def test_a_document_the_solver_cannot_start_is_refused_before_the_state_changes(monkeypatch, error):
     """The trial start: a document that passes the gate but fails while the solver builds its start, with any
     exception (scipy's factorisations raise RuntimeError on a singular matrix)."""
-    from bftcore import api
+    from app import runner
     s = BFTSession(live=False)
     before = s.to_config()
 
     def broken(cfg, init=None):
         raise error("cannot build this problem")
         yield  # pragma: no cover
-    monkeypatch.setattr(api, "iterate", broken)
+    monkeypatch.setattr(runner, "iterate", broken)
     assert not s.load_config(json.dumps({"data": [[3, 3]]}))
     assert s.message.startswith("Refused the configuration: ") and s.message.endswith("Nothing was changed.")
     assert s.to_config() == before

@@ -132,14 +132,14 @@ def test_bad_upload_is_refused_and_state_unchanged(session, bad):
 
 
 def test_solver_failure_keeps_last_good_solution(session, monkeypatch):
-    import bftcore.api
+    from app import runner
 
     def broken(config, init=None):
         raise FloatingPointError("boom")
         yield  # pragma: no cover
 
     good = session.record
-    monkeypatch.setattr(bftcore.api, "iterate", broken)
+    monkeypatch.setattr(runner, "iterate", broken)
     session.lam = 2.0
     assert "solver failed" in session.message and session.record is good
 
@@ -198,7 +198,7 @@ def test_regression_presets_follow_their_own_grid_and_solve(name, nx, n_data):
     from bftcore.api import fit
     s = BFTSession()
     assert s.load_preset(name), s.message
-    assert s.is_regression and s.grid.x.n == nx and len(s.data) == n_data
+    assert not s.kind.y_on_grid and s.grid.x.n == nx and len(s.data) == n_data
     assert s.converged and len(s.record.h) == nx
     assert len(s.file_templates) == 2 and s.template_kinds() == []  # repeated kinds: kept, shown read-only
     ref = fit(preset_catalogue()[name][0])

@@ -8,7 +8,7 @@ from bftcore.foundations.config import ConfigError, validate_config
 from bftcore.foundations.grid import Axis, Grid
 from bftcore.foundations.operators import PriorOperator
 from bftcore.models import presets
-from bftcore.models.energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log
+from bftcore.models.density import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log
 
 LAM, BETA = 0.7, 1.9
 

@@ -17,7 +17,7 @@ from bftcore.foundations.operators import PriorOperator, axis_operator, laplacia
 from bftcore.foundations.solvers import _curvature_step, _pcg
 from bftcore.models import active_set, presets
 from bftcore.models.active_set import FaceCaches, LineEnergy, epsilon_active, massive_face_direction, project_simplex
-from bftcore.models.energies import SeparablePreconditioner
+from bftcore.models.density import SeparablePreconditioner
 from bftcore.models.presets import random_problem
 
 

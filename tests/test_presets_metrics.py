@@ -9,7 +9,7 @@ from bftcore import api
 from bftcore.foundations import metrics
 from bftcore.foundations.grid import Grid
 from bftcore.models import density, presets
-from bftcore.models.energies import normalise_log
+from bftcore.models.density import normalise_log
 
 GRID = Grid.paper()
 FIT_CACHE = {}

@@ -28,8 +28,13 @@ def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole
     with pytest.raises(ValueError, match="model"):
         validate_config({"model": "image"})                      # and no other
     wanted = {n for n, v in vars(problems.ProblemKind).items() if inspect.isfunction(v)}
-    assert wanted >= {"claims", "nodes", "iterate", "solve", "evidence_path", "posterior_summary", "exact"}
+    assert wanted >= {"nodes", "iterate", "solve", "evidence_path", "posterior_summary", "exact"}
+    attributes = set(problems.ProblemKind.__annotations__)
+    assert attributes >= {"name", "model", "claims", "result_type", "drawn_as", "path_parameters", "has_exact",
+                          "y_on_grid", "default_templates"}
     for name, kind in problems.KINDS.items():
+        assert all(hasattr(kind, a) for a in attributes), name
+        assert isinstance(kind.claims, dict) and isinstance(kind.y_on_grid, bool)
         assert kind.name == name and kind.path_parameters and kind.drawn_as in ("heatmap", "curve", "density")
         assert isinstance(api.run(validate_config(CONFIGS[name]())), kind.result_type)
         for method in wanted:
@@ -70,8 +75,10 @@ def test_the_regression_kind_solves_what_the_regression_model_solves_and_its_exa
 def test_callers_that_ask_the_kind_do_not_compare_the_models_name():
     """The façade and the dashboard's runner choose code by the kind (issue 26: "regression" compared only where
     a document is read)."""
-    for path in ("bftcore/api.py", "app/runner.py", "bftcore/studies/learning.py", "bftcore/studies/workflows.py",
-                 "bftcore/models/density_1d.py", "bftcore/models/problems.py"):
+    paths = ["bftcore/api.py", "app/runner.py", "app/session.py", "bftcore/studies/learning.py",
+             "bftcore/studies/workflows.py", "bftcore/models/density_1d.py", "bftcore/models/problems.py",
+             "bftcore/models/density.py"] + [str(p.relative_to(ROOT)) for p in (ROOT / "app" / "views").glob("*.py")]
+    for path in paths:
         text = (ROOT / path).read_text()
         assert not re.search(r"""\[["']model["']\]\s*[!=]=""", text), path
         assert not re.search(r"""[!=]=\s*["'](regression|density)["']""", text), path

@@ -5,7 +5,7 @@ import pytest
 from scipy.optimize import brentq
 
 from bftcore import api
-from bftcore.models.energies import normalise_log
+from bftcore.models.density import normalise_log
 from bftcore.models.presets import figure_config
 
 

@@ -201,7 +201,7 @@ class DataCanvas(pn.viewable.Viewer):
     def _update_ranges(self, *events):
         s, g = self.session, self.session.grid
         x0, x1 = self._x_span()
-        if s.is_regression:  # y is real-valued: the data, the templates and the curve, not the density's y grid
+        if not s.kind.y_on_grid:  # y is real-valued: the data, the templates and the curve, not the density's y grid
             ys = [p[1] for p in s.data]
             for v in self.templates_source.data["ys"]:
                 ys += [float(np.min(v)), float(np.max(v))]
@@ -222,7 +222,7 @@ class DataCanvas(pn.viewable.Viewer):
     def _update_templates(self, *_):
         s, g = self.session, self.session.grid
         ys = []
-        if s.is_regression:
+        if not s.kind.y_on_grid:
             for spec in s.template_specs()[0]:
                 try:
                     ys.append(np.asarray(template_values(spec, g.x.nodes), float))
@@ -238,7 +238,7 @@ class DataCanvas(pn.viewable.Viewer):
 
     def _update_heldout(self, *_):
         s, g = self.session, self.session.grid
-        paper = not s.is_regression and s.truth == "paper" and (g.x.min, g.x.max, g.y.min, g.y.max) == (
+        paper = s.kind.y_on_grid and s.truth == "paper" and (g.x.min, g.x.max, g.y.min, g.y.max) == (
             X_RANGE[0], X_RANGE[1], Y_RANGE[0], Y_RANGE[1])
         self.show_heldout.visible = paper
         on = paper and self.show_heldout.value
@@ -255,7 +255,7 @@ class DataCanvas(pn.viewable.Viewer):
                 _set(item, visible=bool(item.renderers[0].visible))
 
     def _update_text(self, *_):
-        regression = self.session.is_regression
+        regression = not self.session.kind.y_on_grid
         self.equation.object = EQUATION_REGRESSION if regression else EQUATION
         self.text.object = TEXT_REGRESSION if regression else TEXT
 
@@ -290,7 +290,7 @@ class DataCanvas(pn.viewable.Viewer):
         assert s is not None  # a view is built with its session (param types the parameter as optional)
         g = s.grid
         where = f" · {s.preset}" if s.preset else ""
-        if s.is_regression:
+        if not s.kind.y_on_grid:
             # short: at 1280×720 the longer title ran past the plot; the legend names the data and the templates
             return f"regression h(x){where} · {len(s.data)} points"
         names = {"P": "posterior p(y|x)", "ln P": "log density L = ln p(y|x)",
@@ -306,7 +306,7 @@ class DataCanvas(pn.viewable.Viewer):
             N = g.counts(np.asarray(s.data, float).reshape(-1, 2))
             return empirical_density(N, g), "P_emp"
         rec = s.record
-        if rec is None or s.is_regression or getattr(rec, "P", None) is None or np.shape(rec.P) != g.shape:
+        if rec is None or not s.kind.y_on_grid or getattr(rec, "P", None) is None or np.shape(rec.P) != g.shape:
             return None, ""
         P = np.asarray(rec.P, float)
         if s.display == "ln P":
@@ -316,7 +316,7 @@ class DataCanvas(pn.viewable.Viewer):
     def _update_image(self, *_):
         s, g = self.session, self.session.grid
         arr, label = self.field_shown()
-        regression = s.is_regression
+        regression = not s.kind.y_on_grid
         _set(self.curve, visible=regression)
         self._legend_follows()
         rec = s.record

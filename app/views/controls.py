@@ -158,7 +158,7 @@ class Controls(pn.viewable.Viewer):
             "order": pn.widgets.RadioButtonGroup.from_param(sp.order, width=W),
             "order_coef": log(sp.order_coef),
             "templates": pn.widgets.CheckButtonGroup.from_param(
-                sp.templates, options=template_options("density"), width=W,
+                sp.templates, options=template_options(s.kind.model), width=W,
                 color="primary", variant="outline"),
             "w_uniform": slider(sp.w_uniform), "w_paper_t1": slider(sp.w_paper_t1),
             "w_paper_t2": slider(sp.w_paper_t2), "w_gaussian": slider(sp.w_gaussian),
@@ -213,8 +213,8 @@ class Controls(pn.viewable.Viewer):
 
     def _sync_visibility(self, *_):
         s, w = self.session, self.widgets
-        regression = s.is_regression
-        model = "regression" if regression else "density"
+        kind = s.kind
+        model = kind.model
         w["templates"].options = template_options(model)
         active = s.template_kinds()  # empty while a file's templates are in use
         for k in MENU_KINDS:
@@ -224,7 +224,7 @@ class Controls(pn.viewable.Viewer):
         w["lin_slope"].visible = w["lin_intercept"].visible = "linear" in active
         w["solver_mass2"].visible = s.method == "massive"
         w["init_mass2"].visible = s.init == "kernel"
-        w["display"].disabled = regression
+        w["display"].disabled = not kind.y_on_grid  # P or L of a density; regression draws h
         if s.file_templates:
             self.from_file.object = "**Templates from the file** (read-only, written back unchanged): " + "; ".join(
                 f"t{j + 1} = {markdown_text(describe(t, model))}, p = {p:g}" for j, (t, p) in

@@ -85,7 +85,7 @@ class MixingView(pn.viewable.Viewer):
         last = self.shown_mixing()
         values = list(last[:k]) + [0.0] * max(0, k - len(last))
         colors = [SERIES[j % 10] for j in range(k)]
-        exact = (s.result or {}).get("exact") if s.is_regression and s.result else None
+        exact = (s.result or {}).get("exact") if not s.kind.y_on_grid and s.result else None
         if exact and exact.get("b") is not None and len(exact["b"]) == k:  # arrays: no truth value
             names += [f"b{j + 1} {lab}" for j, lab in enumerate(labels)]
             values += [float(b) for b in exact["b"]]

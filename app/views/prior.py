@@ -224,7 +224,7 @@ class PriorView(pn.viewable.Viewer):
 
     def _update_truth(self, *_):
         s = self.session
-        if s.is_regression or s.truth != "paper":
+        if not s.kind.y_on_grid or s.truth != "paper":
             self.truth.data = dict(image=[])
             self.truth_line.visible = False
             return
@@ -252,7 +252,7 @@ class PriorView(pn.viewable.Viewer):
             spec = specs[j]
             d["title"] = f"t{j + 1} {labels[j]}"[:18]
             try:
-                if s.is_regression:
+                if not s.kind.y_on_grid:
                     y = np.asarray(template_values(spec, g.x.nodes), float)
                     x = g.x.nodes if g.x.n > 1 else np.array([g.x.min - 1.0, g.x.max + 1.0])
                     y = y if len(y) == len(x) else np.full(len(x), y[0])
@@ -287,7 +287,7 @@ class PriorView(pn.viewable.Viewer):
 
     def _update_samples(self, *_):
         s = self.session
-        if s.is_regression:
+        if not s.kind.y_on_grid:
             self.samples_note.object = "Prior samples are drawn for the density models."
             self._send(self.samples_shown, self.sample_data,
                        dict(fields=[], bounds=(0, 0, 1, 1), titles=[""] * N_SAMPLES))

@@ -104,17 +104,17 @@ class RegressionView(pn.viewable.Viewer):
         pts = np.asarray(s.data, float).reshape(-1, 2)
         _replace(self.points, dict(x=pts[:, 0], y=pts[:, 1]))
         truth = None
-        if s.is_regression and s.regression_truth is not None:
+        if not s.kind.y_on_grid and s.regression_truth is not None:
             truth = _curve(s.regression_truth, x)
-        elif not s.is_regression and s.truth == "paper":
+        elif s.kind.y_on_grid and s.truth == "paper":
             truth = regression_function(paper_true_density(g), g)[0]
         _replace(self.truth, dict(x=x if truth is not None else [], h=truth if truth is not None else []))
         for item in self.figure.legend.items:
             if item.renderers and item.renderers[0] in (self.exact_band, self.exact_line):
-                item.visible = s.is_regression
+                item.visible = not s.kind.y_on_grid
             if item.renderers and item.renderers[0] is self.truth_line:
                 item.visible = truth is not None
-        if s.is_regression:
+        if not s.kind.y_on_grid:
             self.figure.title.text = "regression: MAP h(x), exact predictive mean and templates"
             ys = [_curve(t, x) for t in s.template_specs()[0]]
             ys = [v for v in ys if v is not None]
@@ -139,7 +139,7 @@ class RegressionView(pn.viewable.Viewer):
             return
         x = g.x.nodes
         rec = s.record
-        if s.is_regression:
+        if not s.kind.y_on_grid:
             fits = rec is not None and getattr(rec, "h", None) is not None and len(rec.h) == g.x.n
             h = np.asarray(rec.h, float) if fits else None
             _replace(self.curve, dict(x=x if h is not None else [], h=h if h is not None else []))

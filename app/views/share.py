@@ -395,7 +395,7 @@ def _axis_words(session: BFTSession) -> str:
     """The grid of the session in words, for the message after a table is loaded."""
     y = f"y from {session.y_min:.3g} to {session.y_max:.3g} on {session.ny} nodes"
     x = f"x from {session.x_min:.3g} to {session.x_max:.3g} on {session.nx} nodes"
-    if session.is_regression:
+    if not session.kind.y_on_grid:
         return x
     return y if session.nx == 1 else f"{x}, {y}"
 
@@ -423,7 +423,7 @@ def load_table(session: BFTSession, raw, name: str = "the table") -> bool:
     if not session.load_config(doc):
         session.message = session.message.replace("Refused the configuration:", f"Refused {name}:", 1)
         return False
-    kind = ("a regression" if session.is_regression else
+    kind = ("a regression" if not session.kind.y_on_grid else
             "a 1-D density p(y)" if table.shape[1] == 1 else "a density p(y|x)")
     session.message = (f"Loaded {len(table)} points from {name} as {kind} on a grid fitted to them "
                        f"({_axis_words(session)}); model, prior and solver as before.")

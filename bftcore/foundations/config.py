@@ -25,15 +25,19 @@ import math
 import numbers
 import os
 import stat
+from collections.abc import Iterator, Mapping
+from typing import Protocol
 
 import numpy as np
 
 from .grid import Axis, Grid
 from .limits import MAX_CONDITION, MAX_COORDINATE, MAX_MAGNITUDE, MAX_TEMPLATE_VALUE, MIN_BETA, Limits, active
 from .operators import FREE_AXIS_MAX_NODES, axis_symbol
+from .records import FitResult, Record
 from .solvers import METHODS
-from .templates import KINDS, template_field
+from .templates import KINDS as TEMPLATE_KINDS
 from .templates import kinds as template_kinds
+from .templates import template_field
 
 
 class ConfigError(ValueError):
@@ -354,7 +358,7 @@ def _template(t, where, model):
     if not isinstance(kind, str) or kind not in kinds:
         raise ConfigError(f"{where}.kind {_show(kind)} is not known for the {model} model; "
                           f"use one of {', '.join(kinds)}")
-    need = KINDS[(model, kind)].keys
+    need = TEMPLATE_KINDS[(model, kind)].keys
     _keys(t, ("kind",) + need, where)
     out = {"kind": kind}
     for k in need:
@@ -548,13 +552,109 @@ def _fitted_grid(g: dict, data, model: str, limits: Limits) -> dict:
     return {"x": _fitted_axis(xs, g.get("x"), "grid.x", 30), "y": _fitted_axis(ys, g.get("y"), "grid.y", 40)}
 
 
+class ProblemKind(Protocol):
+    """What every kind of problem answers: the dashboard's runner, the façade and the workflows ask a kind instead
+    of comparing ``cfg["model"]`` with a string.  Every ``cfg`` is a validated document (:class:`Valid`).
+
+    A kind is one module of :mod:`bftcore.models` defining a class with these attributes and methods (its problem,
+    its energy, its solver's records, its result type), and one line of :mod:`bftcore.models.problems` that
+    registers it (:func:`register`).  The registry is here, beside the gate, so that a valid document knows its kind
+    (:attr:`Valid.kind`) without a trip to the layer above: the kinds are found by what they declare
+    (:attr:`claims`), and none of their code runs to find them."""
+
+    #: The kind's own name (unique).
+    name: str
+    #: The document's ``"model"`` (several kinds may share one; :attr:`claims` decides).
+    model: str
+    #: What else a document of this kind holds: dotted paths of the validated document and their values (the
+    #: 1-D density: ``{"grid.x.n": 1, "prior.field": "L"}``); ``{}`` claims every document of the model.
+    claims: dict[str, object]
+    #: The fit's type (:meth:`solve` returns one).
+    result_type: type[FitResult]
+    #: How its result is drawn: ``"heatmap"`` (p(y|x) over the grid), ``"curve"`` (a function of x with a band),
+    #: ``"density"`` (p(y) against y).
+    drawn_as: str
+    #: The hyperparameters an evidence path can follow.
+    path_parameters: tuple[str, ...]
+    #: Its solution has a closed-form part (:meth:`exact` returns a document, never None).
+    has_exact: bool
+    #: Its data's y values lie on the grid's y nodes (a density's counts), else they are real values and only x
+    #: lives on the grid (regression).
+    y_on_grid: bool
+    #: The template menu's choice for a new problem of this kind (regression's mixture needs a template).
+    default_templates: tuple[str, ...]
+
+    def nodes(self, cfg: dict) -> int:
+        """Unknowns of the field (the size of one solve)."""
+        ...
+
+    def is_sparse_heavy(self, cfg: dict) -> bool:
+        """Its solves factorise large sparse matrices (the dashboard's runner gives them a smaller node budget)."""
+        ...
+
+    def iterate(self, cfg: dict, init=None) -> Iterator[Record]:
+        """One record per iteration of the configured solver (iteration 0 is the start field)."""
+        ...
+
+    def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
+        """The configured solver run to the end."""
+        ...
+
+    def evidence_path(self, cfg: dict, param: str, values) -> dict:
+        """The log evidence along ``param`` (``values``, or the kind's default range) and its maximum."""
+        ...
+
+    def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
+        """What is uncertain about the fit, for a picture (``field``: the MAP field if known, else None)."""
+        ...
+
+    def exact(self, cfg: dict) -> dict | None:
+        """What is exact about the solution in closed form (regression's predictive mean and variance), or None."""
+        ...
+
+
+#: The registered problem kinds by name, in the order of registration (:mod:`bftcore.models.problems` fills it).
+KINDS: dict[str, ProblemKind] = {}
+
+
+def register(kind: ProblemKind) -> ProblemKind:
+    """Make ``kind`` a kind of the documents whose ``"model"`` is ``kind.model``; it is asked before the kinds
+    registered earlier (a more specific kind is registered after the general one)."""
+    KINDS[kind.name] = kind
+    return kind
+
+
+def _at(doc: Mapping, path: str):
+    for key in path.split("."):
+        if not isinstance(doc, Mapping) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
+def kind_of(cfg: Mapping) -> ProblemKind:
+    """The kind of a validated document: the last registered kind of its ``"model"`` whose :attr:`claims` all
+    hold (the gate has refused any other ``"model"``)."""
+    for kind in reversed(KINDS.values()):
+        if kind.model == cfg["model"] and all(_at(cfg, p) == v for p, v in kind.claims.items()):
+            return kind
+    raise KeyError(f"no problem kind solves a document of model {cfg['model']!r} (are the kinds registered? "
+                   f"importing bftcore registers them)")
+
+
 class Valid(dict):
     """A configuration document that passed the gate (:func:`validate_config`, its only maker besides
     :func:`vouched`).  The problems take it without checking it again (:func:`checked`); any other mapping, a
     copy made with ``{**cfg}`` or a document read back from JSON included, is an outside document and passes the
-    gate again.  It is a plain ``dict`` otherwise: JSON, pickling and equality are a dict's."""
+    gate again.  It is a plain ``dict`` otherwise: JSON, pickling and equality are a dict's; and it knows its
+    problem kind (:attr:`kind`)."""
 
     __slots__ = ()
+
+    @property
+    def kind(self) -> ProblemKind:
+        """The problem kind that solves this document (:func:`kind_of`)."""
+        return kind_of(self)
 
 
 def checked(doc, limits: Limits | None = None) -> Valid:

@@ -252,7 +252,7 @@ class NewtonMatrix:
 
     Holds, for one run, the preconditioner (the energy's ``newton_preconditioner``, reused while it reports itself
     still good), its strength (it starts cheap and switches to the strong form for good once a CG solve needs
-    more than 50 iterations, see :class:`bftcore.models.energies.SeparablePreconditioner`), the preconditioner's cache
+    more than 50 iterations, see :class:`bftcore.models.density.SeparablePreconditioner`), the preconditioner's cache
     and the gradient norm at the start.
     """
 

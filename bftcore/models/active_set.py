@@ -4,7 +4,7 @@ The feasible set of E_P is ``{P >= 0, sum_j P hy = 1}`` per x.  One iteration (:
 of the learning matrix on the face ``P > 0`` and projects it back onto that set:
 
 * :func:`project_simplex`: the Euclidean projection onto the feasible set (also the normalisation of
-  :class:`bftcore.models.energies.ProbabilityEnergy`, which imports it from here);
+  :class:`bftcore.models.density.ProbabilityEnergy`, which imports it from here);
 * :func:`epsilon_active`: Bertsekas' epsilon-active set, the nodes held at P = 0 during a face step;
 * :func:`free_set_direction`, :func:`massive_face_direction`: the direction of the learning matrix restricted to
   the face (the KKT system with the normalisation, Sect. 7.2.5 "inverting in subspaces"): A = I (621),
@@ -56,7 +56,7 @@ def project_simplex(P: np.ndarray, hy: float) -> np.ndarray:
 
 
 def epsilon_active(point) -> np.ndarray:
-    """Bertsekas' epsilon-active set of a :class:`bftcore.models.energies.ProbPoint`: nodes with P <= eps whose reduced
+    """Bertsekas' epsilon-active set of a :class:`bftcore.models.density.ProbPoint`: nodes with P <= eps whose reduced
     gradient pushes outwards, with eps = min(1e-3 max P, |P - Proj(P - G)|), so nodes about to hit zero are fixed
     there instead of zigzagging."""
     eps = min(1e-3 * float(np.max(point.phi)), point.residual)

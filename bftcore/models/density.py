@@ -1,28 +1,436 @@
-"""The density problem (CONVENTIONS.md §2): a validated configuration built into grid, data counts, prior and
-energy; the start of the iteration (Sect. 7.3); the stream of records; the stability check; and the result of a fit
-as arrays (:class:`DensityFit`), turned into the result document of §4 only by :meth:`DensityFit.to_document`.
+"""The conditional density p(y|x), one problem kind in one module: its energies, the problem built from a validated
+document, the start of the iteration, the stream of records, the stability check, the result of a fit and the kind.
 
-Below the workflows (:mod:`bftcore.studies.workflows`) and the façade (:mod:`bftcore.api`); above the energies and the
-solver.  A configuration comes in validated (:func:`bftcore.foundations.config.validate_config` is the one gate).
+* **Energies** (CONVENTIONS.md §2), evaluated *at* a field, NIFTy style: ``energy.at(phi)`` returns an immutable point
+  with ``value``, ``gradient``, ``hessp(v)``, the Lagrange multiplier ``lagrange_multiplier`` of the normalisation
+  and the mixing coefficients ``mixing``.
+
+  - :class:`LogDensityEnergy`, field L = ln P: ``E_L = -sum_data L + prior(L)``, eqs. (108)-(141), (713)-(718).  The
+    solver moves in g-space (normalisation by parameterisation, eq. (146)): a step ``d`` is applied as
+    ``L <- normalise(L + eta d)``; ``gradient`` is the g-gradient ``(I - P I_X) (-N + lambda K (L - t̄))`` of eq.
+    (141)/(716), ``hessp`` the normalisation-consistent Hessian ``-H_g`` of eq. (160).
+  - :class:`ProbabilityEnergy`, field P: ``E_P = -sum_data ln P + prior(P)``, eqs. (163)-(170), with P >= 0 and
+    ``sum_j P hy = 1`` per x enforced as constraints (the active-set method of :mod:`bftcore.models.active_set`,
+    which also holds the projection onto the feasible set, :func:`project_simplex`, re-exported here).
+
+  The prior is one Gaussian ``(lambda/2)(phi - t, K (phi - t))`` or a mixture
+  ``-(1/beta) ln sum_j p_j exp(-beta lambda E_0j)``, ``E_0j = 1/2 (phi - t_j, K (phi - t_j))`` (713)-(715), whose
+  gradient is that of a single Gaussian with the effective template ``t̄ = sum_j a_j t_j`` (716).
+* **The problem** (:func:`build_density`): grid, data counts, prior and energy of a validated document; the start
+  of the iteration (Sect. 7.3, :func:`initial_field`); the records of the minimiser (:func:`records`); the result as
+  arrays (:class:`DensityFit`), turned into the result document of §4 only by :meth:`DensityFit.to_document`.
+* **The kind** (:class:`DensityKind`): what the dashboard, the façade and the workflows ask of the problem
+  (:class:`bftcore.foundations.config.ProblemKind`); its evidence is added where the evidence is
+  (:mod:`bftcore.models.problems`).
+
+Below the evidence, the problem kinds, the workflows and the façade; above the active set, the foundations and the
+minimiser.  A configuration comes in validated (:func:`bftcore.foundations.config.validate_config` is the one gate).
 """
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
+import scipy.fft as sfft
+import scipy.linalg as sla
 import scipy.sparse.linalg as spl
 
 from ..foundations import metrics
 from ..foundations.config import ConfigError, check_samples, checked, grid_from_config
 from ..foundations.grid import Grid
-from ..foundations.operators import PriorOperator
+from ..foundations.mixing import check_beta, check_weights, mixing_coefficients, mixture_energy
+from ..foundations.operators import PriorOperator, axis_symbol
 from ..foundations.records import FitResult, Record, finite_list, finite_or_none
 from ..foundations.solvers import iterate as solver_iterate
 from ..foundations.templates import paper_true_density, template_field
-from .energies import LogDensityEnergy, Prior, ProbabilityEnergy, normalise_log, project_simplex
+from .active_set import ActiveSetStep, project_simplex
 
 EMPIRICAL_EPS = 1e-10  # epsilon of the delta-peak start ln(N/n + eps), Fig. 22
+
+
+def normalise_log(L: np.ndarray, hy: float) -> np.ndarray:
+    """Conditionally normalise a log-density: ``L - ln sum_j exp(L[i, j]) hy`` per x (eq. (146))."""
+    m = np.max(L, axis=1, keepdims=True)
+    return L - (m + np.log(np.sum(np.exp(L - m), axis=1, keepdims=True) * hy))
+
+
+class Prior:
+    """Gaussian prior or mixture of Gaussian priors on a field phi, eqs. (224), (713)-(718).
+
+    ``templates`` is an ``(m, nx, ny)`` array (m = 0 means the zero template), ``weights`` the p_j, ``beta`` the
+    mixture inverse temperature of CONVENTIONS.md (beta = 1 is the paper).
+    """
+
+    def __init__(self, K: PriorOperator, lam: float, templates=None, weights=None, beta: float = 1.0):
+        # the gate (bftcore.foundations.config.validate_config) has checked lambda, the templates and their shapes; the
+        # weight and beta rules have one home each (bftcore.foundations.mixing); here they are only asserted or applied
+        assert np.isfinite(lam) and lam > 0, f"lambda must be > 0 (the gate says so by name), got {lam!r}"
+        self.K, self.lam, self.grid = K, float(lam), K.grid
+        t = np.zeros((1,) + self.grid.shape) if templates is None or len(templates) == 0 else np.asarray(
+            templates, dtype=float)
+        assert t.ndim == 3 and t.shape[1:] == self.grid.shape and np.all(np.isfinite(t)), "templates: (m, nx, ny)"
+        self.templates = t
+        self.weights = check_weights(weights, len(t))
+        self.beta = check_beta(beta)
+        self.Kt = np.stack([K.apply(tj) for tj in t])
+
+    @property
+    def m(self) -> int:
+        return len(self.templates)
+
+    def evaluate(self, phi: np.ndarray, Kphi: np.ndarray):
+        """Prior energy, component energies lambda*E_0j, mixing a_j and ``u_j = cell K (phi - t_j)``."""
+        cell = self.grid.cell
+        u = cell * (Kphi[None] - self.Kt)
+        E0 = 0.5 * np.einsum("jab,jab->j", phi[None] - self.templates, u)
+        lamE0 = self.lam * E0
+        if self.m == 1:
+            return float(lamE0[0]), lamE0, np.ones(1), u
+        a = mixing_coefficients(lamE0, self.weights, self.beta)
+        return float(mixture_energy(lamE0, self.weights, self.beta)), lamE0, a, u
+
+
+class DensityEnergy:
+    """Common data of E_L and E_P: grid, data counts N, prior; and what the solver asks of every energy
+    (:mod:`bftcore.foundations.solvers`): ``minimiser_step`` (None: the solver's descent step, or the step class the
+    energy's constraints need), ``massive_solve`` (the massive-relaxation learning matrix), ``newton_loose_until`` and
+    ``saddle_escape`` (how Newton treats this energy)."""
+
+    field = "?"
+    minimiser_step: type | None = None
+    newton_loose_until = np.inf  # Newton's CG tolerance is 0.1 while |G| > this times |G0| (never, by default)
+    saddle_escape = False  # Newton retries with a convexified Hessian and follows negative curvature
+
+    def massive_solve(self, r: np.ndarray, mass2: float) -> np.ndarray:
+        """``(K + m^2 I)^{-1} r``: the massive-relaxation learning matrix (632), exactly by FFT/DCT."""
+        return self.prior.K.solve(r, 1.0, mass2)
+
+    def __init__(self, grid: Grid, N: np.ndarray, prior: Prior):
+        self.grid, self.N, self.prior = grid, np.asarray(N, dtype=float), prior
+        if self.N.shape != grid.shape:
+            raise ValueError(f"data counts have shape {self.N.shape}, grid has {grid.shape}")
+        self.data_mask = self.N > 0
+        self.data_index = np.flatnonzero(self.data_mask)  # flat indices of the data nodes, and their counts
+        self.data_counts = self.N.ravel()[self.data_index]
+
+    def at(self, phi: np.ndarray):
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class _Point:
+    """A density energy at one field.  ``Kphi`` (K phi) and ``prior_terms`` (what :meth:`Prior.evaluate` returns
+    at phi) are given by a caller that already has them (a step along a line), else computed when first needed."""
+
+    energy: DensityEnergy
+    phi: np.ndarray
+    Kphi: np.ndarray | None = dataclasses.field(default=None, compare=False, repr=False)
+    prior_terms: tuple | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def _prior(self):
+        if self.prior_terms is not None:
+            return self.prior_terms
+        Kphi = self.Kphi
+        if Kphi is None:
+            Kphi = self.energy.prior.K.apply(self.phi)
+        return self.energy.prior.evaluate(self.phi, Kphi)
+
+    @property
+    def prior_energy(self) -> float:
+        return self._prior[0]
+
+    @property
+    def mixing(self) -> np.ndarray:
+        """Mixing coefficients a_j, eq. (718)."""
+        return self._prior[2]
+
+    @cached_property
+    def prior_gradient(self) -> np.ndarray:
+        """``lambda cell K (phi - t̄)`` with ``t̄ = sum_j a_j t_j`` (716)."""
+        _, _, a, u = self._prior
+        if len(a) == 1:
+            return self.energy.prior.lam * u[0]
+        return self.energy.prior.lam * np.tensordot(a, u, axes=1)
+
+    def prior_hessp(self, v: np.ndarray) -> np.ndarray:
+        """Hessian of the prior term: ``lambda cell K - beta lambda^2 sum_j a_j (u_j - ū)(u_j - ū)^T``."""
+        pr = self.energy.prior
+        out = pr.lam * pr.grid.cell * pr.K.apply(v)
+        if pr.m > 1:
+            _, _, a, u = self._prior
+            du = u - np.tensordot(a, u, axes=1)[None]
+            c = np.einsum("jab,ab->j", du, v)
+            out = out - pr.beta * pr.lam ** 2 * np.tensordot(a * c, du, axes=1)
+        return out
+
+
+class SeparablePreconditioner:
+    """Approximate inverse of the Newton matrix (160) ``J^T M J`` for field L, ``M = lambda cell K +
+    diag(Lambda_X P hy)``, ``J = I - I_X P hy``, on the tangent space of the normalisation.
+
+    ``M`` is replaced by a separable ``M0 = lambda cell K + diag(d)`` with a data term ``d(y)`` that does not
+    depend on x: the x axis is then diagonalised by its FFT/DCT, the y axis by one dense eigendecomposition of
+    ``lambda cell lambda_y K_Y + diag(d)`` (ny x ny), so ``M0^{-1}`` costs two transforms and two
+    (nx, ny) x (ny, ny) products.  Two strengths:
+
+    * ``strong=False`` (cheap to build, one ``M0^{-1}`` per application): ``d`` is the x-average of
+      ``max(Lambda_X, 0) P hy`` and the preconditioner is ``M0^{-1}`` itself.  Exact when the data term does not
+      depend on x, apart from the per-x offsets it damps that the Hessian does not see.
+    * ``strong=True``: ``d`` is the lower quartile of ``Lambda_X P hy`` over the x with ``Lambda_X > 0`` (where P
+      is tiny, in the tails in y, the data term varies over x by orders of magnitude and the mean is set by the
+      few x with the fattest tails, which over-damps the prior there), and the per-x normalisation is treated as
+      the constraint it is: the step is taken in the gauge ``sum_y P hy d = 0`` (per-x constants do not move a
+      normalised L) as the KKT solution ``d = M0^{-1}(r - V mu)``, ``V = P hy``, with ``mu`` from the nx x nx
+      Schur complement ``S = V^T M0^{-1} V``.  With an exactly separable data term this is the exact
+      pseudo-inverse of the Hessian on the tangent space (a test checks it).  It costs two ``M0^{-1}`` per
+      application and, to build, one nx x (nx ny) product and an nx x nx Cholesky factorisation.  On the
+      128 x 128 l6 benchmark it needs about 20 times fewer CG iterations at the late Newton steps than the
+      cheap form; on problems where the cheap form converges in a few iterations it only costs time, so
+      :class:`bftcore.foundations.solvers.NewtonMatrix` starts cheap and switches for good once a CG solve needs more
+      than 50 iterations.
+
+    Used only to precondition conjugate gradients, never as the step itself.  ``cache`` (a dict owned by the
+    caller, the Newton learning matrix of :mod:`bftcore.foundations.solvers` for one run) keeps the eigendecomposition
+    of the x part between preconditioners.
+    """
+
+    def __init__(self, point, strong: bool = True, cache: dict | None = None):
+        E = point.energy
+        grid, pr = E.grid, E.prior
+        K = pr.K
+        scale = pr.lam * grid.cell
+        self.strong = strong
+        d = self.data_term(point)
+        self.d = d
+        Ky = (scale * K.lambda_y) * K.ky.toarray()
+        sx = scale * K.lambda_x * axis_symbol(grid.x, l0=K.l0, l2=K.l2, l4=K.l4, l6=K.l6)
+        # the scale of the floor: with lambda_y = 0 and no data, Ky and d vanish and only the x part is left
+        ref = max(float(np.max(d)), float(np.max(np.abs(np.diag(Ky)))), float(np.max(sx)), 1e-300)
+        w, self.Q = np.linalg.eigh(Ky + np.diag(d + 1e-10 * ref))
+        self.inv = 1.0 / np.maximum(sx[:, None] + w[None, :], 1e-12 * ref)
+        self.x_periodic = grid.x.boundary == "periodic" and grid.x.n > 1
+        self.x_neumann = grid.x.boundary == "neumann" and grid.x.n > 1
+        if not strong:
+            return
+        # Schur complement of the normalisation constraint, S[x, k] = V_x . (M0^{-1} e_k V_k)_x.  With the
+        # eigenpairs (e_a, C[:, a]) of the x part, S = sum_a,j C[x,a] W[x,j] C[k,a] W[k,j] / (e_a + w_j), W = V Q:
+        # one product Z Z^T, in chunks of a so that Z holds at most 2^21 numbers (16 MB)
+        self.V = V = point.P * grid.hy
+        nx, ny = V.shape
+        x_eig = {} if cache is None else cache  # the x part is fixed for an energy: one eigh per run
+        if scale not in x_eig:
+            x_eig.clear()
+            x_eig[scale] = np.linalg.eigh((scale * K.lambda_x) * K.kx.toarray())
+        ex, C = x_eig[scale]
+        W = V @ self.Q
+        S = np.zeros((nx, nx))
+        chunk = max(1, min(nx, (1 << 21) // (nx * ny)))
+        for a0 in range(0, nx, chunk):
+            a = slice(a0, min(nx, a0 + chunk))
+            Z = np.multiply(C[:, a, None], W[:, None, :])
+            Z *= 1.0 / np.sqrt(np.maximum(ex[a, None] + w[None, :], 1e-12 * ref))
+            Z = Z.reshape(nx, -1)
+            S += Z @ Z.T
+        self.S = sla.cho_factor(S + 1e-13 * np.trace(S) / nx * np.eye(nx))
+
+    def data_term(self, point) -> np.ndarray:
+        """The x-independent data term d(y) of ``M0`` (see the class docstring)."""
+        lam = point.lagrange_multiplier
+        if not self.strong:
+            return np.mean(np.maximum(lam, 0.0)[:, None] * point.P, axis=0) * point.energy.grid.hy
+        rows = lam > 0
+        if not np.any(rows):
+            return np.zeros(point.P.shape[1])
+        return np.quantile(lam[rows, None] * point.P[rows], 0.25, axis=0) * point.energy.grid.hy
+
+    def still_good(self, point, rel: float = 0.25) -> bool:
+        """Whether this preconditioner may be reused at ``point`` (its data term moved by less than ``rel``)."""
+        d = self.data_term(point)
+        return float(np.max(np.abs(d - self.d))) <= rel * float(np.max(np.abs(self.d)) + 1e-300)
+
+    def solve_separable(self, r: np.ndarray) -> np.ndarray:
+        """``M0^{-1} r`` (the last two axes of ``r`` are x and y; leading axes are a batch)."""
+        if self.x_periodic:
+            c = sfft.fft(r, axis=-2)
+        elif self.x_neumann:
+            c = sfft.dct(r, type=2, axis=-2, norm="ortho")
+        else:
+            c = r
+        c = ((c @ self.Q) * self.inv) @ self.Q.T
+        if self.x_periodic:
+            return sfft.ifft(c, axis=-2).real
+        if self.x_neumann:
+            return sfft.idct(c, type=2, axis=-2, norm="ortho")
+        return np.real(c)
+
+    def __call__(self, r: np.ndarray) -> np.ndarray:
+        z = self.solve_separable(r)
+        if not self.strong:
+            return z
+        mu = sla.cho_solve(self.S, np.sum(self.V * z, axis=1))
+        return self.solve_separable(r - self.V * mu[:, None])
+
+
+class LogPoint(_Point):
+    """E_L evaluated at a conditionally normalised L."""
+
+    @cached_property
+    def P(self) -> np.ndarray:
+        return np.exp(self.phi)
+
+    @cached_property
+    def value(self) -> float:
+        """E_L = -(L, N)_data + prior, eqs. (109), (713)."""
+        return float(-np.sum(self.energy.N * self.phi) + self.prior_energy)
+
+    @cached_property
+    def _r(self) -> np.ndarray:
+        return -self.energy.N + self.prior_gradient
+
+    @cached_property
+    def lagrange_multiplier(self) -> np.ndarray:
+        """Lambda_X(x) = N_X - lambda I_X K (L - t̄), eqs. (137), (717) (per x node)."""
+        return -self._r.sum(axis=1)
+
+    @cached_property
+    def gradient(self) -> np.ndarray:
+        """g-gradient ``(I - P hy I_X) (-N + lambda K (L - t̄))``: minus the residual of (141)/(716)."""
+        V = self.P * self.energy.grid.hy
+        return self._r + V * self.lagrange_multiplier[:, None]
+
+    def hessp(self, v: np.ndarray, convexified: bool = False) -> np.ndarray:
+        """Normalisation-consistent Hessian action ``J^T M J v`` of eq. (160), ``J = I - I_X P hy``,
+        ``M = lambda cell K (+ mixture term) + diag(Lambda_X P hy)``.
+
+        ``convexified=True`` gives the Gauss-Newton form: Lambda_X clipped at 0 and the (negative) mixture term
+        dropped, which is positive definite on the tangent space of the normalisation; the Newton solver uses it
+        for a step where the true Hessian has negative curvature."""
+        V = self.P * self.energy.grid.hy
+        Jv = v - np.sum(V * v, axis=1, keepdims=True)
+        if convexified:
+            pr = self.energy.prior
+            lamX = np.maximum(self.lagrange_multiplier, 0.0)
+            MJv = pr.lam * pr.grid.cell * pr.K.apply(Jv) + lamX[:, None] * V * Jv
+        else:
+            MJv = self.prior_hessp(Jv) + self.lagrange_multiplier[:, None] * V * Jv
+        return MJv - V * MJv.sum(axis=1, keepdims=True)
+
+    @property
+    def residual(self) -> float:
+        """Stationarity residual: max |N - lambda K(L - t̄) - Lambda_X P hy| (eqs. (127)/(716))."""
+        return float(np.max(np.abs(self.gradient)))
+
+
+class LogDensityEnergy(DensityEnergy):
+    """Gaussian (mixture) prior on L = ln P with normalisation per x, eqs. (108)-(141), (713)-(718).
+
+    Newton on E_L: a loose CG tolerance (0.1) until the gradient has fallen ten orders of magnitude, the
+    :class:`SeparablePreconditioner`, and saddles left along negative curvature (the mixture prior and a negative
+    Lambda_X make the Hessian (160) indefinite)."""
+
+    field = "L"
+    newton_loose_until = 1e-10
+    saddle_escape = True
+
+    def newton_preconditioner(self, point, previous=None, strong: bool = False, cache: dict | None = None):
+        """The preconditioner of the Newton system at ``point``: ``previous`` while it is still good there
+        (:meth:`SeparablePreconditioner.still_good`), else a new one of the given strength."""
+        if previous is not None and previous.still_good(point):
+            return previous
+        return SeparablePreconditioner(point, strong, cache)
+
+    def at(self, L: np.ndarray) -> LogPoint:
+        return LogPoint(self, np.asarray(L, dtype=float))
+
+    def normalise(self, L: np.ndarray) -> np.ndarray:
+        return normalise_log(L, self.grid.hy)
+
+    def to_L(self, phi):
+        return phi
+
+    def to_P(self, phi):
+        return np.exp(phi)
+
+
+class ProbPoint(_Point):
+    """E_P evaluated at a feasible P (P >= 0, normalised per x, P > 0 at the data)."""
+
+    @property
+    def P(self) -> np.ndarray:
+        return self.phi
+
+    @cached_property
+    def value(self) -> float:
+        """E_P = -(ln P, N)_data + prior, eq. (163)."""
+        E = self.energy
+        Pd = self.phi.take(E.data_index)
+        if Pd.size and Pd.min() <= 0:
+            return np.inf
+        return float(-np.dot(E.data_counts, np.log(Pd)) + self.prior_energy)
+
+    @cached_property
+    def raw_gradient(self) -> np.ndarray:
+        """Gradient of E_P without the constraint: ``-N/P + lambda K (P - t̄)``."""
+        E = self.energy
+        g = self.prior_gradient.copy()
+        g.ravel()[E.data_index] -= E.data_counts / self.phi.take(E.data_index)
+        return g
+
+    @cached_property
+    def lagrange_multiplier(self) -> np.ndarray:
+        """Lambda_X = N_X - I_X P K P per x (eq. (167), with the template), in units of 1/hy."""
+        return -np.sum(self.phi * self.raw_gradient, axis=1)
+
+    @cached_property
+    def gradient(self) -> np.ndarray:
+        """Reduced gradient ``-N/P + lambda K (P - t̄) + Lambda_X hy``; zero on the free set at the minimum and
+        >= 0 where P = 0 (the KKT conditions of (165) with P >= 0)."""
+        return self.raw_gradient + self.lagrange_multiplier[:, None] * self.energy.grid.hy
+
+    def hessp(self, v: np.ndarray) -> np.ndarray:
+        """Hessian of E_P at fixed Lambda: ``N/P^2 + lambda K`` (+ mixture term), eq. (181)."""
+        out = self.prior_hessp(v)
+        mask = self.energy.data_mask
+        out[mask] += self.energy.N[mask] / self.phi[mask] ** 2 * v[mask]
+        return out
+
+    @cached_property
+    def _projected_step(self) -> np.ndarray:
+        """``Proj(P - G)``, for the KKT residual."""
+        return project_simplex(self.phi - self.gradient, self.energy.grid.hy)
+
+    @cached_property
+    def residual(self) -> float:
+        """KKT residual ``max |P - Proj(P - G)|``: zero exactly when the reduced gradient vanishes where P > 0 and
+        is >= 0 where P = 0 (stationarity (165)/(167) with the bound P >= 0)."""
+        return float(np.max(np.abs(self.phi - self._projected_step)))
+
+
+class ProbabilityEnergy(DensityEnergy):
+    """Gaussian (mixture) prior on P with normalisation and P >= 0, eqs. (163)-(170)."""
+
+    field = "P"
+    minimiser_step = ActiveSetStep
+
+    def at(self, P: np.ndarray, Kphi: np.ndarray | None = None, prior_terms: tuple | None = None) -> ProbPoint:
+        """E_P at P; ``Kphi`` and ``prior_terms``, when the caller knows them, spare their computation."""
+        return ProbPoint(self, np.asarray(P, dtype=float), Kphi, prior_terms)
+
+    def normalise(self, P: np.ndarray) -> np.ndarray:
+        return project_simplex(P, self.grid.hy)
+
+    def to_L(self, phi):
+        with np.errstate(divide="ignore"):
+            return np.log(phi)
+
+    def to_P(self, phi):
+        return phi
+
 
 
 @dataclass
@@ -269,3 +677,34 @@ class DensityFit(FitResult):
         if self.stable is not None:
             doc["stable"] = bool(self.stable)
         return doc
+
+
+class DensityKind:
+    """The conditional density p(y|x) as a problem kind (:class:`bftcore.foundations.config.ProblemKind`): every
+    document of model "density" that no more specific kind claims.  Its evidence path and posterior band are the
+    Laplace evidence's (:mod:`bftcore.models.evidence`, a module above this one): :mod:`bftcore.models.problems`
+    adds them and registers the kind."""
+
+    name: str = "density"
+    model: str = "density"
+    claims: dict[str, object] = {}
+    has_exact: bool = False
+    y_on_grid: bool = True
+    default_templates: tuple[str, ...] = ()
+    result_type: type[FitResult] = DensityFit
+    drawn_as: str = "heatmap"
+
+    def nodes(self, cfg: dict) -> int:
+        return cfg["grid"]["x"]["n"] * cfg["grid"]["y"]["n"]
+
+    def is_sparse_heavy(self, cfg: dict) -> bool:
+        return cfg["prior"]["field"] == "P"
+
+    def iterate(self, cfg: dict, init=None) -> Iterator[Record]:
+        yield from records(build_density(cfg), init)
+
+    def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
+        return solve(build_density(cfg), init, callback, check_stability)
+
+    def exact(self, cfg: dict) -> dict | None:
+        return None

@@ -330,17 +330,18 @@ class Fit(DensityFit):
 
 
 class Density1D:
-    """The problem kind (:class:`bftcore.models.problems.ProblemKind`), registered in :mod:`bftcore.models.problems`."""
+    """The problem kind (:class:`bftcore.foundations.config.ProblemKind`), registered in
+    :mod:`bftcore.models.problems`."""
 
     name: str = "density_1d"
     model: str = "density"
     path_parameters: tuple[str, ...] = evidence.PATH_PARAMS
     has_exact: bool = False
+    y_on_grid: bool = True
+    default_templates: tuple[str, ...] = ()
     result_type: type[FitResult] = Fit
     drawn_as: str = "density"
-
-    def claims(self, cfg: dict) -> bool:
-        return cfg["grid"]["x"]["n"] == 1 and cfg["prior"]["field"] == "L"
+    claims: dict[str, object] = {"grid.x.n": 1, "prior.field": "L"}
 
     def nodes(self, cfg: dict) -> int:
         return cfg["grid"]["y"]["n"]

@@ -67,8 +67,7 @@ from ..foundations.config import CHOOSE_DEFAULT_RANGE, check_evidence_path, chec
 from ..foundations.limits import blas_threads
 from ..foundations.operators import PriorOperator, free_null_dim
 from ..foundations.solvers import iterate as solver_iterate
-from .density import DensityProblem, build_density
-from .energies import LogDensityEnergy, LogPoint, Prior, normalise_log
+from .density import DensityProblem, LogDensityEnergy, LogPoint, Prior, build_density, normalise_log
 
 #: Grids up to this many nodes get the exact log-determinant (sparse LU of the bordered Hessian, 10-20 ms at
 #: 64 x 64 with an l2 prior); larger ones the stochastic estimate with an error bar.

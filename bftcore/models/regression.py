@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -1151,3 +1152,51 @@ def regression_presets() -> dict[str, dict]:
            "weights": [0.5, 0.5], "beta": 3.0,
            "solver": {"method": "newton", "init": "kernel", "min_iter": 1, "max_iter": 100, "tol": 1e-10}}
     return {"two_trends": two, "fig7": fig7_config()}
+
+
+class RegressionKind:
+    """Gaussian regression with mixtures of GP priors as a problem kind
+    (:class:`bftcore.foundations.config.ProblemKind`), registered in :mod:`bftcore.models.problems`.  Its methods
+    call this module's functions of the same names."""
+
+    name: str = "regression"
+    model: str = "regression"
+    path_parameters: tuple[str, ...] = SCALAR_PARAMETERS
+    has_exact: bool = True
+    y_on_grid: bool = False
+    default_templates: tuple[str, ...] = ("constant",)
+    result_type: type[FitResult] = RegressionFit
+    drawn_as: str = "curve"
+    claims: dict[str, object] = {}
+
+    def nodes(self, cfg: dict) -> int:
+        return cfg["grid"]["x"]["n"]
+
+    def is_sparse_heavy(self, cfg: dict) -> bool:
+        return False
+
+    def iterate(self, cfg: dict, init=None) -> Iterator[Record]:
+        yield from iterate(cfg, init)
+
+    def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
+        return solve(cfg, init)
+
+    def evidence_path(self, cfg: dict, param: str, values) -> dict:
+        """The exact path, its optimum between the path's ends refined from its best point (the path alone stops
+        at a grid value)."""
+        doc = dict(evidence_path(cfg, param, values))
+        lo, hi = float(np.min(doc[param])), float(np.max(doc[param]))
+        opt = optimise_evidence(cfg, (param,), bounds={param: (lo, hi)}, start={param: float(doc["best"][param])})
+        if opt["log_evidence"] >= doc["best"]["log_evidence"]:
+            doc["best"] = {param: float(opt[param]), "log_evidence": float(opt["log_evidence"])}
+        doc["method"] = "exact"
+        return doc
+
+    def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
+        """``n`` exact posterior draws of h on the x nodes."""
+        model = RegressionModel.from_config(cfg)
+        draws = model.posterior_samples(cfg["beta"], n, rng)
+        return {"x": grid_from_config(cfg).x.nodes.tolist(), "draws": np.asarray(draws).tolist(), "kind": "exact"}
+
+    def exact(self, cfg: dict) -> dict | None:
+        return exact_posterior(cfg)

@@ -41,14 +41,21 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..foundations.config import ConfigError, Valid, check_resampling, grid_from_config, validate_config, vouched
+from ..foundations.config import (
+    ConfigError,
+    Valid,
+    check_resampling,
+    grid_from_config,
+    kind_of,
+    validate_config,
+    vouched,
+)
 from ..foundations.distributed import run_tasks
 from ..foundations.limits import RunBudgetExceeded
 from ..foundations.metrics import regression_function
 from ..foundations.templates import paper_true_density
 from ..models import density, regression, replica
 from ..models.evidence import check_model, evidence_path
-from ..models.problems import kind_of
 
 #: What a fit that fails may raise (a bug raises something else, and stops the run).
 FIT_ERRORS = (ValueError, ArithmeticError, np.linalg.LinAlgError)

@@ -15,11 +15,10 @@ import time
 
 import numpy as np
 
-from ..foundations.config import checked
+from ..foundations.config import checked, kind_of
 from ..foundations.distributed import run_tasks
 from ..foundations.limits import blas_threads
 from ..foundations.mixing import check_beta, fig7_config, zero_dimensional_model
-from ..models.problems import kind_of
 from ..models.regression import RegressionModel
 
 
