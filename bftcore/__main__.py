@@ -125,6 +125,10 @@ def _summary_evidence(doc: dict) -> str:
         else:
             out.append(f"{v:>12.5g}  {'-':>14}  (no Laplace evidence here: see \"failed\" in --json)")
     out.append(f"best: {name} = {best[name]:.6g}, log evidence {best['log_evidence']:.6f}")
+    if doc.get("edge"):
+        out.append(f"note: the evidence is largest at the {doc['edge']} end of the values: it may rise beyond "
+                   f"them, so {name} = {best[name]:.6g} is a bound, not a maximum (without values given, the "
+                   f"path went as far as this grid allows)")
     return "\n".join(out)
 
 

@@ -40,6 +40,7 @@ from .foundations.config import (
     checked,
     default_config,
     grid_from_config,
+    lambda_bounds,
     validate_config,
 )
 from .foundations.limits import blas_threads
@@ -78,10 +79,40 @@ def _set_hyperparameter(cfg: dict, name: str, value: float) -> None:
         cfg["prior"][name] = float(value)
 
 
+#: An evidence path over its default range whose maximum is at an end is extended past that end by
+#: :data:`EDGE_DECADES` decades, at most :data:`EDGE_STEPS` times.
+EDGE_DECADES = 2.0
+EDGE_STEPS = 4
+
+
+def _edge(doc: dict, param: str) -> str | None:
+    """``"lower"`` or ``"upper"`` when the path's best value is its smallest or largest solved value, else None."""
+    solved = [v for v, e in zip(doc[param], doc["log_evidence"]) if e is not None and np.isfinite(e)]
+    best = doc["best"][param]
+    if len(solved) < 2:
+        return None
+    return "lower" if best <= min(solved) else "upper" if best >= max(solved) else None
+
+
+def _past_the_edge(values: list, edge: str) -> np.ndarray:
+    """The path's values and :data:`EDGE_DECADES` more decades past ``edge``, at the path's own log spacing."""
+    v = np.sort(np.asarray(values, dtype=float))
+    ratio = (v[-1] / v[0]) ** (1.0 / (v.size - 1)) if v.size > 1 and v[-1] > v[0] else 10.0
+    k = max(2, int(np.ceil(EDGE_DECADES / np.log10(ratio))))
+    more = v[0] / ratio ** np.arange(k, 0, -1) if edge == "lower" else v[-1] * ratio ** np.arange(1, k + 1)
+    return np.concatenate([more, v] if edge == "lower" else [v, more])
+
+
 def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
     """The log evidence along ``param`` (log-spaced ``values``, or the problem's default range) and its maximum:
     ``{param: [...], "log_evidence": [...], "best": {param: ..., "log_evidence": ...}, "parameter": param,
-    "model": ..., "method": "laplace" | "exact"}`` (the keys of issue 14's CLI contract, others added)."""
+    "model": ..., "method": "laplace" | "exact", "edge": None | "lower" | "upper"}`` (the keys of issue 14's CLI
+    contract, others added).
+
+    A maximum at an end of the default range is not returned silently: the path is extended past that end
+    (:data:`EDGE_DECADES` decades at a time, at most :data:`EDGE_STEPS` times) until the maximum lies inside it.
+    ``"edge"`` names the end where the maximum still lies, after the extension or for ``values`` given: the
+    evidence may rise beyond it, and the value is a bound, not a maximum."""
     cfg = checked(config)
     kind = cfg.kind
     if param not in kind.path_parameters:
@@ -91,7 +122,28 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
         values = np.asarray(values, dtype=float)
         check_evidence_path(len(values), kind.nodes(cfg))
     doc = kind.evidence_path(cfg, param, values)
-    doc["parameter"], doc["model"] = param, kind.model
+    if values is None:
+        lo, hi = lambda_bounds(cfg) if param == "lambda" else (0.0, np.inf)
+        for _ in range(EDGE_STEPS):
+            edge = _edge(doc, param)
+            if edge is None:
+                break
+            have = np.asarray(doc[param], dtype=float)
+            more = np.setdiff1d(_past_the_edge(doc[param], edge), have)
+            more = more[(more >= lo) & (more <= hi)]
+            if edge == "upper" and np.isfinite(hi) and hi > have.max() and (more.size == 0 or more.max() < hi):
+                more = np.append(more, hi)  # up to the stiffest prior the gate accepts, no further
+            if edge == "lower" and lo > 0 and lo < have.min() and (more.size == 0 or more.min() > lo):
+                more = np.append(more, lo)
+            if more.size == 0:  # the gate's bound of lambda is reached: beyond it a fit would be refused
+                break
+            wider = np.union1d(have, more)
+            check_evidence_path(len(wider), kind.nodes(cfg))
+            doc = kind.evidence_path(cfg, param, wider)
+        if not lo <= doc["best"][param] <= hi:  # the default range itself went past the gate's bounds
+            inside = np.unique(np.clip(np.asarray(doc[param], dtype=float), lo, hi))
+            doc = kind.evidence_path(cfg, param, inside)
+    doc["parameter"], doc["model"], doc["edge"] = param, kind.model, _edge(doc, param)
     return doc
 
 
@@ -119,7 +171,8 @@ def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
         return cfg, None
     paths = {}
     for name, spec in choose.items():
-        values = np.geomspace(spec["min"], spec["max"], spec["n"])
+        # a density's lambda without a range: the evidence's own range, from the grid and the data
+        values = None if spec["min"] is None else np.geomspace(spec["min"], spec["max"], spec["n"])
         paths[name] = evidence_document(cfg, name, values)
         _set_hyperparameter(cfg, name, paths[name]["best"][name])
     chosen = {name: float(paths[name]["best"][name]) for name in choose}
@@ -131,7 +184,8 @@ def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
         for name, value in chosen.items():
             _set_hyperparameter(cfg, name, value)
     return validate_config(cfg), {"chosen": chosen, "log_evidence": best,
-                                  "paths": {k: {k: v[k], "log_evidence": v["log_evidence"]} for k, v in paths.items()}}
+                                  "paths": {k: {k: v[k], "log_evidence": v["log_evidence"], "edge": v["edge"]}
+                                            for k, v in paths.items()}}
 
 
 def iterate(config: dict, init=None):

@@ -209,7 +209,10 @@ GRID_1024 = {"x": {"min": 1, "max": 10, "n": 1024}, "y": {"min": 1, "max": 15, "
     (paper(solver={"init_mass2": 1e-13}), ["solver.init_mass2", "too small"]),
     (paper(grid={"x": {"min": 1, "max": 10, "n": 1024}, "y": {"min": 1, "max": 15, "n": 16}},
            prior={"l6": 1.0}), ["too stiff"]),
-    (paper(grid={"x": {"min": 0, "max": 1e-12, "n": 10}}), ["spacing"]),
+    # a spacing is judged relative to the coordinates (any units): 1e-12 wide is fine in picometres, so the paper's
+    # data fall outside it; a spacing below the coordinates' resolution is still refused
+    (paper(grid={"x": {"min": 0, "max": 1e-12, "n": 10}}), ["outside", "widen the grid"]),
+    (paper(grid={"x": {"min": 1e6, "max": 1e6 + 1e-6, "n": 10}}), ["spacing"]),
     (paper(data=[[1, 2]] * 100_001), ["100 001", "100 000"]),
     (paper(templates=[{"kind": "uniform"}] * 17), ["17 templates", "16"]),
     (paper(data=[[None, None]]), ["data[0][0]"]),
@@ -440,7 +443,8 @@ def test_choose_is_checked_at_the_gate(choose, message):
 
 def test_choose_is_normalised_and_refused_where_the_evidence_is_not_defined():
     cfg = validate_config({"choose": {"lambda": "evidence"}})
-    assert cfg["choose"] == {"lambda": {"by": "evidence", "min": 1e-3, "max": 1e3, "n": 30}}
+    # a density's lambda has units: its range is the evidence's own, from the grid and the data (issue 27)
+    assert cfg["choose"] == {"lambda": {"by": "evidence", "min": None, "max": None, "n": 30}}
     assert "choose" not in validate_config({})          # documents that do not ask are unchanged
     with pytest.raises(ConfigError, match="field L only"):
         validate_config({"prior": {"field": "P"}, "choose": {"lambda": "evidence"}})

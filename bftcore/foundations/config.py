@@ -50,6 +50,9 @@ ONE_D_X = {"min": 0.0, "max": 0.0, "n": 1, "boundary": "neumann"}
 #: Hyperparameters a document may ask ``fit`` to choose (key ``choose``), per model, and the default range of
 #: the evidence path over each: (min, max, number of log-spaced values).
 CHOOSABLE = {"density": ("lambda",), "regression": ("lambda", "l0", "beta")}
+#: Largest magnitude of lambda: a guard of the floating-point range only (lambda * K must stay far from overflow);
+#: whether a lambda is too stiff or too weak is judged against the grid and the data (:func:`_check_conditioning`).
+LAMBDA_MAGNITUDE = 1e150
 CHOOSE_DEFAULT_RANGE = {"lambda": (1e-3, 1e3, 30), "l0": (1e-4, 1e2, 30), "beta": (1e-3, 1e3, 30)}
 PRIOR_KEYS = ("field", "lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6")
 SOLVER_KEYS = ("method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol")
@@ -339,7 +342,7 @@ def _axis(d, where, default, limits: Limits):
     hi = _num(d["max"], f"{where}.max", mag=MAX_COORDINATE)
     if n > 1 and not hi > lo:
         raise ConfigError(f"{where}: max ({hi:g}) must be larger than min ({lo:g})")
-    if n > 1 and (hi - lo) / (n - 1) <= 1e-9 * max(1.0, abs(lo), abs(hi)):
+    if n > 1 and (hi - lo) / (n - 1) <= 1e-9 * max(abs(lo), abs(hi)):  # relative: any units
         raise ConfigError(f"{where}: the node spacing {(hi - lo) / (n - 1):g} is too small to resolve at "
                           f"coordinates of {max(abs(lo), abs(hi)):g}; widen the axis or use fewer nodes")
     boundary = _str(d["boundary"], f"{where}.boundary", ("periodic", "neumann", "free"))
@@ -420,9 +423,10 @@ def _symbol_range(axis: Axis, coeffs: dict) -> tuple[float, float]:
     return float(np.min(s)), float(np.max(s))
 
 
-def _check_conditioning(cfg: dict, grid: Grid) -> None:
-    """Refuse priors whose operators the solver cannot invert in floating point (tiny-vs-huge eigenvalues)."""
-    pr, so = cfg["prior"], cfg["solver"]
+def _operator_range(cfg: dict, grid: Grid, unit: bool = False) -> tuple[float, float]:
+    """Smallest and largest eigenvalue of the prior operator K of a document (without lambda), on its grid or, with
+    ``unit``, on the grid of the same nodes and boundaries spaced 1 apart (the grid's internal coordinates)."""
+    pr = cfg["prior"]
     coeffs = {k: pr[k] for k in ("l0", "l2", "l4", "l6")}
     if cfg["model"] == "regression":
         axes = [(grid.x, 1.0)]
@@ -430,35 +434,91 @@ def _check_conditioning(cfg: dict, grid: Grid) -> None:
         axes = [(grid.x, pr["lambda_x"]), (grid.y, pr["lambda_y"])]
     kmin = kmax = 0.0
     for axis, weight in axes:
+        if unit:
+            axis = Axis(0.0, float(max(axis.n - 1, 1)), axis.n, axis.boundary)
         lo, hi = _symbol_range(axis, coeffs)
         kmin, kmax = kmin + weight * lo, kmax + weight * hi
-    lam = pr["lambda"]
+    return kmin, kmax
+
+
+def internal_scale(cfg: dict, grid: Grid) -> float:
+    """How much larger K is in the document's units than in the grid's internal coordinates (nodes spaced 1): the
+    factor by which a mass m^2 given for a grid of spacing 1 is multiplied on this grid (exactly for one prior
+    order on one axis; 1 on a grid of spacing 1, such as the paper's).  The defaults of ``solver.mass2`` and
+    ``solver.init_mass2`` of a density are the paper's values times this factor, so that they mean the same in any
+    units."""
+    _, kmax = _operator_range(cfg, grid)
+    _, kunit = _operator_range(cfg, grid, unit=True)
+    return kmax / kunit if kmax > 0 and kunit > 0 else 1.0
+
+
+def _prior_against_data(cfg: dict, grid: Grid) -> tuple[float, float, float]:
+    """``cell * min K``, ``cell * max K`` (K as the energy has it, without lambda) and the data's curvature per
+    node: the three numbers the units-free checks of lambda compare."""
+    kmin, kmax = _operator_range(cfg, grid)
+    regression = cfg["model"] == "regression"
+    cell = grid.x.h if regression else grid.cell
+    data = max(len(cfg["data"]), 1) / (grid.x.n if regression else grid.size)
+    return cell * kmin, cell * kmax, data
+
+
+def lambda_bounds(cfg: dict) -> tuple[float, float]:
+    """The smallest and largest lambda the gate accepts for a validated document (its other hyperparameters as
+    they are): the prior neither too weak nor too stiff against the data (:func:`_check_conditioning`).  An
+    evidence path over the default range stays inside them."""
+    _, smax, data = _prior_against_data(cfg, grid_from_config(cfg))
+    if not smax > 0:
+        return 0.0, math.inf
+    return data / MAX_CONDITION / smax * (1 + 1e-9), MAX_CONDITION * data / smax * (1 - 1e-9)
+
+
+def _check_conditioning(cfg: dict, grid: Grid, lam_chosen: bool = False) -> None:
+    """Refuse priors whose operators the solver cannot invert in floating point, judged in units-free form: every
+    check compares the prior's operator as the energy has it (``lambda cell K`` for a density, ``lambda hx K`` for
+    regression) with itself or with the data's curvature per node, so a problem rescaled to other units passes or
+    fails the same.  ``lam_chosen``: lambda is set later by the evidence (the document's value is a placeholder),
+    so only what holds for every lambda is checked."""
+    so = cfg["solver"]
+    kmin, kmax = _operator_range(cfg, grid)
+    lam = cfg["prior"]["lambda"]
     if not kmax > 0:
         raise ConfigError("the prior is empty on this grid: K = 0 (a one-node axis has no derivatives, so only l0 "
                           "acts there, and an axis whose lambda is 0 adds nothing); set prior.l0 > 0 or give the "
                           "axis with lambda > 0 more nodes")
-    if lam * kmax > MAX_CONDITION:
-        raise ConfigError(f"the prior is too stiff for this grid: lambda times the largest eigenvalue of K is "
-                          f"{lam * kmax:.3g}, over {MAX_CONDITION:g}; lower lambda or the order coefficients, "
-                          f"or use a coarser grid")
     regression = cfg["model"] == "regression"
+    _, smax, data = _prior_against_data(cfg, grid)
+    if not lam_chosen:
+        stiff = weak = lam * smax
+        # over this, the prior outweighs the data by more than floating point resolves (and the Hessian's
+        # condition number, at most 1 + stiff / data, may pass 1e12)
+        if stiff > MAX_CONDITION * data:
+            raise ConfigError(f"the prior is too stiff for this grid: lambda cell K reaches {stiff / data:.3g} times "
+                              f"the data's curvature per node, over {MAX_CONDITION:g}; lower lambda or the higher "
+                              f"orders, use a coarser grid, or let the evidence choose lambda "
+                              f"(choose: {{\"lambda\": \"evidence\"}})")
+        if weak < data / MAX_CONDITION:
+            raise ConfigError(f"the prior is too weak for this grid: lambda cell K is at most {weak / data:.3g} times "
+                              f"the data's curvature per node, below 1/{MAX_CONDITION:g}, so the field is not "
+                              f"determined where there are no data; raise lambda, or let the evidence choose it "
+                              f"(choose: {{\"lambda\": \"evidence\"}})")
     scale = lam * grid.x.h if regression else 1.0  # massive relaxation inverts scale K + m^2 I
 
     def invertible(m2, name):
         lo, hi = scale * kmin + m2, scale * kmax + m2
-        if not lo > 1e-12 * max(1.0, hi):
+        if not lo > 1e-12 * hi:
             raise ConfigError(f"{name} = {m2:g} is too small for this prior: the operator it regularises has "
                               f"eigenvalues from {lo:.3g} to {hi:.3g}, a ratio over 1e12; use {name} >= "
-                              f"{max(1e-12 * max(1.0, scale * kmax) - scale * kmin, 0.0) * 10:.3g}")
-    if regression and kmin > 0:
+                              f"{max(1e-12 * scale * kmax - scale * kmin, 0.0) * 10:.3g}, or leave it out (its "
+                              f"default follows the grid)")
+    if regression and kmin > 0 and not lam_chosen:
         # A = K_T + lambda hx K_X ([001] (16)): its smallest eigenvalue is at least lambda hx min K_X, its largest at
         # most lambda hx max K_X plus the number of data (K_T counts the data per node)
         lo, hi = scale * kmin, scale * kmax + len(cfg["data"])
-        if not lo > 1e-12 * max(1.0, hi):
+        if not lo > 1e-12 * hi:
             raise ConfigError(f"the regression prior cannot be inverted in floating point on this grid: lambda hx K "
                               f"has eigenvalues from {lo:.3g} to {scale * kmax:.3g}, a ratio over 1e12; raise "
                               f"prior.lambda or prior.l0, lower the higher orders, or use fewer, wider x nodes")
-    if so["method"] == "massive":
+    if so["method"] == "massive" and not (regression and lam_chosen):
         invertible(so["mass2"], "solver.mass2")
     if not regression and so["init"] == "kernel":
         invertible(so["init_mass2"], "solver.init_mass2")
@@ -727,7 +787,9 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
         pr = {}
     _keys(pr, PRIOR_KEYS, "prior")
     field = _str(pr.get("field", "L"), "prior.field", ("L", "P"))
-    lam = _num(pr.get("lambda", 1.0), "prior.lambda", 1e-12)
+    # lambda has units (length^(2k-1) for a prior of order k): no absolute bound; the conditioning checks judge it
+    # against the grid and the data (_check_conditioning), in any units
+    lam = _num(pr.get("lambda", 1.0), "prior.lambda", 0, lo_open=True, mag=LAMBDA_MAGNITUDE)
     prior = {"field": field, "lambda": lam,
              "lambda_x": _num(pr.get("lambda_x", 1.0), "prior.lambda_x", 0),
              "lambda_y": _num(pr.get("lambda_y", 1.0), "prior.lambda_y", 0)}
@@ -775,10 +837,14 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
             raise ConfigError(f"solver.init {_show(init)} names no template; there are {len(templates)} "
                               f"(indices 0..{len(templates) - 1})")
         init = f"template:{int(idx)}"
+    # a density's masses default to the paper's values in the grid's internal coordinates (nodes spaced 1), so they
+    # mean the same in any units; on a grid of spacing 1 (the paper's) they are the paper's 0.01 and 0.1
+    rho = internal_scale({"model": model, "prior": prior}, grid) if model == "density" else 1.0
     solver = {"method": method,
-              "mass2": _num(so.get("mass2", 0.01), "solver.mass2", 0),
+              "mass2": _num(so.get("mass2", 0.01 * rho), "solver.mass2", 0, mag=LAMBDA_MAGNITUDE),
               "init": init,
-              "init_mass2": _num(so.get("init_mass2", 0.1), "solver.init_mass2", 0, lo_open=True),
+              "init_mass2": _num(so.get("init_mass2", 0.1 * rho), "solver.init_mass2", 0, lo_open=True,
+                                 mag=LAMBDA_MAGNITUDE),
               "min_iter": _num(so.get("min_iter", 4), "solver.min_iter", 0, integer=True),
               "max_iter": _num(so.get("max_iter", 50), "solver.max_iter", 0, integer=True),
               "tol": _num(so.get("tol", 1e-8), "solver.tol", 0)}
@@ -809,7 +875,7 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     if choose:
         out["choose"] = choose
     _check_cost(out, grid, limits)  # before any template is evaluated on the grid
-    _check_conditioning(out, grid)
+    _check_conditioning(out, grid, lam_chosen="lambda" in choose)
     if model == "density":
         out["templates"] = [_density_template_check(t, f"templates[{i}]", grid, field)
                             for i, t in enumerate(templates)]
@@ -822,8 +888,10 @@ def _choose(c, model: str, field: str, n_templates: int, nodes: int, limits: Lim
     """The ``choose`` key: hyperparameters that ``fit`` sets by maximising the evidence before it fits.
 
     ``{"lambda": "evidence"}`` or ``{"lambda": {"by": "evidence", "min": 0.01, "max": 100, "n": 30}}``; returned
-    in the second form, with the defaults of :data:`CHOOSE_DEFAULT_RANGE`.  Density: lambda, field L, at most one
-    template (the Laplace evidence, :mod:`bftcore.models.evidence`); regression: lambda, l0, beta (exact)."""
+    in the second form, with the defaults of :data:`CHOOSE_DEFAULT_RANGE`, except a density's lambda given without
+    ``min`` and ``max``: its range comes from the grid and the data (``"min": null, "max": null``).  Density:
+    lambda, field L, at most one template (the Laplace evidence, :mod:`bftcore.models.evidence`); regression:
+    lambda, l0, beta (exact)."""
     if c is None or c == {}:
         return {}
     if not isinstance(c, dict):
@@ -846,12 +914,17 @@ def _choose(c, model: str, field: str, n_templates: int, nodes: int, limits: Lim
                               f"\"max\", \"n\"}}, got {_show(spec)}")
         _keys(spec, ("by", "min", "max", "n"), f"choose.{name}")
         _str(spec.get("by", "evidence"), f"choose.{name}.by", ("evidence",))
-        lo = _num(spec.get("min", lo), f"choose.{name}.min", 1e-12)
-        hi = _num(spec.get("max", hi), f"choose.{name}.max", 1e-12)
         n = _num(spec.get("n", n), f"choose.{name}.n", 2, integer=True)
+        check_evidence_path(n, nodes, limits, f"choose.{name}")
+        if model == "density" and name == "lambda" and "min" not in spec and "max" not in spec:
+            # from the grid and the data (bftcore.models.evidence.default_values), extended past an edge maximum:
+            # a density's lambda has units, so no fixed pair of numbers fits every data set
+            out[name] = {"by": "evidence", "min": None, "max": None, "n": n}
+            continue
+        lo = _num(spec.get("min", lo), f"choose.{name}.min", 0, lo_open=True, mag=LAMBDA_MAGNITUDE)
+        hi = _num(spec.get("max", hi), f"choose.{name}.max", 0, lo_open=True, mag=LAMBDA_MAGNITUDE)
         if not lo < hi:
             raise ConfigError(f"choose.{name}: min ({lo:g}) must be smaller than max ({hi:g})")
-        check_evidence_path(n, nodes, limits, f"choose.{name}")
         out[name] = {"by": "evidence", "min": lo, "max": hi, "n": n}
     return out
 

@@ -607,6 +607,11 @@ class _PathProblem:
         return point, fac, _evidence(point, fac, norm, logdet)
 
 
+#: How closely the maximum of an evidence path is located, in ln(value): tight enough that data in other units
+#: choose the same lambda to 1e-6 (tests/test_units.py), which a coarser stop (1e-2 in ln lambda, 1 %) did not.
+REFINE_XATOL = 1e-8
+
+
 def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool = True, refine: bool = True,
                   logdet: str = "auto", max_drop: float | None = PATH_MAX_DROP) -> dict:
     """Laplace evidence along one hyperparameter (``"lambda"``, or the order coefficients ``"l0"`` (mass),
@@ -680,7 +685,7 @@ def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool =
             return -res["log_evidence"]
 
         opt = sopt.minimize_scalar(negative, bounds=(math.log(vals[kbest - 1]), math.log(vals[kbest + 1])),
-                                   method="bounded", options={"xatol": 1e-2, "maxiter": 25})
+                                   method="bounded", options={"xatol": REFINE_XATOL, "maxiter": 60})
         if -opt.fun >= best["log_evidence"]:
             best = {param: float(math.exp(opt.x)), "log_evidence": float(-opt.fun), "at_edge": False}
     return {param: vals.tolist(), "log_evidence": logev.tolist(),
