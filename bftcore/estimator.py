@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 
 import numpy as np
 import scipy.sparse
@@ -272,8 +273,18 @@ class BFTDensity:
     result document), ``lam_`` (the lambda used).
 
     ``lam="evidence"`` chooses lambda in ``fit`` by the maximum of the Laplace evidence (:mod:`bftcore.models.evidence`)
-    along ``lam_range`` = (min, max, n) log-spaced values (default (1e-3, 1e3, 30)), refined between grid values;
-    then ``log_evidence_`` and ``evidence_path_`` ({"lambda": [...], "log_evidence": [...]}) are set too.
+    along ``lam_range`` = (min, max, n) log-spaced values, refined between grid values; then ``log_evidence_``,
+    ``evidence_path_`` ({"lambda": [...], "log_evidence": [...], "edge": ...}) and ``evidence_edge_`` are set too.
+    Without ``lam_range`` (the default) the range follows the grid and the data (from a prior weaker than the data
+    on every mode to one stronger on every mode, :func:`bftcore.models.evidence.default_values`), so it is the same
+    range in any units, and it is extended past an end where the evidence is still rising; a maximum left at an end
+    sets ``evidence_edge_`` ("lower"/"upper") and warns.
+
+    Units: lambda has units (length^(2k-1) for a prior of order k on the data's y), so a lambda given by hand
+    means different things for data in metres and in millimetres; with ``lam="evidence"`` and the default grid the
+    fit is the same in any units (rescaled data give the rescaled density, ``tests/test_units.py``).  ``mass2`` and
+    ``init_mass2`` (None: the paper's 0.01 and 0.1 in the grid's internal coordinates, nodes spaced 1) follow
+    the grid the same way.
 
     One-dimensional densities p(y): ``fit(y)`` with a 1-D array of y values (or an (n, 1) array).  Without a
     ``grid`` the y axis is 200 Neumann nodes over the data's range padded by 10 % of it on each side (0.5 for
@@ -285,9 +296,9 @@ class BFTDensity:
 
     def __init__(self, grid: Grid | None = None, field: str = "L", lam: float = 1.0, lambda_x: float = 1.0,
                  lambda_y: float = 1.0, l0: float = 0.0, l2: float = 1.0, l4: float = 0.0, l6: float = 0.0,
-                 templates=None, weights=None, beta: float = 1.0, method: str = "newton", mass2: float = 0.01,
-                 init: str = "kernel", init_mass2: float = 0.1, min_iter: int = 4, max_iter: int = 50,
-                 tol: float = 1e-8, truth: str | None = None, warm_start: bool = False, lam_range=(1e-3, 1e3, 30)):
+                 templates=None, weights=None, beta: float = 1.0, method: str = "newton", mass2: float | None = None,
+                 init: str = "kernel", init_mass2: float | None = None, min_iter: int = 4, max_iter: int = 50,
+                 tol: float = 1e-8, truth: str | None = None, warm_start: bool = False, lam_range=None):
         self.grid, self.field, self.lam, self.lam_range = grid, field, lam, lam_range
         self.lambda_x, self.lambda_y, self.l0, self.l2, self.l4, self.l6 = lambda_x, lambda_y, l0, l2, l4, l6
         self.templates, self.weights, self.beta = templates, weights, beta
@@ -319,6 +330,8 @@ class BFTDensity:
 
     def _choose(self) -> dict:
         r = self.lam_range
+        if r is None:  # the evidence's own range, from the grid and the data, extended past an edge maximum
+            return {"lambda": "evidence"}
         if not (isinstance(r, (tuple, list)) and len(r) == 3):
             raise ConfigError(f"lam_range must be (min, max, n), got {str(r)[:60]!r}")
         return {"lambda": {"by": "evidence", "min": r[0], "max": r[1], "n": r[2]}}
@@ -335,9 +348,11 @@ class BFTDensity:
                           "lambda_y": self.lambda_y, "l0": self.l0, "l2": self.l2, "l4": self.l4, "l6": self.l6},
                 "templates": [] if self.templates is None else self.templates,
                 "weights": [] if self.weights is None else self.weights, "beta": self.beta,
-                "solver": {"method": self.method, "mass2": self.mass2, "init": self.init,
-                           "init_mass2": self.init_mass2, "min_iter": self.min_iter, "max_iter": self.max_iter,
-                           "tol": self.tol},
+                "solver": {"method": self.method, "init": self.init, "min_iter": self.min_iter,
+                           "max_iter": self.max_iter, "tol": self.tol,
+                           # None: the gate's default, the paper's masses in the grid's internal coordinates
+                           **{k: v for k, v in (("mass2", self.mass2), ("init_mass2", self.init_mass2))
+                              if v is not None}},
                 "truth": self.truth}
         if self._by_evidence():
             doc["choose"] = self._choose()
@@ -361,6 +376,15 @@ class BFTDensity:
         if chosen is not None:
             self.log_evidence_ = float(chosen["log_evidence"])
             self.evidence_path_ = chosen["paths"]["lambda"]
+            self.evidence_edge_ = chosen["paths"]["lambda"]["edge"]
+            if self.evidence_edge_ is not None:
+                where = ("Widen lam_range or leave it None (the range then follows the grid and the data)"
+                         if self.lam_range is not None else
+                         "The range reached the bound of this grid: a stiffer (or weaker) prior would be "
+                         "ill-conditioned. At the stiff end the fit is close to the prior's limit (for l6 alone, "
+                         "a Gaussian); a finer grid or a lower-order prior widens the range")
+                warnings.warn(f"BFTDensity: the evidence is largest at the {self.evidence_edge_} end of the lambda "
+                              f"range ({self.lam_:.3g}); it may rise beyond it. {where}", stacklevel=2)
         result = api.run(cfg, init=init)
         assert isinstance(result, DensityFit)
         self.config_ = cfg
@@ -402,9 +426,9 @@ class BFTDensity:
         cfg, _ = api.choose_hyperparameters(self.to_config(X))
         return api.bootstrap_document(cfg, resamples, level, seed, scheduler)
 
-    def _query(self, X, y=None, who: str = "BFTDensity.score_samples") -> tuple[np.ndarray, np.ndarray]:
-        """Node indices of query points, checked before anything is converted: fitted, the result within the
-        budget's output numbers, named columns read by name, as many features as fit saw."""
+    def _query(self, X, y=None, who: str = "BFTDensity.score_samples") -> np.ndarray:
+        """Query points as an ``(n, 2)`` array of (x, y), checked before anything is converted: fitted, the result
+        within the budget's output numbers, named columns read by name, as many features as fit saw."""
         _not_fitted(self)
         _count_queries(X, who)
         if y is not None:
@@ -423,23 +447,68 @@ class BFTDensity:
                                     if self.n_features_in_ == 1 else "(x, y) points)"))
             if features == 1:
                 pts = np.column_stack([np.full(len(pts), self.grid_.x.min), pts[:, 0]])
-        return self.grid_.snap(pts)
+        return pts
+
+    def _log_density_at(self, pts: np.ndarray) -> np.ndarray:
+        """ln p(y|x) at any points: linear between the nodes in y (and in x), ``-inf`` for y outside the grid's
+        support (p = 0 there, as scikit-learn's KernelDensity far from its data); x outside the grid, or a value
+        that is not finite, is an error (p(y|x) is not defined there)."""
+        g = self.grid_
+        g.x.snap(pts[:, 0])  # the off-grid rule of x, with its message
+        if not np.all(np.isfinite(pts[:, 1])):
+            raise ValueError(f"y values must be finite numbers, got {pts[~np.isfinite(pts[:, 1]), 1][:5].tolist()}")
+        out = np.full(len(pts), -np.inf)
+        inside = ~g.y.outside(pts[:, 1])
+        if not np.any(inside):
+            return out
+
+        def cells(axis, v):
+            f = np.clip((v - axis.min) / axis.h, 0.0, axis.n - 1.0) if axis.n > 1 else np.zeros_like(v)
+            k = np.minimum(np.floor(f).astype(int), max(axis.n - 2, 0))
+            return k, np.minimum(k + 1, axis.n - 1), f - k
+
+        i0, i1, fx = cells(g.x, pts[inside, 0])
+        j0, j1, fy = cells(g.y, pts[inside, 1])
+        L = self.log_density_
+        value = np.zeros(len(i0))
+        for ii, jj, w in ((i0, j0, (1 - fx) * (1 - fy)), (i1, j0, fx * (1 - fy)), (i0, j1, (1 - fx) * fy),
+                          (i1, j1, fx * fy)):
+            value = value + np.where(w > 0, w * L[ii, jj], 0.0)  # a zero weight keeps a -inf neighbour out
+        out[inside] = value
+        return out
 
     def predict_proba(self, X) -> np.ndarray:
-        """p(y|x) at the grid nodes nearest to the points X ((n, 2) array, or the y values of a one-dimensional
-        density); points off the grid are an error."""
-        nodes = self._query(X, who="BFTDensity.predict_proba")
-        return self.density_[nodes]
+        """p(y|x) at the points X ((n, 2) array, or the y values of a one-dimensional density), per unit of y:
+        ``exp`` of :meth:`score_samples`; 0 outside the grid's y range."""
+        return np.exp(self.score_samples(X))
 
     def score_samples(self, X) -> np.ndarray:
-        """ln p(y|x) at the nearest nodes."""
-        nodes = self._query(X)
-        return self.log_density_[nodes]
+        """ln p(y|x) at the points X, per unit of y: linear in ln p between the nodes, ``-inf`` for y outside the
+        grid's support (``(n, 2)`` points, or the y values of a one-dimensional density)."""
+        return self._log_density_at(self._query(X))
 
     def score(self, X, y=None) -> float:
-        """Mean log-likelihood of held-out points, i.e. minus the training-error formula (710) on X."""
-        nodes = self._query(X, y, "BFTDensity.score")
-        return float(np.mean(self.log_density_[nodes]))
+        """Mean log-likelihood of held-out points, i.e. minus the training-error formula (710) on X (at nodes;
+        between them ln p is interpolated, and a point outside the grid's y range makes it ``-inf``)."""
+        return float(np.mean(self._log_density_at(self._query(X, y, "BFTDensity.score"))))
+
+    def sample(self, n_samples: int = 1, random_state=None) -> np.ndarray:
+        """``n_samples`` y values drawn from a fitted one-dimensional density, as scikit-learn's
+        ``KernelDensity.sample``: a node by its probability ``P hy``, then uniformly within its cell (clipped to the
+        grid).  A conditional density p(y|x) has no p(x) to draw x from: it refuses."""
+        _not_fitted(self)
+        if self.n_features_in_ != 1:
+            raise ValueError("BFTDensity.sample draws from a one-dimensional density p(y); this estimator was fitted "
+                             "to (x, y) points, a conditional density p(y|x) with no p(x) to draw x from")
+        if isinstance(n_samples, bool) or not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
+            raise ValueError(f"BFTDensity.sample: n_samples must be a whole number >= 1, got {n_samples!r}")
+        n = int(n_samples)
+        check_output(n, "BFTDensity.sample: {} draws", "draw fewer at a time")
+        rng = np.random.default_rng(random_state)
+        y = self.grid_.y
+        p = np.maximum(self.density_[0], 0.0)
+        nodes = rng.choice(y.n, size=n, p=p / p.sum())
+        return np.clip(y.nodes[nodes] + (rng.random(n) - 0.5) * y.h, y.min, y.max)
 
     def regression(self) -> tuple[np.ndarray, np.ndarray]:
         """Regression function h(x) (709) and conditional standard deviation on the x nodes."""

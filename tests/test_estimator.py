@@ -167,10 +167,42 @@ def test_a_one_dimensional_density_is_queried_by_y_values_or_by_points_on_its_no
     by_values = est.score_samples(q)
     assert np.array_equal(by_values, est.score_samples(q[:, None]))
     assert np.array_equal(by_values, est.score_samples(np.column_stack([np.zeros(2), q])))   # x = 0, its node
-    iy = est.grid_.y.snap(q)
-    assert np.array_equal(by_values, est.log_density_[0, iy])
+    nodes = est.grid_.y.nodes
+    np.testing.assert_allclose(by_values, np.interp(q, nodes, est.log_density_[0]), rtol=0, atol=1e-12)
     with pytest.raises(ValueError, match="X has 3 features, but BFTDensity is expecting 1 features as input"):
         est.score_samples(np.zeros((2, 3)))
     two_d = BFTDensity(grid="paper", l2=0.025).fit([[3, 3], [7, 12]])
     with pytest.raises(ValueError, match="X has 1 features, but BFTDensity is expecting 2 features as input"):
         two_d.score_samples(np.array([[3.0], [4.0]]))
+
+
+def test_a_one_dimensional_density_answers_between_its_nodes_and_is_zero_outside_its_support():
+    """Issue 27: ln p per unit of y, linear between the nodes (exact at them), -inf outside the grid, as
+    scikit-learn's KernelDensity answers far from its data; the probabilities integrate to 1 and samples follow p."""
+    rng = np.random.default_rng(3)
+    y = rng.normal(5.0, 2.0, 400)
+    est = BFTDensity(l2=0.0, l6=1.0, lam="evidence").fit(y)
+    g = est.grid_.y
+    np.testing.assert_allclose(est.score_samples(g.nodes), est.log_density_[0], rtol=0, atol=1e-12)
+    mid = (g.nodes[:-1] + g.nodes[1:]) / 2
+    np.testing.assert_allclose(est.score_samples(mid), (est.log_density_[0, :-1] + est.log_density_[0, 1:]) / 2,
+                               rtol=0, atol=1e-12)
+    outside = est.score_samples([g.min - 1e-3 * g.h, g.max + 1.0, -1e6])
+    assert np.all(outside == -np.inf) and np.all(est.predict_proba([g.max + 1.0]) == 0.0)
+    assert est.score(np.append(y[:5], g.max + 1.0)) == -np.inf
+    fine = np.linspace(g.min, g.max, 20001)
+    assert np.trapezoid(est.predict_proba(fine), fine) == pytest.approx(1.0, abs=2e-3)
+    draws = est.sample(20000, random_state=0)
+    assert draws.shape == (20000,) and draws.min() >= g.min and draws.max() <= g.max
+    assert np.mean(draws) == pytest.approx(np.trapezoid(fine * est.predict_proba(fine), fine), abs=0.05)
+    assert np.array_equal(est.sample(5, random_state=1), est.sample(5, random_state=1))
+    with pytest.raises(ValueError, match="finite"):
+        est.score_samples([np.nan])
+    with pytest.raises(ValueError, match="n_samples"):
+        est.sample(0)
+    two_d = BFTDensity(grid="paper", l2=0.025).fit([[3, 3], [7, 12]])
+    with pytest.raises(ValueError, match="no p\\(x\\)"):
+        two_d.sample(3)
+    assert two_d.score_samples([[3.5, 3.0]])[0] == pytest.approx(
+        (two_d.log_density_[2, 2] + two_d.log_density_[3, 2]) / 2, abs=1e-12)   # between x nodes too
+
