@@ -282,7 +282,27 @@ def _document(args) -> Valid:
     doc = read_document(base) if base is not None else None
     if doc is not None and not isinstance(doc, dict):
         raise ConfigError(f"{base}: the configuration must be a JSON object")
-    return validate_config(data_document(read_table(path), doc))
+    doc = data_document(read_table(path), doc)
+    if args.command == "fit":
+        doc = _by_evidence(doc)
+    return validate_config(doc)
+
+
+def _by_evidence(doc: dict) -> dict:
+    """A table's ``fit`` chooses what its configuration leaves unset and what has units by the evidence, so a table
+    in any units fits as well as in the paper's: lambda (a density with field L and at most one template, or a
+    regression) and a regression's beta.  A configuration that sets them, or says what to choose, is kept."""
+    if "choose" in doc:
+        return doc
+    prior = doc.get("prior") or {}
+    regression = doc.get("model", "density") == "regression"
+    choose = {}
+    if "lambda" not in prior and (regression or (prior.get("field", "L") == "L"
+                                                 and len(doc.get("templates") or []) <= 1)):
+        choose["lambda"] = "evidence"
+    if regression and "beta" not in doc:
+        choose["beta"] = "evidence"
+    return {**doc, "choose": choose} if choose else doc
 
 
 TLS_OPTIONS = ("--tls-ca-file", "--tls-cert", "--tls-key")

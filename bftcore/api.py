@@ -178,7 +178,7 @@ def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
     chosen = {name: float(paths[name]["best"][name]) for name in choose}
     best = float(paths[next(iter(choose))]["best"]["log_evidence"])
     if len(choose) > 1:  # regression only (the gate): jointly, started from the paths' best points
-        bounds = {name: (spec["min"], spec["max"]) for name, spec in choose.items()}
+        bounds = {name: (float(np.min(paths[name][name])), float(np.max(paths[name][name]))) for name in choose}
         opt = regression.optimise_evidence(cfg, params=tuple(choose), start=chosen, bounds=bounds)
         chosen, best = {name: float(opt[name]) for name in choose}, float(opt["log_evidence"])
         for name, value in chosen.items():

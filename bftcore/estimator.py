@@ -554,7 +554,11 @@ class BFTRegressor:
     ``"evidence"``), ``l0`` (number >= 0 or ``"evidence"``; 0 is the improper prior flat on the constants, whose
     evidence is the restricted one), ``l2`` (1), ``l4``, ``l6``, ``templates``, ``weights``.  ``"evidence"``
     chooses the value by maximising the exact log evidence (:func:`bftcore.models.regression.optimise_evidence`, type-II
-    maximum likelihood) in ``fit``.
+    maximum likelihood) in ``fit``, over ranges from the grid and the data (lambda over
+    :func:`bftcore.foundations.config.lambda_reference_range`, beta over 1e-3 to 1e8 divided by the variance of y),
+    so that data in other units give the same fit in those units (``tests/test_units.py``); a maximum on the edge of
+    a range warns.  Units: lambda has the units of x^(2k-1) for a prior of order k (the data term and the prior
+    are both in units of y^2), beta those of 1/y^2.
 
     Fitted attributes: ``lam_``, ``beta_``, ``l0_`` (the values used), ``x_`` (the nodes), ``h_`` (the exact
     posterior mean sum_j b_j t̄_j of (27) on the nodes; for one template the MAP), ``std_`` (posterior standard
@@ -639,6 +643,15 @@ class BFTRegressor:
                 "templates": [{"kind": "constant", "value": 0.0}] if self.templates is None else self.templates,
                 "weights": [] if self.weights is None else self.weights, "beta": beta}
 
+    def _evidence_ranges(self, x, y, given: dict) -> dict:
+        """Where the evidence looks for each hyperparameter: :func:`bftcore.models.regression.default_range`, from
+        the grid and the data (the same search in any units)."""
+        placeholder = {k: (1.0 if v is None else v) for k, v in given.items()}
+        doc = self.to_config(x, y, placeholder["lam"], placeholder["beta"], placeholder["l0"])
+        doc["choose"] = {"lambda": "evidence"}  # the gate checks what holds for every lambda
+        cfg = self._validate(doc)
+        return {name: regression.default_range(cfg, name) for name in ("lambda", "beta", "l0")}
+
     def _validate(self, doc: dict) -> dict:
         try:
             return api.validate_config(doc)
@@ -654,13 +667,19 @@ class BFTRegressor:
         ``"evidence"`` are chosen first by maximising the exact log evidence."""
         x, yv = _regression_xy(X, y)
         given = {name: self._hyper(name, allow_zero=name == "l0") for name in _EVIDENCE_NAMES}
-        start = {k: (1.0 if v is None else v) for k, v in given.items()}
-        cfg = self._validate(self.to_config(x, yv, start["lam"], start["beta"], start["l0"]))
         chosen = [_EVIDENCE_NAMES[k] for k, v in given.items() if v is None]
+        bounds = self._evidence_ranges(x, yv, given) if chosen else {}
+        start = {k: (float(np.sqrt(np.prod(bounds[_EVIDENCE_NAMES[k]]))) if v is None else v)
+                 for k, v in given.items()}
+        cfg = self._validate(self.to_config(x, yv, start["lam"], start["beta"], start["l0"]))
         self.evidence_result_ = None
         if chosen:
-            res = regression.optimise_evidence(cfg, params=chosen)
+            res = regression.optimise_evidence(cfg, params=chosen, bounds={q: bounds[q] for q in chosen})
             self.evidence_result_ = res
+            if res.get("at_bound"):
+                warnings.warn(f"BFTRegressor: the evidence is largest on the edge of the range of "
+                              f"{', '.join(res['at_bound'])} (from the grid and the data); it may rise beyond it",
+                              stacklevel=2)
             cfg = self._validate(self.to_config(x, yv, res["lambda"], res["beta"], res["l0"]))
         model = regression.RegressionModel.from_config(cfg)
         beta = float(cfg["beta"])

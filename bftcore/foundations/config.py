@@ -31,7 +31,16 @@ from typing import Protocol
 import numpy as np
 
 from .grid import Axis, Grid
-from .limits import MAX_CONDITION, MAX_COORDINATE, MAX_MAGNITUDE, MAX_TEMPLATE_VALUE, MIN_BETA, Limits, active
+from .limits import (
+    MAX_CONDITION,
+    MAX_COORDINATE,
+    MAX_MAGNITUDE,
+    MAX_SCALED_MAGNITUDE,
+    MAX_TEMPLATE_VALUE,
+    MIN_BETA,
+    Limits,
+    active,
+)
 from .operators import FREE_AXIS_MAX_NODES, axis_symbol
 from .records import FitResult, Record
 from .solvers import METHODS
@@ -52,7 +61,7 @@ ONE_D_X = {"min": 0.0, "max": 0.0, "n": 1, "boundary": "neumann"}
 CHOOSABLE = {"density": ("lambda",), "regression": ("lambda", "l0", "beta")}
 #: Largest magnitude of lambda: a guard of the floating-point range only (lambda * K must stay far from overflow);
 #: whether a lambda is too stiff or too weak is judged against the grid and the data (:func:`_check_conditioning`).
-LAMBDA_MAGNITUDE = 1e150
+LAMBDA_MAGNITUDE = MAX_SCALED_MAGNITUDE
 CHOOSE_DEFAULT_RANGE = {"lambda": (1e-3, 1e3, 30), "l0": (1e-4, 1e2, 30), "beta": (1e-3, 1e3, 30)}
 PRIOR_KEYS = ("field", "lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6")
 SOLVER_KEYS = ("method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol")
@@ -472,6 +481,25 @@ def lambda_bounds(cfg: dict) -> tuple[float, float]:
     return data / MAX_CONDITION / smax * (1 + 1e-9), MAX_CONDITION * data / smax * (1 - 1e-9)
 
 
+def lambda_reference_range(cfg: dict) -> tuple[float, float]:
+    """Where the evidence looks for lambda of a validated document, from its grid and data: from a prior weaker
+    than the data on every mode (``0.1 c / s_max``) to one stronger than the data on every mode it penalises
+    (``10 c / s_min``, s the eigenvalues of lambda's operator ``cell K`` or ``hx K``, s_min the smallest above 0, c
+    the data's curvature per node), within :func:`lambda_bounds`.  The same range in any units."""
+    grid = grid_from_config(cfg)
+    pr = cfg["prior"]
+    coeffs = {k: pr[k] for k in ("l0", "l2", "l4", "l6")}
+    regression = cfg["model"] == "regression"
+    axes = [(grid.x, 1.0)] if regression else [(grid.x, pr["lambda_x"]), (grid.y, pr["lambda_y"])]
+    cell = grid.x.h if regression else grid.cell
+    s = np.concatenate([cell * w * axis_symbol(axis, **coeffs) for axis, w in axes if w > 0])
+    smax = float(np.max(s))
+    positive = s[s > 1e-12 * smax]
+    data = max(len(cfg["data"]), 1) / (grid.x.n if regression else grid.size)
+    lo, hi = lambda_bounds(cfg)
+    return max(0.1 * data / smax, lo), min(10.0 * data / float(np.min(positive)), hi)
+
+
 def _check_conditioning(cfg: dict, grid: Grid, lam_chosen: bool = False) -> None:
     """Refuse priors whose operators the solver cannot invert in floating point, judged in units-free form: every
     check compares the prior's operator as the energy has it (``lambda cell K`` for a density, ``lambda hx K`` for
@@ -821,7 +849,10 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
         weights = [_num(v, f"weights[{i}]", 0) for i, v in enumerate(w)]
         if templates and sum(weights) <= 0:
             raise ConfigError("weights are all 0; give at least one template a positive weight p_j")
-    beta = _num(doc.get("beta", 1.0), "beta", MIN_BETA)
+    if model == "regression":  # 1 / the noise variance: units of 1/y^2, so no absolute bound but the float range's
+        beta = _num(doc.get("beta", 1.0), "beta", 0, lo_open=True, mag=LAMBDA_MAGNITUDE)
+    else:  # the mixture's inverse temperature, a pure number
+        beta = _num(doc.get("beta", 1.0), "beta", MIN_BETA)
 
     so = doc.get("solver", {})
     if so is None:
@@ -888,8 +919,9 @@ def _choose(c, model: str, field: str, n_templates: int, nodes: int, limits: Lim
     """The ``choose`` key: hyperparameters that ``fit`` sets by maximising the evidence before it fits.
 
     ``{"lambda": "evidence"}`` or ``{"lambda": {"by": "evidence", "min": 0.01, "max": 100, "n": 30}}``; returned
-    in the second form, with the defaults of :data:`CHOOSE_DEFAULT_RANGE`, except a density's lambda given without
-    ``min`` and ``max``: its range comes from the grid and the data (``"min": null, "max": null``).  Density:
+    in the second form, with the defaults of :data:`CHOOSE_DEFAULT_RANGE` for what is missing, except where both
+    ``min`` and ``max`` are missing for lambda or for a regression's hyperparameter: their range comes from the grid
+    and the data (``"min": null, "max": null``).  Density:
     lambda, field L, at most one template (the Laplace evidence, :mod:`bftcore.models.evidence`); regression:
     lambda, l0, beta (exact)."""
     if c is None or c == {}:
@@ -916,9 +948,9 @@ def _choose(c, model: str, field: str, n_templates: int, nodes: int, limits: Lim
         _str(spec.get("by", "evidence"), f"choose.{name}.by", ("evidence",))
         n = _num(spec.get("n", n), f"choose.{name}.n", 2, integer=True)
         check_evidence_path(n, nodes, limits, f"choose.{name}")
-        if model == "density" and name == "lambda" and "min" not in spec and "max" not in spec:
-            # from the grid and the data (bftcore.models.evidence.default_values), extended past an edge maximum:
-            # a density's lambda has units, so no fixed pair of numbers fits every data set
+        if "min" not in spec and "max" not in spec and (model == "regression" or name == "lambda"):
+            # from the grid and the data (the evidence's own range), extended past an edge maximum: lambda, and
+            # regression's beta and l0, have units, so no fixed pair of numbers fits every data set
             out[name] = {"by": "evidence", "min": None, "max": None, "n": n}
             continue
         lo = _num(spec.get("min", lo), f"choose.{name}.min", 0, lo_open=True, mag=LAMBDA_MAGNITUDE)

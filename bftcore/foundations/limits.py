@@ -91,6 +91,9 @@ UNLIMITED = Limits(**{k: None for k in Limits.__dataclass_fields__})
 MAX_COORDINATE = 1e9
 #: Largest magnitude of any other number of a document (strengths, weights, masses, template values).
 MAX_MAGNITUDE = 1e12
+#: Largest magnitude of a number that has units in which it may be anything (lambda, regression's beta, the
+#: masses): a guard of the floating-point range only; whether it is too large is judged against the grid and the data.
+MAX_SCALED_MAGNITUDE = 1e150
 #: Largest condition number accepted for the operators the solver inverts: lambda K against the data term,
 #: and scale K + m^2 I of massive relaxation and of the kernel start.
 MAX_CONDITION = 1e12

@@ -11,14 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from .limits import MAX_MAGNITUDE, MIN_BETA
+from .limits import MAX_MAGNITUDE, MAX_SCALED_MAGNITUDE, MIN_BETA
 
 
-def check_beta(beta) -> float:
+def check_beta(beta, units: bool = False) -> float:
     """The one rule for the mixture inverse temperature: a finite number in ``[MIN_BETA, MAX_MAGNITUDE]``
     (1e-12 to 1e12; its inverse scales the mixture energy).  The gate applies the same range to a document's
-    ``beta`` (naming the key); the formulas and models call this for direct use."""
+    ``beta`` (naming the key); the formulas and models call this for direct use.  ``units``: a beta with units
+    (regression's, 1 / the noise variance, in units of 1/y^2), any positive number in the floating-point range
+    (``MAX_SCALED_MAGNITUDE``), as the gate has it for a regression document."""
     b = float(beta)
+    if units:
+        if not (np.isfinite(b) and 0 < b <= MAX_SCALED_MAGNITUDE):
+            raise ValueError(f"beta (1 / the noise variance) must be a finite number > 0, got {beta!r}")
+        return b
     if not (np.isfinite(b) and MIN_BETA <= b <= MAX_MAGNITUDE):
         raise ValueError(f"the mixture inverse temperature beta must be a finite number in "
                          f"[{MIN_BETA:g}, {MAX_MAGNITUDE:g}], got {beta!r}")
@@ -88,7 +94,7 @@ def mixing_coefficients(prior_energies, weights, beta: float) -> np.ndarray:
     of a component with p_j > 0, so nothing overflows for beta in [1e-6, 1e6] and beyond; components with
     p_j = 0 get a_j = 0.
     """
-    b = check_beta(beta)
+    b = check_beta(beta, units=True)
     E, p = _check_weights(prior_energies, weights)
     live = p > 0
     with np.errstate(under="ignore"):
@@ -101,7 +107,7 @@ def mixture_energy(prior_energies, weights, beta: float) -> float:
     Written as ``E_min - (1/beta) log1p(sum_j p_j expm1(-beta (E_j - E_min)))`` so that it stays accurate both for
     beta -> 0 (where it tends to sum_j p_j E_j) and for beta -> infinity (where it tends to min_j E_j).
     """
-    b = check_beta(beta)
+    b = check_beta(beta, units=True)
     E, p = _check_weights(prior_energies, weights)
     live = p > 0
     with np.errstate(under="ignore"):
@@ -211,7 +217,7 @@ class ReducedMixture:
         backtracking line search on the energy: a descent method, so a warm start slides into the minimum of its
         own basin and never onto a saddle (what a continuation in beta needs).
         """
-        beta = check_beta(beta)
+        beta = check_beta(beta, units=True)
         y = self.point(self.weights) if y0 is None else np.array(y0, dtype=float)
         if self.dim == 0:
             return {**self.solution(np.zeros(0), beta), "iterations": 0, "converged": True}
@@ -272,7 +278,7 @@ class ReducedMixture:
         combinations, plus descent from the same starts; distinct roots are kept (complete in practice, not
         guaranteed).
         """
-        beta = check_beta(beta)
+        beta = check_beta(beta, units=True)
         if self.dim == 0:
             return [self.solution(np.zeros(0), beta)]
         if self.m == 2 and self.dim == 1:

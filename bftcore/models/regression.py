@@ -28,7 +28,15 @@ import scipy.sparse.linalg as spla
 from scipy.linalg.lapack import dtbtrs
 from scipy.optimize import minimize
 
-from ..foundations.config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, checked, grid_from_config
+from ..foundations.config import (
+    CHOOSE_DEFAULT_RANGE,
+    check_evidence_path,
+    check_samples,
+    checked,
+    grid_from_config,
+    internal_scale,
+    lambda_reference_range,
+)
 from ..foundations.grid import Axis
 from ..foundations.limits import blas_threads
 from ..foundations.mixing import (
@@ -259,19 +267,19 @@ class RegressionModel:
         ``-beta Ẽ_0j + 1/2 ln det(beta K̃ / 2 pi)`` with ``K̃ = (K_T^{-1} + K_0,TT^{-1})^{-1}`` (32) (the sign of the
         text after (486) is wrong, see notes/lemm-ch4-7-algorithms.md and
         notes/seeds-002-004 §4.2).  exp of it normalised with p_j is :meth:`exact_weights`."""
-        beta = check_beta(beta)
+        beta = check_beta(beta, units=True)
         return self.evidence.log_evidences(beta)
 
     def log_evidence(self, beta: float) -> float:
         """ln p(y_D | x_D, lambda, l0, beta) = ln sum_j p_j p(y_D | j) of the mixture (log-sum-exp)."""
-        return self.evidence.log_evidence(check_beta(beta))
+        return self.evidence.log_evidence(check_beta(beta, units=True))
 
     def posterior_samples(self, beta: float, n: int, rng=None) -> np.ndarray:
         """n exact draws of h from the posterior mixture, shape (n, nodes): component j ~ b_j (28) [001], then
         h ~ N(t̄_j, (beta A)^{-1}) (29), as h = t̄_j + U^{-1} z / sqrt(beta) with A = U^T U (Cholesky; banded
         when A is, e.g. Neumann, dense otherwise, e.g. periodic wrap-around) and z standard normal.  ``rng``: a
         numpy Generator or a seed."""
-        beta = check_beta(beta)
+        beta = check_beta(beta, units=True)
         n = check_samples(n, self.n)
         rng = np.random.default_rng(rng)
         b = self.exact_weights(beta)
@@ -303,7 +311,7 @@ class RegressionModel:
     def exact(self, beta: float) -> dict:
         """Exact posterior summaries ([001] Sect. 4.3): weights b_j (28), predictive mean sum_j b_j t̄_j (27),
         and the posterior variance of h(x) = diag((beta A)^{-1}) + sum_j b_j (t̄_j - mean)^2 (noise excluded)."""
-        beta = check_beta(beta)
+        beta = check_beta(beta, units=True)
         b = self.exact_weights(beta)
         tb = self.component_solutions
         mean = b @ tb
@@ -394,7 +402,7 @@ class RegressionMixtureEnergy:
 
     def __init__(self, model: RegressionModel, beta: float):
         self.model = model
-        self.beta = check_beta(beta)
+        self.beta = check_beta(beta, units=True)
         self._lu: dict[float, spla.SuperLU] = {}
 
     def at(self, h) -> "RegressionPoint":
@@ -773,7 +781,7 @@ class RegressionEvidence:
         if not (np.isfinite(l0) and l0 >= 0):
             raise ValueError(f"the evidence needs l0 >= 0 (a finite number), got {l0!r}")
         p = self.weights if weights is None else check_weights(weights, self.m)
-        return lam, l0, (None if beta is None else check_beta(beta)), p
+        return lam, l0, (None if beta is None else check_beta(beta, units=True)), p
 
     def terms(self, lam=None, l0=None) -> EvidenceTerms:
         """The factorised pieces at (lambda, l0) (None: the model's), the last few kept."""
@@ -833,14 +841,21 @@ class RegressionEvidence:
         lam, l0, beta, p = self._values(lam, l0, beta, weights)
         if name == "beta":
             for v in vals:
-                check_beta(v)
+                check_beta(v, units=True)
             comps = np.atleast_2d(self.terms(lam, l0).log_evidences(vals))
         else:
-            comps = np.array([self.terms(**{"lam": lam, "l0": l0, _KW[name]: v}).log_evidences(beta)
-                              for v in vals]).reshape(vals.size, self.m)
+            rows = []
+            for v in vals:
+                try:
+                    rows.append(self.terms(**{"lam": lam, "l0": l0, _KW[name]: v}).log_evidences(beta))
+                except ValueError:  # A singular to working precision at this value: a gap in the path
+                    rows.append(np.full(self.m, np.nan))
+            comps = np.array(rows).reshape(vals.size, self.m)
+            if not np.any(np.isfinite(comps)):
+                self.terms(**{"lam": lam, "l0": l0, _KW[name]: float(vals[0])})  # raises the reason
         w = _log(p) + comps
         L = _logsumexp(w, axis=1)
-        k = int(np.argmax(L))
+        k = int(np.nanargmax(L))
         return {name: vals, "log_evidence": L, "components": comps, "b": _softmax(w, axis=1),
                 "best": {name: float(vals[k]), "log_evidence": float(L[k])}}
 
@@ -930,11 +945,14 @@ class RegressionEvidence:
         for q in ("lambda", "l0"):
             if q in scalars:
                 lo, hi, _ = CHOOSE_DEFAULT_RANGE[q]
+                if bounds and q in bounds:  # a range of the caller's (from the data, in any units): all of it
+                    lo, hi = box[q]
                 lo, hi = max(lo, box[q][0]), min(hi, box[q][1])
                 axes[q] = np.geomspace(lo, hi, grid_points) if lo < hi else np.array([box[q][0]])
             else:
                 axes[q] = np.array([values[q]])
-        blo, bhi = _clip_range(CHOOSE_DEFAULT_RANGE["beta"][:2], box["beta"])
+        blo, bhi = box["beta"] if bounds and "beta" in bounds else _clip_range(CHOOSE_DEFAULT_RANGE["beta"][:2],
+                                                                                box["beta"])
         betas = np.geomspace(blo, bhi, 25) if "beta" in scalars else np.array([beta])
         candidates = []
         for a in axes["lambda"]:
@@ -1092,18 +1110,39 @@ def evidence(config: dict) -> dict:
             "b": ev.posterior_weights(beta), "gradient": ev.gradient(beta)}
 
 
+def default_range(config: dict, name: str) -> tuple[float, float]:
+    """Where the evidence looks for ``name`` of a validated regression document, from its grid and data, so that the
+    search is the same in any units: lambda (units of x^(2k-1): the data term and the prior are both in units of
+    y^2) over :func:`bftcore.foundations.config.lambda_reference_range`; beta (1 / the noise variance, units of
+    1/y^2) from 1e-3 to 1e8 over the variance of the data's y; l0 (units of K) over the gate's default range in the
+    grid's internal coordinates (nodes spaced 1)."""
+    cfg = checked(config)
+    if name == "lambda":
+        return lambda_reference_range(cfg)
+    if name == "beta":
+        y = np.asarray([p[1] for p in cfg["data"]], dtype=float)
+        var = (float(np.var(y)) or float(np.mean(np.square(y))) or 1.0) if y.size else 1.0
+        return 1e-3 / var, 1e8 / var
+    lo, hi, _ = CHOOSE_DEFAULT_RANGE[name]
+    rho = internal_scale(cfg, grid_from_config(cfg))
+    return lo * rho, hi * rho
+
+
 def evidence_path(config: dict, name: str, values=None) -> dict:
-    """ln p(y_D | ...) along ``name`` (``"lambda"``, ``"l0"`` or ``"beta"``) over ``values`` (None: the
-    log-spaced default range of :data:`bftcore.foundations.config.CHOOSE_DEFAULT_RANGE`), the other hyperparameters as
-    in the document; :meth:`RegressionEvidence.path` (keys ``name``, ``log_evidence``, ``components``, ``b``, ``best``;
-    arrays).  The path is checked against the evidence budget of the gate."""
+    """ln p(y_D | ...) along ``name`` (``"lambda"``, ``"l0"`` or ``"beta"``) over ``values`` (None: 30 log-spaced
+    values over :func:`default_range`, from the grid and the data), the other hyperparameters as in the document;
+    :meth:`RegressionEvidence.path` (keys ``name``, ``log_evidence``, ``components``, ``b``, ``best``; arrays).  The
+    path is checked against the evidence budget of the gate."""
     cfg, ev = _evidence_setup(config)
     _check_scalar_name(name)
     if values is None:
-        values = np.geomspace(*CHOOSE_DEFAULT_RANGE[name])
+        values = np.geomspace(*default_range(cfg, name), CHOOSE_DEFAULT_RANGE[name][2])
     vals = np.asarray(values, dtype=float).ravel()
     check_evidence_path(int(vals.size), ev.n, where=f"the evidence path over {name}")
-    return ev.path(name, vals, beta=cfg["beta"])
+    beta = cfg["beta"]
+    if name != "beta" and "beta" in (cfg.get("choose") or {}):  # beta is still to be chosen: the document's value
+        beta = float(np.sqrt(np.prod(default_range(cfg, "beta"))))  # is a placeholder; the middle of its range
+    return ev.path(name, vals, beta=beta)
 
 
 def evidence_surface(config: dict, first: tuple, second: tuple) -> dict:
@@ -1190,6 +1229,10 @@ class RegressionKind:
         if opt["log_evidence"] >= doc["best"]["log_evidence"]:
             doc["best"] = {param: float(opt[param]), "log_evidence": float(opt["log_evidence"])}
         doc["method"] = "exact"
+        for key in ("log_evidence", "components", "b"):  # a gap (A singular at that value) is null in JSON
+            doc[key] = np.where(np.isfinite(doc[key]), doc[key], np.nan).astype(object)
+            doc[key][~np.isfinite(doc[key].astype(float))] = None
+            doc[key] = doc[key].tolist()
         return doc
 
     def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:

@@ -422,7 +422,9 @@ def replica_curve(cfg: dict, mode: str, sizes: list[int], lam: float) -> dict | 
     if model.m > 1 or len(model.nodes) > replica.DENSE_PRECISION_MAX_SITES:
         return None
     beta = float(cfg["beta"])
-    try:  # an improper prior (l0 = 0: flat on the constants) has no covariance, and the theory needs one
+    if cfg["prior"]["l0"] == 0:  # an improper prior (K_X annihilates the constants) has no covariance, and the
+        return None              # theory needs one (a Cholesky factor could exist by rounding alone)
+    try:
         chol = np.linalg.cholesky(beta * model.K0.toarray())
     except np.linalg.LinAlgError:
         return None
