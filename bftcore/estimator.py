@@ -286,6 +286,10 @@ class BFTDensity:
     ``init_mass2`` (None: the paper's 0.01 and 0.1 in the grid's internal coordinates, nodes spaced 1) follow
     the grid the same way.
 
+    Without a ``grid``, (x, y) data get a grid fitted to their ranges (each axis padded by 10 % of its range on both
+    sides, 30 x 40 Neumann nodes: the gate's ``"grid": {"fit": true}``), in the data's own units; ``grid="paper"``
+    is the paper's mesh (x = 1..10, y = 1..15, periodic in y).
+
     One-dimensional densities p(y): ``fit(y)`` with a 1-D array of y values (or an (n, 1) array).  Without a
     ``grid`` the y axis is 200 Neumann nodes over the data's range padded by 10 % of it on each side (0.5 for
     a single value); a ``grid`` for 1-D data is a JSON grid object with only ``"y"``, or a Grid with one x node.
@@ -341,7 +345,12 @@ class BFTDensity:
         one-dimensional density (a 1-D array)."""
         values, one_d = _density_data(X, None, "BFTDensity")
         pts = _points_1d(values) if one_d else values
-        grid = _grid_1d(self.grid, pts[:, 1]) if one_d else _grid_doc(self.grid)
+        if one_d:
+            grid = _grid_1d(self.grid, pts[:, 1])
+        elif self.grid is None:  # fitted to the data's ranges by the gate (30 x 40 Neumann nodes, padded 10 %)
+            grid, pts = {"fit": True}, np.asarray(pts, dtype=float).tolist()
+        else:
+            grid = _grid_doc(self.grid)
         doc = {"model": "density", "grid": grid, "data": pts,
                "prior": {"field": self.field, "lambda": 1.0 if self._by_evidence() else self.lam,
                          "lambda_x": self.lambda_x,

@@ -82,9 +82,26 @@ def test_bad_hyperparameters_raise_a_config_error_naming_the_parameter(params, n
 
 def test_bad_data_raise_a_config_error():
     from bftcore.foundations.config import ConfigError
-    for X in ([[1, 2, 3]], "abc", [[np.nan, 3]], [[30, 3]]):
+    for X in ([[1, 2, 3]], "abc", [[np.nan, 3]]):
         with pytest.raises(ConfigError):
             BFTDensity().fit(X)
+    with pytest.raises(ConfigError, match="outside"):  # off a grid that is given
+        BFTDensity(grid="paper").fit([[30, 3]])
+
+
+def test_two_dimensional_data_without_a_grid_get_one_fitted_to_them_in_their_own_units():
+    """Issue 27: no grid given, the axes span the data (padded 10 %), so data in any units are taken; the paper's
+    mesh is grid="paper"."""
+    rng = np.random.default_rng(4)
+    X = np.column_stack([rng.uniform(0.0, 0.01, 80), rng.normal(3e4, 5e3, 80)])   # metres and dollars
+    est = BFTDensity(lam="evidence").fit(X)
+    g = est.grid_
+    assert (g.x.n, g.y.n) == (30, 40)
+    span = np.ptp(X, axis=0)
+    assert g.x.min == pytest.approx(X[:, 0].min() - 0.1 * span[0]) and g.y.max == pytest.approx(
+        X[:, 1].max() + 0.1 * span[1])
+    assert np.all(np.isfinite(est.score_samples(X)))
+    assert BFTDensity(grid="paper").fit([[3, 3]]).grid_.shape == (10, 15)
 
 
 # ------------------------------------------------------------------------------------------------ the doors (issue 25)

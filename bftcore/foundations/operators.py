@@ -320,7 +320,7 @@ class PriorOperator:
     def solve(self, rhs: np.ndarray, scale: float = 1.0, mass2: float = 0.0) -> np.ndarray:
         """Exact ``(scale*K + mass2*I)^{-1} rhs`` by FFT/DCT; the massive-relaxation learning matrix, eq. (632)."""
         sym = scale * self.symbol + mass2
-        tiny = 1e-12 * max(1.0, float(np.max(np.abs(sym))))
+        tiny = 1e-12 * float(np.max(np.abs(sym)))  # relative, as the gate's check: the same in any units
         if np.min(sym) <= tiny:
             raise SingularOperatorError(
                 f"scale*K + m^2 I is singular (smallest eigenvalue {np.min(sym):.3g}): K has a zero mode "
@@ -334,7 +334,7 @@ class PriorOperator:
         the normalisation of a density removes them.  The prior ``exp(-(lambda/2)(phi, K phi))`` with the grid's
         inner product has ``scale = lambda * cell``."""
         sym = scale * self.symbol
-        tiny = 1e-12 * max(1.0, float(np.max(np.abs(sym))))
+        tiny = 1e-12 * float(np.max(np.abs(sym)))  # relative, as the gate's check: the same in any units
         with np.errstate(divide="ignore"):
             root = np.where(sym > tiny, 1.0 / np.sqrt(np.maximum(sym, tiny)), 0.0)
         z = rng.standard_normal((int(size),) + self.grid.shape)
