@@ -280,11 +280,19 @@ class BFTDensity:
     range in any units, and it is extended past an end where the evidence is still rising; a maximum left at an end
     sets ``evidence_edge_`` ("lower"/"upper") and warns.
 
+    Length scale (one-dimensional densities, a prior of one order k: l0 = 0 and one of l2, l4, l6 > 0):
+    ``length_scale`` sets lambda by DEFT's convention (suftware's ``ell``, with its ``alpha`` = k): DEFT's posterior
+    is ``exp(-(N/G) S)``, ``S = 1/2 e^-t phi^T Delta phi + ...`` on G cells of spacing h, with ``ell = h (e^-t
+    N)^(1/(2 alpha))``, and ``phi = -ln p``; matched term by term with ``(lambda/2) (L, K L) hy``, ``K = l_k
+    (-Delta)^k / h^(2k)``, that is ``lambda = ell^(2k) / (l_k * L)``, ``L = n h`` the box of the n nodes.  After
+    every fit ``length_scale_`` is that ell of the lambda used (None for other priors).  scikit-learn's RBF
+    ``length_scale`` has no exact counterpart: a lattice prior of one order is not a squared-exponential kernel.
+
     Units: lambda has units (length^(2k-1) for a prior of order k on the data's y), so a lambda given by hand
-    means different things for data in metres and in millimetres; with ``lam="evidence"`` and the default grid the
-    fit is the same in any units (rescaled data give the rescaled density, ``tests/test_units.py``).  ``mass2`` and
-    ``init_mass2`` (None: the paper's 0.01 and 0.1 in the grid's internal coordinates, nodes spaced 1) follow
-    the grid the same way.
+    means different things for data in metres and in millimetres; a length_scale is in the data's units.  With
+    ``lam="evidence"`` (or a length_scale) and the default grid the fit is the same in any units (rescaled data
+    give the rescaled density, ``tests/test_units.py``).  ``mass2`` and ``init_mass2`` (None: the paper's 0.01 and
+    0.1 in the grid's internal coordinates, nodes spaced 1) follow the grid the same way.
 
     Without a ``grid``, (x, y) data get a grid fitted to their ranges (each axis padded by 10 % of its range on both
     sides, 30 x 40 Neumann nodes: the gate's ``"grid": {"fit": true}``), in the data's own units; ``grid="paper"``
@@ -302,8 +310,10 @@ class BFTDensity:
                  lambda_y: float = 1.0, l0: float = 0.0, l2: float = 1.0, l4: float = 0.0, l6: float = 0.0,
                  templates=None, weights=None, beta: float = 1.0, method: str = "newton", mass2: float | None = None,
                  init: str = "kernel", init_mass2: float | None = None, min_iter: int = 4, max_iter: int = 50,
-                 tol: float = 1e-8, truth: str | None = None, warm_start: bool = False, lam_range=None):
+                 tol: float = 1e-8, truth: str | None = None, warm_start: bool = False, lam_range=None,
+                 length_scale: float | None = None):
         self.grid, self.field, self.lam, self.lam_range = grid, field, lam, lam_range
+        self.length_scale = length_scale
         self.lambda_x, self.lambda_y, self.l0, self.l2, self.l4, self.l6 = lambda_x, lambda_y, l0, l2, l4, l6
         self.templates, self.weights, self.beta = templates, weights, beta
         self.method, self.mass2, self.init, self.init_mass2 = method, mass2, init, init_mass2
@@ -311,7 +321,7 @@ class BFTDensity:
 
     _PARAMS = ("grid", "field", "lam", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6", "templates", "weights",
                "beta", "method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol", "truth", "warm_start",
-               "lam_range")
+               "lam_range", "length_scale")
 
     def get_params(self, deep: bool = True) -> dict:
         return {k: getattr(self, k) for k in self._PARAMS}
@@ -331,6 +341,32 @@ class BFTDensity:
 
     def _by_evidence(self) -> bool:
         return isinstance(self.lam, str) and self.lam == "evidence"
+
+    def _order(self) -> tuple[int, float]:
+        """The one order k and its coefficient l_k of a prior that has a length scale, or a ConfigError."""
+        orders = [(k, float(c)) for k, c in ((1, self.l2), (2, self.l4), (3, self.l6)) if c]
+        if len(orders) != 1 or self.l0:
+            raise ConfigError("BFTDensity parameter 'length_scale': a length scale belongs to a prior of one order "
+                              f"(one of l2, l4, l6 > 0, l0 = 0), got l0={self.l0}, l2={self.l2}, l4={self.l4}, "
+                              f"l6={self.l6}; set the others to 0, or give lam instead")
+        return orders[0]
+
+    @staticmethod
+    def _box(grid: dict) -> float:
+        y = grid["y"]
+        return (float(y["max"]) - float(y["min"])) * int(y["n"]) / max(int(y["n"]) - 1, 1)
+
+    def _lambda_of(self, grid: dict):
+        """lambda of a one-dimensional density from ``length_scale`` (else ``lam`` as given): DEFT's convention,
+        ``lambda = length_scale^(2k) / (l_k * L)`` with ``L = n h`` the box of the n nodes (see the class text)."""
+        if self.length_scale is None:
+            return self.lam
+        ell = float(self.length_scale)
+        if not (np.isfinite(ell) and ell > 0):
+            raise ConfigError(f"BFTDensity parameter 'length_scale' must be a finite number > 0 in the units of y, "
+                              f"got {self.length_scale!r}")
+        k, coef = self._order()
+        return ell ** (2 * k) / (coef * self._box(grid))
 
     def _choose(self) -> dict:
         r = self.lam_range
@@ -352,7 +388,8 @@ class BFTDensity:
         else:
             grid = _grid_doc(self.grid)
         doc = {"model": "density", "grid": grid, "data": pts,
-               "prior": {"field": self.field, "lambda": 1.0 if self._by_evidence() else self.lam,
+               "prior": {"field": self.field,
+                         "lambda": 1.0 if self._by_evidence() else self._lambda_of(grid) if one_d else self.lam,
                          "lambda_x": self.lambda_x,
                           "lambda_y": self.lambda_y, "l0": self.l0, "l2": self.l2, "l4": self.l4, "l6": self.l6},
                 "templates": [] if self.templates is None else self.templates,
@@ -377,11 +414,21 @@ class BFTDensity:
             init = self.log_density_ if self.field == "L" else self.density_
         if isinstance(self.lam, str) and not self._by_evidence():
             raise ConfigError(f"lam must be a number > 0 or \"evidence\", got {self.lam[:40]!r} (parameter 'lam')")
+        if self.length_scale is not None and self._by_evidence():
+            raise ConfigError("BFTDensity: give lam=\"evidence\" or a length_scale, not both (parameter "
+                              "'length_scale')")
+        if self.length_scale is not None and not one_d:
+            raise ConfigError("BFTDensity parameter 'length_scale': a length scale is for one-dimensional densities "
+                              "p(y); for (x, y) data give lam")
         try:
             cfg, chosen = api.choose_hyperparameters(self.to_config(X))
         except ConfigError as e:
             raise ConfigError(_name_parameter(str(e))) from None
         self.lam_ = float(cfg["prior"]["lambda"])
+        self.length_scale_ = None
+        if one_d and sum(1 for c in (self.l2, self.l4, self.l6) if c) == 1 and not self.l0:
+            k, coef = self._order()
+            self.length_scale_ = (self.lam_ * coef * self._box(cfg["grid"])) ** (1.0 / (2 * k))
         if chosen is not None:
             self.log_evidence_ = float(chosen["log_evidence"])
             self.evidence_path_ = chosen["paths"]["lambda"]

@@ -133,3 +133,34 @@ def test_the_cli_fits_a_table_in_any_units_choosing_lambda_by_the_evidence(tmp_p
     lam_m, lam_mm = m["evidence"]["chosen"]["lambda"], mm["evidence"]["chosen"]["lambda"]
     assert lam_mm / 1e-3 == pytest.approx(lam_m, rel=1e-6)
     np.testing.assert_allclose(np.asarray(mm["L"]) + math.log(1e-3), np.asarray(m["L"]), rtol=0, atol=1e-6)
+
+
+def test_a_length_scale_in_the_datas_units_sets_lambda_by_defts_convention():
+    """length_scale = DEFT's ell: its prior term (N/G) 1/2 e^-t phi^T Delta phi with ell = h (e^-t N)^(1/(2 alpha)),
+    phi = -L, on G nodes of spacing h, is ours, (lambda/2) (L, K L) hy, at the lambda the estimator sets; and it
+    is in the data's units (the same fit for data in millimetres with the length in millimetres)."""
+    from bftcore import Axis, Grid, PriorOperator
+
+    y = SAMPLE[:150]
+    for k, order in ((1, "l2"), (3, "l6")):
+        coef = 2.0
+        est = BFTDensity(**{"l2": 0.0, order: coef}, length_scale=0.7).fit(y)
+        g = est.grid_
+        n, h = g.y.n, g.y.h
+        assert est.length_scale_ == pytest.approx(0.7, rel=1e-12)
+        L = np.random.default_rng(k).normal(size=(1, n))
+        ours = 0.5 * est.lam_ * g.inner(L, PriorOperator(g, 1.0, 1.0, 0.0, *(
+            (coef, 0.0, 0.0) if k == 1 else (0.0, 0.0, coef))).apply(L))
+        unit = Grid(Axis(0.0, 0.0, 1, "neumann"), Axis(0.0, n - 1.0, n, g.y.boundary))
+        delta = PriorOperator(unit, 1.0, 1.0, 0.0, *((1.0, 0.0, 0.0) if k == 1 else (0.0, 0.0, 1.0))).matrix
+        N = len(y)
+        e_minus_t = (0.7 / h) ** (2 * k) / N
+        deft = (N / n) * 0.5 * e_minus_t * float((-L).ravel() @ (delta @ (-L).ravel()))
+        assert ours == pytest.approx(deft, rel=1e-9)
+        mm = BFTDensity(**{"l2": 0.0, order: coef}, length_scale=0.7e-3).fit(y * 1e-3)
+        np.testing.assert_allclose(mm.log_density_ + math.log(1e-3), est.log_density_, rtol=0, atol=1e-6)
+    with pytest.raises(ConfigError, match="one order"):
+        BFTDensity(l2=1.0, l6=1.0, length_scale=0.5).fit(y)
+    with pytest.raises(ConfigError, match="not both"):
+        BFTDensity(l2=0.0, l6=1.0, lam="evidence", length_scale=0.5).fit(y)
+    assert BFTDensity(l2=1.0, l6=1.0).fit(y).length_scale_ is None
