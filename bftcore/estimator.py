@@ -610,8 +610,9 @@ class BFTRegressor:
     ``"evidence"``), ``l0`` (number >= 0 or ``"evidence"``; 0 is the improper prior flat on the constants, whose
     evidence is the restricted one), ``l2`` (1), ``l4``, ``l6``, ``templates``, ``weights``.  ``"evidence"``
     chooses the value by maximising the exact log evidence (:func:`bftcore.models.regression.optimise_evidence`, type-II
-    maximum likelihood) in ``fit``, over ranges from the grid and the data (lambda over
-    :func:`bftcore.foundations.config.lambda_reference_range`, beta over 1e-3 to 1e8 divided by the variance of y),
+    maximum likelihood) in ``fit``, over ranges from the grid and the data
+    (:func:`bftcore.models.regression.default_range`: lambda from a prior weaker than the data on every mode to one
+    stronger, beta over 1e-3 to 1e8 divided by the variance of y),
     so that data in other units give the same fit in those units (``tests/test_units.py``); a maximum on the edge of
     a range warns.  Units: lambda has the units of x^(2k-1) for a prior of order k (the data term and the prior
     are both in units of y^2), beta those of 1/y^2.

@@ -461,43 +461,24 @@ def internal_scale(cfg: dict, grid: Grid) -> float:
     return kmax / kunit if kmax > 0 and kunit > 0 else 1.0
 
 
-def _prior_against_data(cfg: dict, grid: Grid) -> tuple[float, float, float]:
-    """``cell * min K``, ``cell * max K`` (K as the energy has it, without lambda) and the data's curvature per
-    node: the three numbers the units-free checks of lambda compare."""
-    kmin, kmax = _operator_range(cfg, grid)
-    regression = cfg["model"] == "regression"
-    cell = grid.x.h if regression else grid.cell
-    data = max(len(cfg["data"]), 1) / (grid.x.n if regression else grid.size)
-    return cell * kmin, cell * kmax, data
+def cell_and_data(cfg: dict, grid: Grid) -> tuple[float, float]:
+    """The volume element lambda's operator carries in the energy (``cell`` for a density, ``hx`` for regression)
+    and the data's curvature per node: with the eigenvalues of K, what the units-free checks of lambda compare."""
+    if cfg["model"] == "regression":
+        return grid.x.h, max(len(cfg["data"]), 1) / grid.x.n
+    return grid.cell, max(len(cfg["data"]), 1) / grid.size
 
 
 def lambda_bounds(cfg: dict) -> tuple[float, float]:
     """The smallest and largest lambda the gate accepts for a validated document (its other hyperparameters as
     they are): the prior neither too weak nor too stiff against the data (:func:`_check_conditioning`).  An
     evidence path over the default range stays inside them."""
-    _, smax, data = _prior_against_data(cfg, grid_from_config(cfg))
+    grid = grid_from_config(cfg)
+    cell, data = cell_and_data(cfg, grid)
+    smax = cell * _operator_range(cfg, grid)[1]
     if not smax > 0:
         return 0.0, math.inf
     return data / MAX_CONDITION / smax * (1 + 1e-9), MAX_CONDITION * data / smax * (1 - 1e-9)
-
-
-def lambda_reference_range(cfg: dict) -> tuple[float, float]:
-    """Where the evidence looks for lambda of a validated document, from its grid and data: from a prior weaker
-    than the data on every mode (``0.1 c / s_max``) to one stronger than the data on every mode it penalises
-    (``10 c / s_min``, s the eigenvalues of lambda's operator ``cell K`` or ``hx K``, s_min the smallest above 0, c
-    the data's curvature per node), within :func:`lambda_bounds`.  The same range in any units."""
-    grid = grid_from_config(cfg)
-    pr = cfg["prior"]
-    coeffs = {k: pr[k] for k in ("l0", "l2", "l4", "l6")}
-    regression = cfg["model"] == "regression"
-    axes = [(grid.x, 1.0)] if regression else [(grid.x, pr["lambda_x"]), (grid.y, pr["lambda_y"])]
-    cell = grid.x.h if regression else grid.cell
-    s = np.concatenate([cell * w * axis_symbol(axis, **coeffs) for axis, w in axes if w > 0])
-    smax = float(np.max(s))
-    positive = s[s > 1e-12 * smax]
-    data = max(len(cfg["data"]), 1) / (grid.x.n if regression else grid.size)
-    lo, hi = lambda_bounds(cfg)
-    return max(0.1 * data / smax, lo), min(10.0 * data / float(np.min(positive)), hi)
 
 
 def _check_conditioning(cfg: dict, grid: Grid, lam_chosen: bool = False) -> None:
@@ -514,18 +495,18 @@ def _check_conditioning(cfg: dict, grid: Grid, lam_chosen: bool = False) -> None
                           "acts there, and an axis whose lambda is 0 adds nothing); set prior.l0 > 0 or give the "
                           "axis with lambda > 0 more nodes")
     regression = cfg["model"] == "regression"
-    _, smax, data = _prior_against_data(cfg, grid)
+    cell, data = cell_and_data(cfg, grid)
     if not lam_chosen:
-        stiff = weak = lam * smax
+        prior = lam * cell * kmax  # the prior's stiffest mode as the energy has it
         # over this, the prior outweighs the data by more than floating point resolves (and the Hessian's
-        # condition number, at most 1 + stiff / data, may pass 1e12)
-        if stiff > MAX_CONDITION * data:
-            raise ConfigError(f"the prior is too stiff for this grid: lambda cell K reaches {stiff / data:.3g} times "
+        # condition number, at most 1 + prior / data, may pass 1e12)
+        if prior > MAX_CONDITION * data:
+            raise ConfigError(f"the prior is too stiff for this grid: lambda cell K reaches {prior / data:.3g} times "
                               f"the data's curvature per node, over {MAX_CONDITION:g}; lower lambda or the higher "
                               f"orders, use a coarser grid, or let the evidence choose lambda "
                               f"(choose: {{\"lambda\": \"evidence\"}})")
-        if weak < data / MAX_CONDITION:
-            raise ConfigError(f"the prior is too weak for this grid: lambda cell K is at most {weak / data:.3g} times "
+        if prior < data / MAX_CONDITION:
+            raise ConfigError(f"the prior is too weak for this grid: lambda cell K is at most {prior / data:.3g} times "
                               f"the data's curvature per node, below 1/{MAX_CONDITION:g}, so the field is not "
                               f"determined where there are no data; raise lambda, or let the evidence choose it "
                               f"(choose: {{\"lambda\": \"evidence\"}})")

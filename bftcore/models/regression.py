@@ -30,12 +30,13 @@ from scipy.optimize import minimize
 
 from ..foundations.config import (
     CHOOSE_DEFAULT_RANGE,
+    cell_and_data,
     check_evidence_path,
     check_samples,
     checked,
     grid_from_config,
     internal_scale,
-    lambda_reference_range,
+    lambda_bounds,
 )
 from ..foundations.grid import Axis
 from ..foundations.limits import blas_threads
@@ -1113,12 +1114,19 @@ def evidence(config: dict) -> dict:
 def default_range(config: dict, name: str) -> tuple[float, float]:
     """Where the evidence looks for ``name`` of a validated regression document, from its grid and data, so that the
     search is the same in any units: lambda (units of x^(2k-1): the data term and the prior are both in units of
-    y^2) over :func:`bftcore.foundations.config.lambda_reference_range`; beta (1 / the noise variance, units of
+    y^2) from a prior weaker than the data on every mode (``0.1 c / s_max``) to one stronger than the data on every
+    mode it penalises (``10 c / s_min``; s the eigenvalues of ``hx K_X``, s_min the smallest above 0, c the data per
+    node), within the gate's :func:`~bftcore.foundations.config.lambda_bounds`; beta (1 / the noise variance, units of
     1/y^2) from 1e-3 to 1e8 over the variance of the data's y; l0 (units of K) over the gate's default range in the
     grid's internal coordinates (nodes spaced 1)."""
     cfg = checked(config)
     if name == "lambda":
-        return lambda_reference_range(cfg)
+        grid = grid_from_config(cfg)
+        hx, data = cell_and_data(cfg, grid)
+        s = hx * axis_symbol(grid.x, **{k: cfg["prior"][k] for k in ("l0", "l2", "l4", "l6")})
+        smax = float(np.max(s))
+        lo, hi = lambda_bounds(cfg)
+        return max(0.1 * data / smax, lo), min(10.0 * data / float(np.min(s[s > 1e-12 * smax])), hi)
     if name == "beta":
         y = np.asarray([p[1] for p in cfg["data"]], dtype=float)
         var = (float(np.var(y)) or float(np.mean(np.square(y))) or 1.0) if y.size else 1.0
