@@ -53,7 +53,7 @@ CONFIG_PARAMS = ["model", "x_min", "x_max", "nx", "y_min", "y_max", "ny", "bound
                  "w_paper_t1", "w_paper_t2", "w_gaussian", "gauss_mu", "gauss_sigma", "w_constant", "const_value",
                  "w_linear", "lin_slope", "lin_intercept", "file_templates", "file_weights", "beta", "method",
                  "solver_mass2", "init", "init_mass2", "min_iter", "max_iter", "tol", "truth", "regression_truth",
-                 "data"]
+                 "data", "labels"]
 #: Parameters kept in the URL so that a link reproduces the state.
 URL_PARAMS = CONFIG_PARAMS + ["grid_size", "display", "frame_ms", "preset"]
 
@@ -140,6 +140,8 @@ def to_config(values) -> dict:
         doc["truth"] = "paper"
     elif model == "regression" and values.regression_truth is not None:
         doc["truth"] = copy.deepcopy(values.regression_truth)
+    if values.labels:
+        doc["labels"] = dict(values.labels)
     return doc
 
 
@@ -229,6 +231,7 @@ def params_from_config(doc: dict) -> dict:
     else:
         out["regression_truth"] = copy.deepcopy(doc.get("truth"))
     out["data"] = [[float(x), float(y)] for x, y in doc.get("data", [])]
+    out["labels"] = dict(doc.get("labels") or {})
     if len(out["data"]) > MAX_POINTS:
         raise ValueError(f"{len(out['data'])} data points; the dashboard takes at most {MAX_POINTS}")
     return out

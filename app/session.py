@@ -18,6 +18,7 @@ own views.
 from __future__ import annotations
 
 import copy
+import functools
 import io
 
 import numpy as np
@@ -90,6 +91,18 @@ def preset_catalogue() -> dict:
     return dict(presets.PRESETS)
 
 
+@functools.lru_cache(maxsize=None)
+def _chosen_preset(name: str) -> tuple[dict, dict | None]:
+    """A preset's validated document with what it asks the evidence for chosen (:func:`bftcore.api
+    .choose_hyperparameters`), and what was chosen: once per process, since a preset never changes."""
+    return api.choose_hyperparameters(presets.PRESETS[name][0])
+
+
+def preset_document(name: str) -> tuple[dict, dict | None]:
+    """:func:`_chosen_preset` of a preset, as a copy the caller may change."""
+    return copy.deepcopy(_chosen_preset(name))
+
+
 def _number_within(v, lo: float, hi: float) -> bool:
     """``v`` is a number (not a bool) in [lo, hi]; False for NaN, infinities and integers beyond the float range."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -154,6 +167,10 @@ def _figure_png(cfg: dict, record, exact, size: tuple[int, int]) -> bytes:
     if kind.has_exact and exact is None:
         exact = kind.exact(cfg)
     return figures.fit_png(cfg, record_document(cfg, record, exact), size)
+
+
+#: How the message names a hyperparameter chosen by the evidence (as its control does).
+_GREEK = {"lambda": "λ", "beta": "β"}
 
 
 class BFTSession(param.Parameterized):
@@ -231,6 +248,8 @@ class BFTSession(param.Parameterized):
     click_mode: param.Selector = param.Selector(default="add", objects=["add", "remove"], label="a click on the canvas")
     frame_ms = param.Integer(60, bounds=(0, 1000), label="animation: ms per iteration")
     live = param.Boolean(True, label="re-solve on every change")
+    labels = param.Dict({}, doc="The axes' names in the user's words and units (the document's labels: a CSV "
+                        "header's), {} for plain x and y.")
     preset = param.String("", regex=r"^[\w .-]{0,64}$", doc="Name of the last preset loaded ('' when edited by hand).")
     # --- outputs (read by the views) -------------------------------------------------------------------------
     record = param.Parameter(None, doc="Latest solver record on screen (a bftcore.foundations.records.Record, "
@@ -351,6 +370,10 @@ class BFTSession(param.Parameterized):
             if isinstance(doc, (str, bytes, bytearray)):
                 doc = parse_document(doc, "the file" if not preset else f"preset {preset!r}")
             doc = validate_config(doc)
+            chosen = None
+            if doc.get("choose"):  # a document (a preset on real data, an upload) that asks for its hyperparameters
+                doc, chosen = (preset_document(preset) if preset in presets.PRESETS  # by the evidence, before
+                               else api.choose_hyperparameters(doc))               # the run
             values = self.params_from_config(doc)
             trial_start(doc)
         except Exception as e:  # noqa: BLE001 - whatever the gate or the trial start raise (scipy's RuntimeError of a
@@ -375,6 +398,9 @@ class BFTSession(param.Parameterized):
         if self.grid_size == CUSTOM_GRID:
             kept.append("its own grid")
         note = f" It has {', '.join(kept)}: kept as they are, shown read-only." if kept else ""
+        if chosen is not None:
+            note += " Chosen by the evidence: " + ", ".join(f"{_GREEK.get(k, k)} = {v:.4g}"
+                                                            for k, v in chosen["chosen"].items()) + "."
         self.message = (f"Loaded preset '{preset}'." if preset else "Loaded the configuration.") + note
         self.reset(play=self.live)
         return True

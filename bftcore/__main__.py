@@ -32,13 +32,13 @@ from .foundations.config import (
 from .foundations.distributed import Cancelled, parse_scheduler, using_tls
 from .foundations.limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
 from .foundations.operators import SingularOperatorError
-from .foundations.tables import data_document, read_table
+from .foundations.tables import by_evidence, data_document, read_labelled_table
 from .models.evidence import PATH_MAX_DROP
-from .models.presets import figure_config
+from .models.presets import REAL_DATA, figure_config
 from .outputs import export, figures, result_tables
 from .studies.learning import parse_sizes
 
-FIGURES = [f"fig{k}" for k in (14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28)]
+FIGURES = [f"fig{k}" for k in (14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28)] + list(REAL_DATA)
 
 
 def _dump(doc) -> str:
@@ -282,27 +282,11 @@ def _document(args) -> Valid:
     doc = read_document(base) if base is not None else None
     if doc is not None and not isinstance(doc, dict):
         raise ConfigError(f"{base}: the configuration must be a JSON object")
-    doc = data_document(read_table(path), doc)
+    table, labels = read_labelled_table(path)
+    doc = data_document(table, doc, labels)
     if args.command == "fit":
-        doc = _by_evidence(doc)
+        doc = by_evidence(doc)
     return validate_config(doc)
-
-
-def _by_evidence(doc: dict) -> dict:
-    """A table's ``fit`` chooses what its configuration leaves unset and what has units by the evidence, so a table
-    in any units fits as well as in the paper's: lambda (a density with field L and at most one template, or a
-    regression) and a regression's beta.  A configuration that sets them, or says what to choose, is kept."""
-    if "choose" in doc:
-        return doc
-    prior = doc.get("prior") or {}
-    regression = doc.get("model", "density") == "regression"
-    choose = {}
-    if "lambda" not in prior and (regression or (prior.get("field", "L") == "L"
-                                                 and len(doc.get("templates") or []) <= 1)):
-        choose["lambda"] = "evidence"
-    if regression and "beta" not in doc:
-        choose["beta"] = "evidence"
-    return {**doc, "choose": choose} if choose else doc
 
 
 TLS_OPTIONS = ("--tls-ca-file", "--tls-cert", "--tls-key")
@@ -378,7 +362,8 @@ def main(argv=None) -> int:
                        "in a CSV table) and print the result")
     p.add_argument("config", help=data_help)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p = sub.add_parser("reproduce", help="run a paper preset: " + ", ".join(FIGURES + ["fig7"]))
+    p = sub.add_parser("reproduce", help="run a paper preset, or a real data set in its own units: " +
+                       ", ".join(FIGURES + ["fig7"]))
     p.add_argument("name")
     p.add_argument("--json", action="store_true")
     parallel = _Parser(add_help=False)

@@ -41,7 +41,11 @@ def test_a_two_column_csv_becomes_the_data_with_a_grid_fitted_to_it_and_keeps_th
     assert (s.x_min, s.x_max, s.nx) == (pytest.approx(1.4), pytest.approx(8.6), 30)
     assert (s.y_min, s.y_max, s.ny) == (pytest.approx(2.75), pytest.approx(11.75), 40)
     assert (s.boundary_x, s.boundary_y, s.grid_size) == ("neumann", "neumann", "as loaded (custom)")
-    assert (s.lam, s.order_coef, s.model) == (0.7, 0.05, "density, prior on L")
+    # the table's units are its own: lambda is chosen by the evidence (the prior's order and coefficient are kept)
+    assert (s.order_coef, s.model) == (0.05, "density, prior on L") and s.lam != 0.7
+    doc = {**s.to_config(), "choose": {"lambda": "evidence"}}
+    assert s.lam == pytest.approx(api.choose_hyperparameters(doc)[1]["chosen"]["lambda"], rel=1e-9)
+    assert f"chosen by the evidence: λ = {s.lam:.4g}" in s.message, s.message
     assert s.truth == "none"  # the paper's truth belongs to the paper's problem, not to your data
     s.solve()
     assert s.converged and s.record.P.shape == (30, 40)

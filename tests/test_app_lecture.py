@@ -79,7 +79,10 @@ def test_log_sliders_hit_every_value_of_the_presets():
         for n in names:
             lo, hi, zero = SCALES[n]
             v = getattr(s, n)
-            if v == 0 and not zero:
+            # lambda chosen by the evidence, and the masses the gate derives from a grid fitted to real data, are
+            # not a preset's own values
+            if (v == 0 and not zero) or (n == "lam" and "choose" in doc) or \
+                    (n in ("solver_mass2", "init_mass2") and "fit" in doc.get("grid", {})):
                 continue
             assert scale_value(scale_index(v, lo), lo) == v, (n, v)
     assert scale_value(scale_index(0.025, -4), -4) == 0.025 and repr(scale_value(scale_index(1.1, -3), -3)) == "1.1"

@@ -318,9 +318,9 @@ def test_cli_reads_a_table_by_its_header_names(tmp_path):
     assert docs[0]["P"] == docs[1]["P"]
     out = cli("fit", tmp_path / "xy.csv", cwd=tmp_path)
     assert "x 30 nodes on [1.5, 7.5]" in out.stdout, out.stdout          # x spans 2..7 padded by 10 %
-    (tmp_path / "ab.csv").write_text("a,b\n1,2\n")
-    out = cli("fit", tmp_path / "ab.csv", cwd=tmp_path)
-    assert out.returncode == 2 and "the header names the columns 'a', 'b'" in out.stderr
+    (tmp_path / "tx.csv").write_text("time,x\n1,2\n")
+    out = cli("fit", tmp_path / "tx.csv", cwd=tmp_path)
+    assert out.returncode == 2 and "the header names the columns 'time', 'x'" in out.stderr
 
 
 def test_cli_refuses_a_png_target_that_is_a_pipe_before_the_fit(tmp_path, monkeypatch, capsys):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from bftcore import api
-from bftcore.foundations.config import FIT_PAD, ConfigError, validate_config
+from bftcore.foundations.config import FIT_PAD, LABEL_MAX_CHARS, ConfigError, validate_config
 from bftcore.foundations.limits import Limits
-from bftcore.foundations.tables import data_document, parse_table
+from bftcore.foundations.tables import data_document, parse_labelled_table, parse_table
 
 
 @pytest.mark.parametrize("text", ["x,y\n1,2\n3,4.5\n", "1;2\n3;4.5\n", "# comment\n\n1\t2\n3\t4.5\n",
@@ -34,13 +34,34 @@ def test_a_bad_table_says_which_line_and_what_is_wrong(text, message):
         parse_table(text)
 
 
-@pytest.mark.parametrize("text, names", [("a,b\n1,2\n", "'a', 'b'"), ("time,x\n1,2\n", "'time', 'x'"),
-                                         ("x,x\n1,2\n", "'x', 'x'"), ("<b>y</b>,x\n1,2\n", "'<b>y</b>', 'x'")])
-def test_a_two_column_header_must_name_x_and_y_and_is_refused_with_the_names_it_has(text, names):
-    # a header y,x was read by position, silently swapping the axes (issue 25); a header that names neither is
-    # refused, quoting its names, rather than guessed
+@pytest.mark.parametrize("text, names", [("time,x\n1,2\n", "'time', 'x'"), ("x,x\n1,2\n", "'x', 'x'"),
+                                         ("Y,time\n1,2\n", "'Y', 'time'")])
+def test_a_header_that_names_one_of_x_and_y_is_refused_with_the_names_it_has(text, names):
+    # a header y,x was read by position, silently swapping the axes (issue 25); a header that names only one of
+    # them is refused, quoting its names, rather than guessed
     with pytest.raises(ConfigError, match=f"line 1: the header names the columns {names}; name them x and y"):
         parse_table(text)
+
+
+def test_other_header_names_are_read_by_position_and_become_the_axes_labels():
+    table, labels = parse_labelled_table('eruptions (min),"waiting (min)"\n3.6,79\n1.8,54\n')
+    assert table.tolist() == [[3.6, 79.0], [1.8, 54.0]]
+    assert labels == {"x": "eruptions (min)", "y": "waiting (min)"}
+    assert parse_labelled_table("<b>a</b>;b\x07c\n1;2\n")[1] == {"x": "<b>a</b>", "y": "bc"}  # text, no controls
+    assert parse_labelled_table("income ($)\n1\n2\n")[1] == {"y": "income ($)"}
+    assert parse_labelled_table("x,y\n1,2\n")[1] == {} and parse_labelled_table("1,2\n")[1] == {}
+    doc = data_document(table, None, labels)
+    assert validate_config(doc)["labels"] == labels
+    long = "a" * 200
+    assert len(parse_labelled_table(f"{long},b\n1,2\n")[1]["x"]) == LABEL_MAX_CHARS
+
+
+@pytest.mark.parametrize("labels, message", [({"z": "a"}, "unknown key"), ({"x": 3}, "must be a string"),
+                                             ({"x": "a" * 81}, "at most 80"), ({"y": "a\x00b"}, "control"),
+                                             ("x", "must be a JSON object")])
+def test_the_gate_checks_the_labels(labels, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config({"data": [[1, 2], [3, 4]], "grid": {"fit": True}, "labels": labels})
 
 
 def test_columns_are_read_by_their_header_names_whatever_their_order():

@@ -23,7 +23,7 @@ from bftcore.models.presets import sample_paper_data
 from ..configuration import X_RANGE, Y_RANGE
 from ..session import BFTSession
 from ..transport import user_action
-from .common import PALETTE, SERIES, make_figure
+from .common import PALETTE, SERIES, label_axes, make_figure
 from .common import set_changed as _set
 
 GRID_PARAMS = ["x_min", "x_max", "nx", "y_min", "y_max", "ny"]
@@ -182,6 +182,8 @@ class DataCanvas(pn.viewable.Viewer):
                                             css_classes=["bft-add-point"])
         self.add_button.on_click(self._add_typed)
         s.param.watch(self._update_text, ["model"])
+        s.param.watch(self._update_labels, ["labels"])
+        self._update_labels()
         self._update_templates()
         self._update_heldout()
         self._update_ranges()
@@ -189,6 +191,9 @@ class DataCanvas(pn.viewable.Viewer):
         self._update_image()
 
     @user_action  # the point, the count, the link and the first frame of its run: one message
+    def _update_labels(self, *_):
+        label_axes(self.figure, self.session.labels)
+
     def _on_tap(self, event):
         self.session.click(event.x, event.y)
 

@@ -5,6 +5,7 @@ import re
 
 import holoviews.plotting.bokeh  # noqa: F401 - the backend of the dashboard's HoloViews plots (the export's is matplotlib)
 import panel as pn
+from bokeh.models import PlainText
 from bokeh.palettes import Category10_10, Cividis256, Viridis256
 from bokeh.plotting import figure
 
@@ -41,6 +42,14 @@ def make_figure(title: str, x_label: str, y_label: str, **kw):
                  toolbar_location="right", **kw)
     style_figure(fig)
     return fig
+
+
+def label_axes(fig, labels: dict, x: str = "x", y: str = "y") -> None:
+    """Name a figure's axes from a session's ``labels`` (a CSV header, in the user's units), else ``x`` and ``y``:
+    as plain text (:class:`bokeh.models.PlainText`), so that a header such as ``$$\\int$$`` is shown as written
+    and never typeset."""
+    fig.xaxis[0].axis_label = PlainText(labels.get("x", x))
+    fig.yaxis[0].axis_label = PlainText(labels.get("y", y))
 
 
 def style_figure(fig) -> None:

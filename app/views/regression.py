@@ -11,7 +11,7 @@ from bftcore.foundations.templates import paper_true_density, template_values
 
 from ..configuration import Y_RANGE
 from ..session import BFTSession
-from .common import SERIES, legend_outside, make_figure, teaching
+from .common import SERIES, label_axes, legend_outside, make_figure, teaching
 
 EQUATION_DENSITY = (r"$h(x) = \int y\,p(y|x)\,dy$ (709), band $h \pm \sigma(x)$, "
                     r"$\sigma^2(x) = \int (y-h(x))^2 p(y|x)\,dy$")
@@ -86,7 +86,12 @@ class RegressionView(pn.viewable.Viewer):
                                             "lin_intercept", "file_templates", "regression_truth", "x_min",
                                             "x_max", "nx", "y_min", "y_max", "ny"])
         s.param.watch(self._update_frame, ["history", "result"])  # history moves with the secondary frames
+        s.param.watch(self._update_labels, ["labels"])
+        self._update_labels()
         self._update_static()
+
+    def _update_labels(self, *_):
+        label_axes(self.figure, self.session.labels, y="y = h(x)")
 
     def _on_data(self, *events):
         """A click re-solves: its points join the curve they change in the next frame that updates this view, so the

@@ -23,10 +23,10 @@ from panel.io.state import set_curdoc
 
 from bftcore.foundations.config import ConfigError, parse_document, validate_config
 from bftcore.foundations.limits import LIMITS
-from bftcore.foundations.tables import data_document, parse_table
+from bftcore.foundations.tables import by_evidence, data_document, parse_labelled_table
 
 from ..configuration import CONFIG_PARAMS, MAX_POINTS, URL_PARAMS
-from ..session import BFTSession, preset_catalogue
+from ..session import BFTSession, preset_catalogue, preset_document
 from ..transport import after_user_action, check_value, one_message, user_action
 from .common import LiveText
 
@@ -240,7 +240,7 @@ def _preset_values(session: BFTSession, name: str) -> dict | None:
     if not name or name not in catalogue:
         return None
     try:
-        return session.params_from_config(validate_config(copy.deepcopy(catalogue[name][0])))
+        return session.params_from_config(preset_document(name)[0])  # as loading it: chosen by the evidence
     except Exception:  # noqa: BLE001 - a preset the dashboard cannot show is neither a link's base nor restored
         return None
 
@@ -362,9 +362,10 @@ TABLE_SUFFIXES = (".csv", ".tsv", ".txt", ".dat")
 #: What the upload's file dialog offers (the browser filters by these; anything else can still be dropped on it).
 UPLOAD_ACCEPT = ",".join(TABLE_SUFFIXES + (".json", "application/json", "text/csv", "text/tab-separated-values",
                                            "text/plain"))
-#: The keys of the session's document that a data table replaces: its data, the grid (fitted to the data instead)
-#: and the truth (it belongs to the previous problem's grid and data, not to the user's own data).
-TABLE_REPLACES = ("grid", "data", "truth")
+#: The keys of the session's document that a data table replaces: its data, the grid (fitted to the data instead),
+#: the truth (it belongs to the previous problem's grid and data, not to the user's own data) and the axes' labels
+#: (the table's header gives its own, or plain x and y).
+TABLE_REPLACES = ("grid", "data", "truth", "labels")
 #: How to write a table, said after a table is refused.
 TABLE_HELP = ("A data table has one column of y values (a one-dimensional density) or two columns x, y, numbers "
               "only, separated by commas, tabs or spaces, after at most one header line")
@@ -388,6 +389,8 @@ def table_base(session: BFTSession) -> dict:
     doc = session.to_config()
     for key in TABLE_REPLACES:
         doc.pop(key, None)
+    for key in ("lambda_x", "lambda_y"):  # their ratio has the previous data's units: the gate sets it from the
+        doc["prior"].pop(key, None)       # table's grid (bftcore.foundations.config._isotropic_ratio)
     return doc
 
 
@@ -402,17 +405,20 @@ def _axis_words(session: BFTSession) -> str:
 
 def load_table(session: BFTSession, raw, name: str = "the table") -> bool:
     """Load a data table (text or bytes of an uploaded file) into the session, as :meth:`BFTSession.load_config`
-    loads a configuration: parsed by :func:`bftcore.foundations.tables.parse_table` with the server's budget, put into
-    the session's own configuration with a grid fitted to the data (:func:`bftcore.foundations.tables.data_document`,
-    :func:`table_base`), then through the gate and the trial start of ``load_config``.  A table that is refused
+    loads a configuration: parsed by :func:`bftcore.foundations.tables.parse_labelled_table` with the server's
+    budget (its header names the axes), put into the session's own configuration with a grid fitted to the data
+    (:func:`bftcore.foundations.tables.data_document`, :func:`table_base`) and lambda (and a regression's beta)
+    chosen by the evidence (:func:`bftcore.foundations.tables.by_evidence`: the table's units are its own), then
+    through the gate and the trial start of ``load_config``.  A table that is refused
     leaves the state exactly as it was, and :attr:`BFTSession.message` says what was wrong and how to write a
     table.  Returns True when loaded."""
     try:
-        table = parse_table(raw, where=name, limits=LIMITS)
+        table, labels = parse_labelled_table(raw, where=name, limits=LIMITS)
         if len(table) > MAX_POINTS:
             raise ConfigError(f"{name} has {len(table):,} data lines; the dashboard takes at most {MAX_POINTS} "
                               f"points; use fewer points, or the command line for more: python -m bftcore fit {name}")
-        doc = data_document(table, table_base(session))
+        # the data's own units: lambda (and a regression's beta) by the evidence, not the previous problem's
+        doc = by_evidence(data_document(table, table_base(session), labels), unset_only=False)
     except (ConfigError, MemoryError) as e:
         reason = "it does not fit in the server's memory" if isinstance(e, MemoryError) else _reason(e)
         # the table's own messages begin with its name ("mine.csv, line 3: ..."): the message line is short
@@ -425,8 +431,10 @@ def load_table(session: BFTSession, raw, name: str = "the table") -> bool:
         return False
     kind = ("a regression" if not session.kind.y_on_grid else
             "a 1-D density p(y)" if table.shape[1] == 1 else "a density p(y|x)")
+    chosen = session.message.split(" Chosen by the evidence: ", 1)
     session.message = (f"Loaded {len(table)} points from {name} as {kind} on a grid fitted to them "
-                       f"({_axis_words(session)}); model, prior and solver as before.")
+                       f"({_axis_words(session)}); model, prior and solver as before" +
+                       (f"; chosen by the evidence: {chosen[1]}" if len(chosen) == 2 else "."))
     return True
 
 

@@ -53,7 +53,10 @@ class ConfigError(ValueError):
     """A configuration document is malformed or over the cost budget; the message names the key and the fix."""
 
 
-TOP_KEYS = ("model", "grid", "data", "prior", "templates", "weights", "beta", "solver", "truth", "choose")
+TOP_KEYS = ("model", "grid", "data", "prior", "templates", "weights", "beta", "solver", "truth", "choose",
+            "labels")
+#: Longest name of an axis (key ``labels``): a column header, with its units, fits; a paragraph does not.
+LABEL_MAX_CHARS = 80
 #: The x axis of a one-dimensional density (a document whose grid gives y and no x): one node at x = 0.
 ONE_D_X = {"min": 0.0, "max": 0.0, "n": 1, "boundary": "neumann"}
 #: Hyperparameters a document may ask ``fit`` to choose (key ``choose``), per model, and the default range of
@@ -280,6 +283,27 @@ def _show(v) -> str:
     """A short description of a value for a message (never a megabyte of it)."""
     text = repr(v)
     return text if len(text) <= 60 else f"{type(v).__name__} {text[:40]}..."
+
+
+def _labels(v) -> dict:
+    """The ``labels`` key: what the data's axes are, in the user's words and units, e.g. ``{"x": "eruption
+    (min)", "y": "waiting (min)"}`` (a CSV's header gives them).  Each is plain text of at most
+    :data:`LABEL_MAX_CHARS` printable characters; the figures, the CLI and the dashboard show it as text, never
+    as markup."""
+    _keys(v, ("x", "y"), "labels")
+    out = {}
+    for axis, text in v.items():
+        if not isinstance(text, str):
+            raise ConfigError(f"labels.{axis} must be a string (the axis's name and units), got {_show(text)}")
+        text = " ".join(text.split())
+        if len(text) > LABEL_MAX_CHARS:
+            raise ConfigError(f"labels.{axis} has {len(text)} characters; name an axis in at most "
+                              f"{LABEL_MAX_CHARS}")
+        if not text.isprintable():
+            raise ConfigError(f"labels.{axis} holds control characters; give plain text")
+        if text:
+            out[axis] = text
+    return out
 
 
 def _str(v, where, choices):
@@ -621,6 +645,22 @@ def _fitted_grid(g: dict, data, model: str, limits: Limits) -> dict:
     return {"x": _fitted_axis(xs, g.get("x"), "grid.x", 30), "y": _fitted_axis(ys, g.get("y"), "grid.y", 40)}
 
 
+def _isotropic_ratio(x: dict, y: dict, prior: dict) -> float:
+    """lambda_y / lambda_x of a conditional density on a grid fitted to the data (``grid.fit``) whose prior gives
+    neither lambda_x nor lambda_y: the prior is isotropic in units of each axis's span, lambda_y / lambda_x =
+    (span_y / span_x)^(2k) for the highest order k present (l2: k = 1, l4: 2, l6: 3); the larger of the two is 1
+    (the overall lambda carries the strength).
+
+    Why: lambda_y / lambda_x has the units of y^(2k) / x^(2k), so equal weights (the paper's, on its unit-spaced
+    mesh) would make the fit depend on the units of x and y.  With this rule, data in other units (x -> a x + b,
+    y -> c y + d) give the same problem in the new units for a prior of one order, exactly; with several orders
+    the lower ones are weighted as the highest (a close, not an exact, match).  An explicit lambda_x or lambda_y
+    is kept as given."""
+    k = max((i for i, o in enumerate(("l0", "l2", "l4", "l6")) if prior[o] > 0), default=0)
+    span_x, span_y = x["max"] - x["min"], y["max"] - y["min"]
+    return float((span_y / span_x) ** (2 * k)) if span_x > 0 and span_y > 0 else 1.0
+
+
 class ProblemKind(Protocol):
     """What every kind of problem answers: the dashboard's runner, the façade and the workflows ask a kind instead
     of comparing ``cfg["model"]`` with a string.  Every ``cfg`` is a validated document (:class:`Valid`).
@@ -759,7 +799,8 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     if g is None:
         g = {}
     _keys(g, ("x", "y", "fit"), "grid")
-    if "fit" in g:
+    fitted = "fit" in g
+    if fitted:
         g = _fitted_grid(g, doc.get("data"), model, limits)
     # a density grid with y and without x is one-dimensional: p(y) on one x node (a document without any grid
     # stays the paper mesh)
@@ -805,6 +846,9 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     given = [k for k in ("l0", "l2", "l4", "l6") if k in pr]
     for order in ("l0", "l2", "l4", "l6"):
         prior[order] = _num(pr.get(order, 1.0 if (order == "l2" and not given) else 0.0), f"prior.{order}", 0)
+    if fitted and model == "density" and x["n"] > 1 and "lambda_x" not in pr and "lambda_y" not in pr:
+        ratio = _isotropic_ratio(x, y, prior)
+        prior["lambda_x"], prior["lambda_y"] = (1.0, ratio) if ratio <= 1 else (1.0 / ratio, 1.0)
     if prior["lambda_x"] + prior["lambda_y"] == 0:
         raise ConfigError("prior: lambda_x and lambda_y are both 0, so K = 0 and the prior is empty; "
                           "set lambda_x > 0 or lambda_y > 0")
@@ -886,6 +930,9 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
                      limits)
     if choose:
         out["choose"] = choose
+    labels = _labels(doc["labels"]) if doc.get("labels") is not None else {}
+    if labels:
+        out["labels"] = labels
     _check_cost(out, grid, limits)  # before any template is evaluated on the grid
     _check_conditioning(out, grid, lam_chosen="lambda" in choose)
     if model == "density":

@@ -2,11 +2,13 @@
 
 A table has one column (y values: a one-dimensional density) or two (x, y: a conditional density, or a regression).
 Separators: commas, semicolons, tabs or runs of spaces, the same on every line.  A first line that is not numbers is
-a header: with two columns it must name them ``x`` and ``y`` (either order, any case, quotes allowed), and the
-columns are read by those names (``y,x`` swaps them back); a header that names anything else is refused with the
-names it has.  A one-column table's header may name its column anything.  Blank lines and lines starting with ``#``
-are skipped.  Every other line must hold the same number of finite numbers (1 or 2); the first line that does not is
-named in the error.  The size is checked before anything is parsed (:mod:`bftcore.foundations.limits`: bytes of a
+a header.  A two-column header that names ``x`` and ``y`` (either order, any case, quotes allowed) is read by those
+names (``y,x`` swaps them back); two names that are neither x nor y are read by position, first x then y, and
+become the axes' labels (``eruptions,waiting``: x is the eruption's duration, y the waiting time), as does a
+one-column table's header; a header that names only one of x and y (``time,x``) is refused with its names.  The labels
+travel in the document's ``labels`` key to the figures, the CLI and the dashboard.  Blank lines and lines starting with
+``#`` are skipped.  Every other line must hold the same number of finite numbers (1 or 2); the first line that does not
+is named in the error.  The size is checked before anything is parsed (:mod:`bftcore.foundations.limits`: bytes of a
 document, points of a data set).
 
 A table without a configuration, or with one that has no grid, gets ``"grid": {"fit": true}``: each axis spans the
@@ -22,15 +24,23 @@ import re
 
 import numpy as np
 
-from .config import ConfigError, _fmt_int, decode_text, read_bytes
+from .config import LABEL_MAX_CHARS, ConfigError, _fmt_int, decode_text, read_bytes
 from .limits import Limits, active
 
 _SEPARATORS = re.compile(r"\s*[,;\t]\s*|\s+")
+_STRONG = re.compile(r"\s*[,;\t]\s*")
 
 
 def parse_table(raw, where: str = "the data table", limits: Limits | None = None) -> np.ndarray:
     """Text or bytes of a table -> an ``(n, k)`` float array, k = 1 or 2; :class:`ConfigError` saying what was
     wrong (size, encoding, a line that is not numbers, a column count that changes, NaN or infinity)."""
+    return parse_labelled_table(raw, where, limits)[0]
+
+
+def parse_labelled_table(raw, where: str = "the data table",
+                         limits: Limits | None = None) -> tuple[np.ndarray, dict]:
+    """:func:`parse_table`, and the axes' labels its header gives (``{}`` without a header, or with the header
+    ``x,y``): ``{"x": ..., "y": ...}`` for a two-column table, ``{"y": ...}`` for one column."""
     limits = limits or active()
     raw = decode_text(raw, where, limits, "CSV", "table").removeprefix("\ufeff")  # a BOM of text, as of bytes
     rows: list[list[float]] = []
@@ -44,8 +54,10 @@ def parse_table(raw, where: str = "the data table", limits: Limits | None = None
         try:
             values = [float(c) for c in cells]
         except ValueError:
-            if not rows and header is None:  # a header line
-                header = (number, cells)
+            if not rows and header is None:  # a header line: names may hold spaces where a comma separates
+                header = (number, [c for c in _STRONG.split(text) if c != ""] if _STRONG.search(text) else cells)
+                if len(header[1]) > 1 and not _STRONG.search(text) and _one_column(raw, number):
+                    header = (number, [text])  # one column's name with spaces: "income ($)"
                 continue
             bad = next(c for c in cells if not _is_number(c))
             raise ConfigError(f"{where}, line {number}: {bad[:40]!r} is not a number; a table holds numbers only "
@@ -67,25 +79,42 @@ def parse_table(raw, where: str = "the data table", limits: Limits | None = None
     if not rows:
         raise ConfigError(f"{where} has no data lines; give one column of y values or two columns x, y")
     table = np.asarray(rows, dtype=float)
-    return table if header is None else table[:, _column_order(header[1], table.shape[1], f"{where}, line "
-                                                                                          f"{header[0]}")]
+    if header is None:
+        return table, {}
+    order, labels = _column_order(header[1], table.shape[1], f"{where}, line {header[0]}")
+    return table[:, order], labels
 
 
-def _column_order(names: list[str], width: int, where: str) -> list[int]:
-    """The columns of the data in the order (x, y), read from the header's names: a two-column header must name
-    x and y, in either order (a header ``y,x`` read by position would swap the axes without a word); a one-column
-    table's header may say anything (its column is the y values)."""
+def _column_order(names: list[str], width: int, where: str) -> tuple[list[int], dict]:
+    """The columns of the data in the order (x, y), and the labels, read from the header's names: a two-column
+    header that names x and y is read by those names, in either order (a header ``y,x`` read by position would
+    swap the axes without a word); other names are read by position and kept as the axes' labels (cut to
+    :data:`bftcore.foundations.config.LABEL_MAX_CHARS`, as plain text)."""
     shown = ", ".join(repr(n[:40]) for n in names[:5]) + (", ..." if len(names) > 5 else "")
     if len(names) != width:
         raise ConfigError(f"{where}: the header names {len(names)} column(s) ({shown}) and the data lines have "
                           f"{width}; give one name per column")
+    clean = [" ".join("".join(c for c in n.strip().strip("\"'") if c.isprintable()).split())[:LABEL_MAX_CHARS]
+             for n in names]
     if width == 1:
-        return [0]
-    keys = [n.strip().strip("\"'").strip().lower() for n in names]
-    if sorted(keys) != ["x", "y"]:
-        raise ConfigError(f"{where}: the header names the columns {shown}; name them x and y (in either order) so "
-                          f"that each is read as what it is, or drop the header to read them as x, y by position")
-    return [keys.index("x"), keys.index("y")]
+        return [0], ({"y": clean[0]} if clean[0] else {})
+    keys = [n.lower() for n in clean]
+    if sorted(keys) == ["x", "y"]:
+        return [keys.index("x"), keys.index("y")], {}
+    if {"x", "y"} & set(keys):  # "time,x": read by position, the column named x would be y; said, not guessed
+        raise ConfigError(f"{where}: the header names the columns {shown}; name them x and y (in either order), or "
+                          f"give two names that are neither x nor y to read them as x, y by position, with the "
+                          f"names as the axes' labels")
+    return [0, 1], {axis: text for axis, text in zip(("x", "y"), clean) if text}
+
+
+def _one_column(raw: str, header_line: int) -> bool:
+    """Whether the table's first data line after the header holds one value (the header names one column)."""
+    for line in raw.splitlines()[header_line:]:
+        text = line.strip()
+        if text and not text.startswith("#"):
+            return len([c for c in _SEPARATORS.split(text) if c != ""]) == 1
+    return False
 
 
 def _is_number(text: str) -> bool:
@@ -98,12 +127,17 @@ def _is_number(text: str) -> bool:
 
 def read_table(path, limits: Limits | None = None) -> np.ndarray:
     """:func:`parse_table` of a file; errors name the file."""
+    return read_labelled_table(path, limits)[0]
+
+
+def read_labelled_table(path, limits: Limits | None = None) -> tuple[np.ndarray, dict]:
+    """:func:`parse_labelled_table` of a file; errors name the file."""
     limits = limits or active()
     raw = read_bytes(path, limits, "data", "a CSV or whitespace table", "table")
-    return parse_table(raw, os.fspath(path), limits)
+    return parse_labelled_table(raw, os.fspath(path), limits)
 
 
-def data_document(table: np.ndarray, config: dict | None = None) -> dict:
+def data_document(table: np.ndarray, config: dict | None = None, labels: dict | None = None) -> dict:
     """A configuration for a table: ``config`` (a raw document, or None for the defaults) with the table as its
     ``data`` (plain y values for one column, [x, y] pairs for two); its grid fitted to the data
     (``"grid": {"fit": true}``, the rule of :func:`bftcore.foundations.config.validate_config`) when it has no grid.  A
@@ -118,4 +152,25 @@ def data_document(table: np.ndarray, config: dict | None = None) -> dict:
     if doc.get("grid") is None:
         doc["grid"] = {"fit": True}
     doc["data"] = t[:, 0].tolist() if t.shape[1] == 1 else t.tolist()
+    if labels and not doc.get("labels"):  # the configuration's own labels win over the table's header
+        doc["labels"] = dict(labels)
     return doc
+
+
+def by_evidence(doc: dict, unset_only: bool = True) -> dict:
+    """A table's document with ``choose`` asking the evidence for what has the data's units, so that a table in
+    any units fits as well as in the paper's: lambda (a density with field L and at most one template, or a
+    regression) and a regression's beta (its noise precision, in 1/y^2).  ``unset_only`` (the CLI's ``fit``): only
+    what the configuration leaves unset, and a configuration that says what to choose is kept.  Otherwise (the
+    dashboard's upload, whose λ on screen belongs to the previous data) they are chosen whatever was set."""
+    if "choose" in doc and unset_only:
+        return doc
+    prior = doc.get("prior") or {}
+    regression = doc.get("model", "density") == "regression"
+    choose = {}
+    if (not unset_only or "lambda" not in prior) and (regression or (prior.get("field", "L") == "L"
+                                                                      and len(doc.get("templates") or []) <= 1)):
+        choose["lambda"] = "evidence"
+    if regression and (not unset_only or "beta" not in doc):
+        choose["beta"] = "evidence"
+    return {**doc, "choose": choose} if choose else doc

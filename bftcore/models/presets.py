@@ -42,6 +42,36 @@ def paper_data_50() -> np.ndarray:
     return np.array([[float(a), float(b)] for a, b in rows[1:]])
 
 
+#: The classical real data sets shipped with bftcore (``bftcore/data``, provenance in each file's header):
+#: name -> file.
+REAL_DATA = {"old_faithful": "faithful.csv", "motorcycle": "mcycle.csv"}
+
+
+def real_data(name: str) -> tuple[np.ndarray, dict]:
+    """A shipped real data set as an (n, 2) array of (x, y) and its axes' labels (the CSV's header, with units):
+    ``old_faithful`` (R's ``datasets::faithful``: 272 eruptions, x the eruption's duration, y the waiting time to
+    the next, in minutes) or ``motorcycle`` (R's ``MASS::mcycle``: 133 head accelerations in g against the time
+    after impact in ms).  Each file's comment lines give its source."""
+    from ..foundations.tables import parse_labelled_table
+    if name not in REAL_DATA:
+        raise ValueError(f"unknown data set {name!r}; choose one of {', '.join(REAL_DATA)}")
+    raw = resources.files("bftcore.data").joinpath(REAL_DATA[name]).read_bytes()
+    return parse_labelled_table(raw, f"bftcore/data/{REAL_DATA[name]}")
+
+
+def real_data_config(name: str) -> dict:
+    """The conditional density p(y | x) of a shipped data set in its own units: a grid fitted to the data (30 x
+    40 nodes), the data's labels on the axes, a smoothness prior on L = ln P and lambda chosen by the evidence
+    when fitted (``choose``; the dashboard chooses it on loading).  Newton from the kernel start."""
+    data, labels = real_data(name)
+    return {"model": "density", "grid": {"fit": True}, "data": data.tolist(), "labels": labels,
+            "prior": {"field": "L", "lambda": 1.0, "lambda_x": 1.0, "lambda_y": 1.0, "l0": 0.0, "l2": 1.0,
+                      "l4": 0.0, "l6": 0.0},
+            "templates": [], "weights": [], "beta": 1.0, "choose": {"lambda": "evidence"},
+            # the masses are the gate's, in the grid's internal coordinates (the data's units are their own)
+            "solver": {"method": "newton", "init": "kernel", "min_iter": 1, "max_iter": 100, "tol": 1e-8}}
+
+
 def _grid_doc(bx: str) -> dict:
     return {"x": {"min": 1, "max": 10, "n": 10, "boundary": bx}, "y": {"min": 1, "max": 15, "n": 15,
                                                                         "boundary": "periodic"}}
@@ -130,10 +160,13 @@ FIGURE_NOTES = {
 
 
 def figure_config(name: str) -> dict:
-    """The JSON configuration of a paper figure (``fig14`` ... ``fig17``, ``fig21`` ... ``fig28``)."""
+    """The JSON configuration of a paper figure (``fig14`` ... ``fig17``, ``fig21`` ... ``fig28``) or of a real data
+    set (``old_faithful``, ``motorcycle``: :func:`real_data_config`)."""
+    if name in REAL_DATA:
+        return real_data_config(name)
     if name not in FIGURES:
-        raise ValueError(f"unknown figure {name!r}; choose one of {', '.join(FIGURES)} (or fig7 for the "
-                         f"mixture sweep)")
+        raise ValueError(f"unknown figure {name!r}; choose one of {', '.join([*FIGURES, *REAL_DATA])} (or fig7 for "
+                         f"the mixture sweep)")
     return FIGURES[name]()
 
 
@@ -151,6 +184,16 @@ DEMO_TEXT = {
     "fig7": "The 0-dimensional example of [001] Fig 3 / Fig 7: two templates +1 and -1, one datum at 0.1. At "
             "small beta there is one averaged solution; above beta = 2.74 there are three, two of them stable: "
             "MAP has to choose, the exact posterior weights do not jump.",
+    "old_faithful": "Real data in its own units: the Old Faithful geyser, 272 eruptions (R's faithful, Azzalini "
+                    "and Bowman 1990). x is how long an eruption lasted, y how long the geyser then rested, both in "
+                    "minutes. Short eruptions are followed by short waits and long by long: the density of the wait "
+                    "moves with x, and near x = 3 min it has two bumps. Lambda is chosen by the evidence on "
+                    "loading; move it to see the ridge blur or break up.",
+    "motorcycle": "Real data in its own units: a crash test, 133 head accelerations in g against the time after "
+                  "impact in ms (R's MASS::mcycle, Silverman 1985). The mean swings down and back up, and the "
+                  "spread changes with time: quiet before 14 ms, wide during the impact. A conditional density "
+                  "shows both, where a regression with one noise level cannot. Lambda is chosen by the evidence "
+                  "on loading.",
     "two_trends": "Regression with a rising and a falling linear template fighting over five points. Above "
                   "beta = 1.38 both trends are stable MAP solutions (hysteresis in a beta sweep), while the exact "
                   "posterior weights b_j stay smooth.",
@@ -172,6 +215,8 @@ def _catalogue() -> dict:
     out["overfitting"] = (figure_config("fig27"), DEMO_TEXT["overfitting"])
     out["metastable_mixture"] = (metastable_mixture_config(), DEMO_TEXT["metastable_mixture"])
     out["two_trends"] = (regression_presets()["two_trends"], DEMO_TEXT["two_trends"])
+    for name in REAL_DATA:
+        out[name] = (real_data_config(name), DEMO_TEXT[name])
     return out
 
 

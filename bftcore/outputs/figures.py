@@ -216,12 +216,13 @@ def _points(hv, data: np.ndarray, label: str, **style):
 
 
 def _heatmap(hv, grid, field: np.ndarray, label: str):
-    """One cell per node, the colour map scaled from the smallest to the largest finite value; NaN cells grey.  Its
-    colour bar is added by the overlay (:func:`_colorbar`)."""
+    """One cell per node, the colour map scaled from the smallest to the largest finite value; NaN cells grey.  A
+    field whose values agree to 1e-6 of their size is drawn as constant (rounding is not structure).  Its colour
+    bar is added by the overlay (:func:`_colorbar`)."""
     field = _clean(field)
     finite = field[np.isfinite(field)]
     clim = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    if clim[1] <= clim[0]:  # a constant field: the middle colour
+    if clim[1] - clim[0] <= 1e-6 * max(abs(clim[0]), abs(clim[1])):  # a constant field: the middle colour
         clim = (clim[0] - 0.5, clim[0] + 0.5) if clim[0] == 0 else (clim[0] - abs(clim[0]), clim[0] + abs(clim[0]))
     hx, hy = grid.hx, grid.hy
     bounds = (grid.x.min - hx / 2, grid.y.min - hy / 2, grid.x.max + hx / 2, grid.y.max + hy / 2)
@@ -266,10 +267,18 @@ def _overlay(hv, layers: list, title: str, xlabel: str, ylabel: str, legend: str
     over it), a colour bar labelled ``colorbar`` for a heatmap, the grid's lines on a plot without one."""
     pad = {"fig_rcparams": {"axes.titlepad": 50}, "fig_bounds": (0.1, 0.12, 0.88 if colorbar else 0.95, 0.8)} \
         if legend == "top" else {}
-    hooks = ([_colorbar(colorbar)] if colorbar else []) + list(options.pop("hooks", []))
+    hooks = ([_colorbar(colorbar)] if colorbar else []) + list(options.pop("hooks", [])) + [_plain_text]
     return hv.Overlay(layers).opts(backend=_MPL, title=title, xlabel=xlabel, ylabel=ylabel, legend_position=legend,
                                    fontscale=1.25, show_grid=colorbar is None, legend_cols=2 if legend == "top" else 1,
                                    aspect="auto", hooks=hooks, **pad, **options)
+
+
+def _plain_text(plot, element) -> None:
+    """Titles and axis labels are text, never mathtext: a label from a CSV header such as ``cost ($) $x$`` is
+    drawn as written."""
+    ax = plot.handles["axis"]
+    for text in (ax.title, ax.xaxis.label, ax.yaxis.label):
+        text.set_parse_math(False)
 
 
 # ============================================================================================ declarations
@@ -287,6 +296,13 @@ def _density_layers(hv, grid, field, label, data, x, h, lines: list, band=None) 
     return layers
 
 
+def _names(cfg: dict, regression: bool = False) -> tuple[str, str]:
+    """The axes' names: the document's ``labels`` (a CSV header, in the user's words and units), else x and y (h(x)
+    for a regression's values)."""
+    labels = cfg.get("labels") or {}
+    return labels.get("x", "x"), labels.get("y", "h(x)" if regression else "y")
+
+
 def fit_figure(cfg: dict, doc: dict):
     """The declaration of a fit document's figure (module docstring)."""
     hv = _hv()
@@ -295,9 +311,11 @@ def fit_figure(cfg: dict, doc: dict):
     grid = a["grid"]
     prior = cfg.get("prior")
     lam = prior.get("lambda") if isinstance(prior, dict) else None
+    lam = ((doc.get("evidence") or {}).get("chosen") or {}).get("lambda", lam)  # the lambda the fit used
     lam_text = f", lambda = {lam:g}" if isinstance(lam, (int, float)) else ""
+    xname, yname = _names(cfg, a["model"] == "regression")
     if a["model"] == "density" and grid.x.n == 1:
-        return _density_1d_figure(hv, grid, a, data, lam_text)
+        return _density_1d_figure(hv, grid, a, data, lam_text, yname)
     if a["model"] == "density":
         lim = _grid_limits(grid)
         a = _one_node(a, lim["xlim"], ("h", "sd", "lo", "hi"))
@@ -305,8 +323,8 @@ def fit_figure(cfg: dict, doc: dict):
         band = ((a["lo"], a["hi"]), "credible band of h") if "lo" in a else None
         layers = _density_layers(hv, grid, a["P"], "P(y|x)", data, x, (h, "h(x) = E[y|x]"),
                                  [(h + sd, "h(x) ± sd(y|x)", 2.0, "--"), (h - sd, "", 2.0, "--")], band)
-        return _overlay(hv, layers, f"MAP density P(y|x) ({_count(len(data), 'data point')}{lam_text})", "x", "y",
-                        "top", "P(y|x)", **lim)
+        return _overlay(hv, layers, f"MAP density P(y|x) ({_count(len(data), 'data point')}{lam_text})", xname,
+                        yname, "top", "P(y|x)", **lim)
     xlim = (grid.x.min, grid.x.max) if grid.x.n > 1 else _limits([a["x"]])
     ys = [a["h"], a["mean"] + 2 * a["sd"], a["mean"] - 2 * a["sd"], data[:, 1]] + [a[k] for k in ("lo", "hi")
                                                                                      if k in a]
@@ -323,11 +341,11 @@ def fit_figure(cfg: dict, doc: dict):
                           linewidth=1.2))
     beta = cfg.get("beta")
     beta_text = f", beta = {beta:g}" if isinstance(beta, (int, float)) else ""
-    return _overlay(hv, layers, f"Regression h(x) ({_count(len(data), 'data point')}{lam_text}{beta_text})", "x",
-                    "h(x)", "best", xlim=xlim, ylim=_limits(ys, 0.06))
+    return _overlay(hv, layers, f"Regression h(x) ({_count(len(data), 'data point')}{lam_text}{beta_text})", xname,
+                    yname, "best", xlim=xlim, ylim=_limits(ys, 0.06))
 
 
-def _density_1d_figure(hv, grid, a: dict, data: np.ndarray, lam_text: str):
+def _density_1d_figure(hv, grid, a: dict, data: np.ndarray, lam_text: str, yname: str = "y"):
     """A 1-D density (one x node): p(y) against y, the data as a rug on the y axis, the mean as a dashed line."""
     y, P = grid.y.nodes, np.asarray(a["P"], dtype=float)[0]
     top = float(np.nanmax(P)) if np.isfinite(P).any() else 1.0
@@ -337,8 +355,9 @@ def _density_1d_figure(hv, grid, a: dict, data: np.ndarray, lam_text: str):
               _curve(hv, [mean, mean], [0.0, 1.05 * top], "mean E[y]", color=PALETTE[0], linewidth=2.0,
                      linestyle="--"),
               _points(hv, rug, _count(len(data), "data point"), color=PALETTE[1], marker="|", s=300, linewidth=2.0)]
-    return _overlay(hv, layers, f"MAP density p(y) ({_count(len(data), 'data point')}{lam_text})", "y", "p(y)",
-                    "best", xlim=(grid.y.min, grid.y.max), ylim=(0.0, 1.1 * top))
+    return _overlay(hv, layers, f"MAP density p(y) ({_count(len(data), 'data point')}{lam_text})", yname,
+                    "p(y)" if yname == "y" else f"p(y), y = {yname}", "best", xlim=(grid.y.min, grid.y.max),
+                    ylim=(0.0, 1.1 * top))
 
 
 def _lc_series(lc: dict) -> list[dict]:
@@ -453,7 +472,8 @@ def bootstrap_figure(cfg: dict, doc: dict):
                                  [(a["h_mean"], "bootstrap mean", 2.5, "--"), (a["h_lo"], f"bootstrap {level}", 1.5,
                                                                                 "-"), (a["h_hi"], "", 1.5, "-")],
                                  ((a["h_lo"], a["h_hi"]), ""))
-        return _overlay(hv, layers, title, "x", "y", "top", label, **lim)
+        xname, yname = _names(cfg)
+        return _overlay(hv, layers, title, xname, yname, "top", label, **lim)
     xlim = (grid.x.min, grid.x.max) if grid.x.n > 1 else _limits([a["x"]])
     ylim = _limits([a["h"], a["h_mean"], a["h_lo"], a["h_hi"], data[:, 1]], 0.06)
     a = _one_node(a, xlim, ("h", "h_mean", "h_lo", "h_hi"))
@@ -463,7 +483,7 @@ def bootstrap_figure(cfg: dict, doc: dict):
               _curve(hv, x, a["h"], "h(x), fit to all data", color="black", linewidth=4.0),
               _points(hv, data, _count(len(data), "data point"), color=PALETTE[1], edgecolors="black", s=70,
                       linewidth=1.2)]
-    return _overlay(hv, layers, title, "x", "h(x)", "best", xlim=xlim, ylim=ylim)
+    return _overlay(hv, layers, title, *_names(cfg, True), "best", xlim=xlim, ylim=ylim)
 
 
 # ============================================================================================ PNG and axes
