@@ -29,6 +29,7 @@ from .foundations.grid import Grid
 from .foundations.limits import active
 from .models import regression
 from .models.density import DensityFit
+from .models.regression_query import posterior_at, samples_at
 
 #: ``grid`` strings the estimator accepts: the paper mesh x = 1..10, y = 1..15 (y periodic), x periodic or neumann.
 GRID_NAMES = {"paper": "periodic", "paper-periodic": "periodic", "paper-neumann": "neumann"}
@@ -296,7 +297,10 @@ class BFTDensity:
 
     Without a ``grid``, (x, y) data get a grid fitted to their ranges (each axis padded by 10 % of its range on both
     sides, 30 x 40 Neumann nodes: the gate's ``"grid": {"fit": true}``), in the data's own units; ``grid="paper"``
-    is the paper's mesh (x = 1..10, y = 1..15, periodic in y).
+    is the paper's mesh (x = 1..10, y = 1..15, periodic in y).  ``lambda_x``, ``lambda_y`` (None) are then set by
+    the gate so that the prior is isotropic in units of each axis's span (lambda_y / lambda_x = (span_y /
+    span_x)^(2k), :func:`bftcore.foundations.config._isotropic_ratio`): the same fit in any units of x and y.  On a
+    grid given by hand, None means 1 (the paper's).
 
     One-dimensional densities p(y): ``fit(y)`` with a 1-D array of y values (or an (n, 1) array).  Without a
     ``grid`` the y axis is 200 Neumann nodes over the data's range padded by 10 % of it on each side (0.5 for
@@ -306,8 +310,8 @@ class BFTDensity:
     density_: np.ndarray  # fitted attributes exist only after fit (hasattr tells)
     log_density_: np.ndarray
 
-    def __init__(self, grid: Grid | None = None, field: str = "L", lam: float = 1.0, lambda_x: float = 1.0,
-                 lambda_y: float = 1.0, l0: float = 0.0, l2: float = 1.0, l4: float = 0.0, l6: float = 0.0,
+    def __init__(self, grid: Grid | None = None, field: str = "L", lam: float = 1.0, lambda_x: float | None = None,
+                 lambda_y: float | None = None, l0: float = 0.0, l2: float = 1.0, l4: float = 0.0, l6: float = 0.0,
                  templates=None, weights=None, beta: float = 1.0, method: str = "newton", mass2: float | None = None,
                  init: str = "kernel", init_mass2: float | None = None, min_iter: int = 4, max_iter: int = 50,
                  tol: float = 1e-8, truth: str | None = None, warm_start: bool = False, lam_range=None,
@@ -390,8 +394,10 @@ class BFTDensity:
         doc = {"model": "density", "grid": grid, "data": pts,
                "prior": {"field": self.field,
                          "lambda": 1.0 if self._by_evidence() else self._lambda_of(grid) if one_d else self.lam,
-                         "lambda_x": self.lambda_x,
-                          "lambda_y": self.lambda_y, "l0": self.l0, "l2": self.l2, "l4": self.l4, "l6": self.l6},
+                         # None: the gate's, isotropic in the spans of a grid fitted to (x, y) data, else 1
+                         **{k: v for k, v in (("lambda_x", self.lambda_x), ("lambda_y", self.lambda_y))
+                            if v is not None},
+                         "l0": self.l0, "l2": self.l2, "l4": self.l4, "l6": self.l6},
                 "templates": [] if self.templates is None else self.templates,
                 "weights": [] if self.weights is None else self.weights, "beta": self.beta,
                 "solver": {"method": self.method, "init": self.init, "min_iter": self.min_iter,
@@ -598,8 +604,11 @@ class BFTRegressor:
 
     The regression function h lives on ``n`` nodes from ``x_min`` to ``x_max`` (``boundary`` "neumann",
     "periodic" or "free"; on a free boundary K_X is the sum of (l_2k / h^2k) D_k^T D_k, so the polynomials of degree
-    below the highest order are unpenalised: with ``l2=0, l6=1`` a smoothing spline); data and queries are snapped to
-    the nearest node.  Component j of the prior is
+    below the highest order are unpenalised: with ``l2=0, l6=1`` a smoothing spline); data are snapped to the
+    nearest node (the model of [001]: K_T counts the data per node).  ``predict`` and ``sample_y`` answer at any x:
+    between the nodes by the piecewise-linear field the lattice stands for, beyond ``x_min``/``x_max`` by the prior's
+    continuation, whose standard deviation grows with the distance from the data
+    (:mod:`bftcore.models.regression_query`).  Component j of the prior is
     h ~ N(t_j, (beta lam hx K_X)^{-1}) with K_X = l0 I - l2 Delta + l4 Delta^2 - l6 Delta^3 and mean ``templates[j]``
     (template dicts of :mod:`bftcore.foundations.templates`; default one zero template), mixed with ``weights`` p_j; the
     noise variance is 1/beta ([001] eqs. (6), (7)).  Everything is exact (Gaussian integrals):
@@ -780,21 +789,18 @@ class BFTRegressor:
         return api.bootstrap_document(self._resampling_config(X, y), resamples, level, seed, scheduler)
 
     # --- after fit -----------------------------------------------------------------------------------------------
-    def _nodes_of(self, X, who: str = "BFTRegressor.predict", per_point: int = 1, draws: int = 1) -> np.ndarray:
-        """Node indices of the query points X, checked before X is converted: fitted, and the result of
-        ``per_point`` numbers a point times ``draws`` within the budget of outputs."""
+    def _queries(self, X, who: str = "BFTRegressor.predict", per_point: int = 1, draws: int = 1) -> np.ndarray:
+        """The query points X, checked before X is converted: fitted, and the result of ``per_point`` numbers a
+        point times ``draws`` within the budget of outputs."""
         _not_fitted(self)
         _count_queries(X, who, per_point, draws)
-        x = _regression_x(X, "X")
-        try:
-            return self.model_.axis.snap(x)
-        except ValueError as e:
-            raise ValueError(f"BFTRegressor: X has points off the fitted grid: {e} (or fit with x_min, x_max "
-                             f"covering them)") from None
+        return _regression_x(X, "X")
 
     def predict(self, X, return_std: bool = False, return_cov: bool = False):
-        """Posterior mean of h at the nodes nearest to X; with ``return_std`` also its posterior standard
-        deviation, with ``return_cov`` its posterior covariance (noise-free, see the class docstring)."""
+        """Posterior mean of h at X, at any x: between the nodes the piecewise-linear field the lattice stands
+        for, beyond the grid the prior's continuation (its standard deviation grows with the distance, as a
+        Gaussian process's does; :mod:`bftcore.models.regression_query`).  With ``return_std`` also its posterior
+        standard deviation, with ``return_cov`` its posterior covariance (noise-free, see the class docstring)."""
         _not_fitted(self)
         if return_std and return_cov:
             raise ValueError("BFTRegressor.predict: ask for at most one of return_std and return_cov")
@@ -803,30 +809,23 @@ class BFTRegressor:
             check_output(n * n, f"BFTRegressor.predict: the covariance of {_fmt_int(n)} query points is {{}} numbers",
                          f"ask for the covariance of at most {_fmt_int(int((active().max_output_values or 1) ** 0.5))} "
                          f"points, or return_std=True for the variances alone")
-        ix = self._nodes_of(X, per_point=2 if return_std else 1)
-        mean = self.h_[ix]
+        x = self._queries(X, per_point=2 if return_std else 1)
+        mean, spread = posterior_at(self.model_, x, self.beta_, self.b_, full=return_cov)
         if return_std:
-            return mean, self.std_[ix]
+            return mean, np.sqrt(spread)
         if return_cov:
-            M = self.model_
-            E = np.zeros((M.n, ix.size))
-            E[ix, np.arange(ix.size)] = 1.0
-            within = M.solve_A(E)[ix, :] / self.beta_
-            d = M.component_solutions[:, ix] - mean
-            cov = 0.5 * (within + within.T) + (d.T * self.b_) @ d
-            return mean, cov
+            return mean, spread
         return mean
 
     def sample_y(self, X, n_samples: int = 1, random_state=0) -> np.ndarray:
-        """Exact draws of h from the posterior at the nodes nearest to X, shape (len(X), n_samples) as in
-        scikit-learn (:meth:`bftcore.models.regression.RegressionModel.posterior_samples`; noise-free)."""
+        """Exact draws of h from the posterior at X, shape (len(X), n_samples) as in scikit-learn
+        (:func:`bftcore.models.regression_query.samples_at`; noise-free)."""
         if isinstance(n_samples, bool) or not (isinstance(n_samples, (int, np.integer)) and n_samples >= 1):
             raise ValueError(f"BFTRegressor.sample_y: n_samples must be a whole number >= 1, got {n_samples!r}")
         # draws x query points counted from X's length before X is converted (the draws x nodes of the posterior
         # are counted by posterior_samples)
-        ix = self._nodes_of(X, "BFTRegressor.sample_y", draws=int(n_samples))
-        draws = self.model_.posterior_samples(self.beta_, int(n_samples), random_state)
-        return draws[:, ix].T
+        x = self._queries(X, "BFTRegressor.sample_y", draws=int(n_samples))
+        return samples_at(self.model_, x, self.beta_, int(n_samples), random_state).T
 
     def log_marginal_likelihood(self, theta=None, eval_gradient: bool = False):
         """ln p(y | X, lam, l0, beta, p), exact, at ``theta = ln [lam, beta]`` (None: the fitted values).  With

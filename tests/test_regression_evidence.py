@@ -311,10 +311,10 @@ def test_regressor_round_trip_matches_the_module_functions():
     doc = regression.evidence(est.config_)
     assert est.log_marginal_likelihood() == pytest.approx(doc["log_evidence"], rel=1e-12)
     assert est.log_marginal_likelihood_value_ == pytest.approx(res["log_evidence"], rel=1e-10)
-    mean, std = est.predict(X[:7], return_std=True)
-    ix = est.model_.axis.snap(X[:7, 0])
     ex = est.model_.exact(est.beta_)
-    assert np.allclose(mean, ex["mean"][ix]) and np.allclose(std, np.sqrt(ex["var"][ix]))
+    at_nodes, sd_nodes = est.predict(est.x_[:7], return_std=True)      # at the nodes: the module's numbers
+    assert np.allclose(at_nodes, ex["mean"][:7]) and np.allclose(sd_nodes, np.sqrt(ex["var"][:7]))
+    mean, std = est.predict(X[:7], return_std=True)
     mean2, cov = est.predict(X[:7], return_cov=True)
     assert np.allclose(mean2, mean) and np.allclose(np.sqrt(np.diag(cov)), std)
     assert np.allclose(est.predict(X[:7].ravel()), mean)
@@ -349,12 +349,13 @@ def test_regressor_refuses_bad_input_naming_it(params, X, y, msg):
         BFTRegressor(**params).fit(X, y)
 
 
-def test_regressor_refuses_use_before_fit_and_points_off_the_grid():
+def test_regressor_refuses_use_before_fit_and_points_far_beyond_the_grid():
     from bftcore.estimator import NotFittedError
     with pytest.raises(NotFittedError, match="not fitted"):
         BFTRegressor().predict([1.0])
     est = BFTRegressor(x_min=0.0, x_max=5.0, n=51).fit([1.0, 2.0, 4.0], [0.0, 1.0, 0.5])
-    with pytest.raises(ValueError, match="off the fitted grid"):
-        est.predict([7.0])
+    assert np.isfinite(est.predict([7.0, -3.0])).all()        # beyond the grid: the prior's continuation
+    with pytest.raises(ValueError, match="2001 grid spacings beyond the fitted grid"):
+        est.predict([5.0 + 0.1 * 2001])
     with pytest.raises(ValueError, match="at most one of return_std and return_cov"):
         est.predict([1.0], return_std=True, return_cov=True)

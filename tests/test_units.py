@@ -164,3 +164,19 @@ def test_a_length_scale_in_the_datas_units_sets_lambda_by_defts_convention():
     with pytest.raises(ConfigError, match="not both"):
         BFTDensity(l2=0.0, l6=1.0, lam="evidence", length_scale=0.5).fit(y)
     assert BFTDensity(l2=1.0, l6=1.0).fit(y).length_scale_ is None
+
+
+XY = np.column_stack([np.random.default_rng(8).uniform(0.0, 4.0, 120), np.zeros(120)])
+XY[:, 1] = np.sin(XY[:, 0]) + 0.3 * np.random.default_rng(9).normal(size=120)
+REFERENCE_2D = BFTDensity(lam="evidence").fit(XY)
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=scales, c=scales, b=st.floats(-50.0, 50.0), d=st.floats(-50.0, 50.0))
+def test_a_conditional_density_by_evidence_is_equivariant_under_a_change_of_units(a, c, b, d):
+    # x -> a x + b, y -> c y + d: the fitted grid, the isotropic lambda_x / lambda_y of the gate and the evidence's
+    # lambda follow, so p(y | x) per unit of y is the reference divided by c (l2: lambda in units-free form)
+    ref = REFERENCE_2D
+    est = BFTDensity(lam="evidence").fit(np.column_stack([a * XY[:, 0] + b, c * XY[:, 1] + d]))
+    assert est.grid_.x.min == pytest.approx(a * ref.grid_.x.min + b, rel=1e-9, abs=1e-9 * a)
+    assert est.density_ * c == pytest.approx(ref.density_, rel=1e-6, abs=1e-9 * ref.density_.max())

@@ -82,6 +82,7 @@ class RegressionModel:
         n = axis.n
         self.ix, self.y = _snap_data(axis, data)
         assert templates, "a regression mixture needs at least one template (the gate says so by name)"
+        self.template_specs = [dict(t) for t in templates]  # to evaluate them beyond the grid (regression_query)
         self.templates = np.array([template_values(t, self.nodes) for t in templates])
         m = len(self.templates)
         self.weights = check_weights(weights, m)
@@ -280,13 +281,17 @@ class RegressionModel:
         h ~ N(t̄_j, (beta A)^{-1}) (29), as h = t̄_j + U^{-1} z / sqrt(beta) with A = U^T U (Cholesky; banded
         when A is, e.g. Neumann, dense otherwise, e.g. periodic wrap-around) and z standard normal.  ``rng``: a
         numpy Generator or a seed."""
+        return self.posterior_draws(beta, n, rng)[1]
+
+    def posterior_draws(self, beta: float, n: int, rng=None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`posterior_samples` and the component of each draw."""
         beta = check_beta(beta, units=True)
         n = check_samples(n, self.n)
         rng = np.random.default_rng(rng)
         b = self.exact_weights(beta)
         comps = rng.choice(self.m, size=int(n), p=b)
         z = rng.standard_normal((self.n, int(n)))
-        return self.component_solutions[comps] + self._cholesky_solve(z).T / np.sqrt(beta)
+        return comps, self.component_solutions[comps] + self._cholesky_solve(z).T / np.sqrt(beta)
 
     def _cholesky_solve(self, z) -> np.ndarray:
         """U^{-1} z with A = U^T U, so that U^{-1} z has covariance A^{-1} for standard normal z."""
