@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import warnings
 
 import numpy as np
@@ -245,7 +246,8 @@ def _points_1d(y: np.ndarray) -> np.ndarray:
 
 def _grid_1d(grid, y: np.ndarray) -> dict:
     """The grid of a one-dimensional density: ``grid`` if given (a y-only JSON grid, or a Grid with one x node),
-    else 200 Neumann nodes over the data's range padded by 10 % (0.5 for one value)."""
+    else 200 free-boundary nodes over the data's range padded by 10 % (0.5 for one value): DEFT's model, see
+    :func:`bftcore.foundations.config._fitted_grid`."""
     if grid is None:
         finite = y[np.isfinite(y)]
         if finite.size == 0:
@@ -253,7 +255,7 @@ def _grid_1d(grid, y: np.ndarray) -> dict:
                               "(parameter X)")
         lo, hi = float(finite.min()), float(finite.max())
         pad = 0.1 * (hi - lo) if hi > lo else 0.5
-        return {"y": {"min": lo - pad, "max": hi + pad, "n": 200, "boundary": "neumann"}}
+        return {"y": {"min": lo - pad, "max": hi + pad, "n": 200, "boundary": "free"}}
     doc = _grid_doc(grid)
     if "x" in doc and doc["x"] is not None and not (isinstance(doc["x"], dict) and doc["x"].get("n") == 1):
         raise ConfigError("BFTDensity.fit: 1-D data (y values) need a one-dimensional grid: a JSON grid with only "
@@ -296,15 +298,16 @@ class BFTDensity:
     0.1 in the grid's internal coordinates, nodes spaced 1) follow the grid the same way.
 
     Without a ``grid``, (x, y) data get a grid fitted to their ranges (each axis padded by 10 % of its range on both
-    sides, 30 x 40 Neumann nodes: the gate's ``"grid": {"fit": true}``), in the data's own units; ``grid="paper"``
-    is the paper's mesh (x = 1..10, y = 1..15, periodic in y).  ``lambda_x``, ``lambda_y`` (None) are then set by
-    the gate so that the prior is isotropic in units of each axis's span (lambda_y / lambda_x = (span_y /
+    sides, 30 x 40 nodes, Neumann in x and free in y: the gate's ``"grid": {"fit": true}``), in the data's own units;
+    ``grid="paper"`` is the paper's mesh (x = 1..10, y = 1..15, periodic in y).  ``lambda_x``, ``lambda_y`` (None) are
+    then set by the gate so that the prior is isotropic in units of each axis's span (lambda_y / lambda_x = (span_y /
     span_x)^(2k), :func:`bftcore.foundations.config._isotropic_ratio`): the same fit in any units of x and y.  On a
     grid given by hand, None means 1 (the paper's).
 
     One-dimensional densities p(y): ``fit(y)`` with a 1-D array of y values (or an (n, 1) array).  Without a
-    ``grid`` the y axis is 200 Neumann nodes over the data's range padded by 10 % of it on each side (0.5 for
-    a single value); a ``grid`` for 1-D data is a JSON grid object with only ``"y"``, or a Grid with one x node.
+    ``grid`` the y axis is 200 free-boundary nodes (DEFT's model) over the data's range padded by 10 % of it on each
+    side (0.5 for a single value); a ``grid`` for 1-D data is a JSON grid object with only ``"y"``, or a Grid with one x
+    node.
     """
 
     density_: np.ndarray  # fitted attributes exist only after fit (hasattr tells)
@@ -387,7 +390,7 @@ class BFTDensity:
         pts = _points_1d(values) if one_d else values
         if one_d:
             grid = _grid_1d(self.grid, pts[:, 1])
-        elif self.grid is None:  # fitted to the data's ranges by the gate (30 x 40 Neumann nodes, padded 10 %)
+        elif self.grid is None:  # fitted to the data's ranges by the gate (30 x 40 nodes, padded 10 %)
             grid, pts = {"fit": True}, np.asarray(pts, dtype=float).tolist()
         else:
             grid = _grid_doc(self.grid)
@@ -597,6 +600,9 @@ _REGRESSOR_PARAM_OF_KEY = (("prior.lambda", "lam"), ("prior.l0", "l0"), ("prior.
                            ("weights", "weights"), ("beta", "beta"), ("data", "X"))
 #: Hyperparameters BFTRegressor can set by maximising the evidence, and their document names.
 _EVIDENCE_NAMES = {"lam": "lambda", "l0": "l0", "beta": "beta"}
+#: Most x nodes :class:`BFTRegressor` chooses by itself (``n=None``): a free boundary's eigenbasis is dense, and
+#: 1000 nodes keep a fit to 20 000 points within seconds.
+AUTO_NODES_MAX = 1000
 
 
 class BFTRegressor:
@@ -615,8 +621,9 @@ class BFTRegressor:
     :class:`bftcore.models.regression.RegressionModel` and :class:`~bftcore.models.regression.RegressionEvidence`.
 
     Parameters: ``x_min``, ``x_max`` (None: the data's range padded by 5 % on each side, or by 0.5 for a single
-    x), ``n`` (200), ``boundary`` ("neumann"), ``lam`` (number > 0 or ``"evidence"``), ``beta`` (number > 0 or
-    ``"evidence"``), ``l0`` (number >= 0 or ``"evidence"``; 0 is the improper prior flat on the constants, whose
+    x), ``n`` (None: at least 200 nodes, two per distinct x, eight per ``length_scale`` over the data's range, at
+    most :data:`AUTO_NODES_MAX`), ``boundary`` ("neumann"), ``lam`` (number > 0 or ``"evidence"``), ``beta`` (number > 0
+    or ``"evidence"``), ``l0`` (number >= 0 or ``"evidence"``; 0 is the improper prior flat on the constants, whose
     evidence is the restricted one), ``l2`` (1), ``l4``, ``l6``, ``templates``, ``weights``.  ``"evidence"``
     chooses the value by maximising the exact log evidence (:func:`bftcore.models.regression.optimise_evidence`, type-II
     maximum likelihood) in ``fit``, over ranges from the grid and the data
@@ -626,11 +633,20 @@ class BFTRegressor:
     a range warns.  Units: lambda has the units of x^(2k-1) for a prior of order k (the data term and the prior
     are both in units of y^2), beta those of 1/y^2.
 
+    Length scale: with a prior of one order k (l0 = 0, one of l2, l4, l6), ``length_scale`` (in the units of x)
+    sets lambda instead: ``lam = length_scale^(2k) * N / (l_k * L)``, N the number of data and L = n h the box of
+    the n nodes.  It is Silverman's (1984) bandwidth of the smoothing spline's equivalent kernel at the mean data
+    density N / L: the energy 1/2 sum (h - y)^2 + (lam/2) l_k int (h^(k))^2 dx balances its two terms over that
+    length.  After every fit ``length_scale_`` is that length of the lambda used (None for other priors).
+    scikit-learn's RBF ``length_scale`` has no exact counterpart (a spline prior is not a squared-exponential
+    kernel); both are the distance over which the fit averages the data.
+
     Fitted attributes: ``lam_``, ``beta_``, ``l0_`` (the values used), ``x_`` (the nodes), ``h_`` (the exact
     posterior mean sum_j b_j t̄_j of (27) on the nodes; for one template the MAP), ``std_`` (posterior standard
     deviation of h on the nodes), ``b_`` (exact posterior weights (28)), ``log_marginal_likelihood_value_``
     (ln p(y | X) at the fitted hyperparameters), ``theta_`` (= ln [lam_, beta_]), ``evidence_result_`` (the
-    optimiser's dict, None without ``"evidence"``), ``model_``, ``config_`` (the validated document).
+    optimiser's dict, None without ``"evidence"``), ``model_``, ``config_`` (the validated document),
+    ``length_scale_``.
 
     Like scikit-learn's ``GaussianProcessRegressor`` with the noise given as ``alpha``, ``predict``'s standard
     deviation and covariance and ``sample_y``'s draws are those of the noise-free function h; add ``1 / beta_``
@@ -639,13 +655,52 @@ class BFTRegressor:
 
     h_: np.ndarray  # fitted attributes exist only after fit (hasattr tells)
 
-    _PARAMS = ("x_min", "x_max", "n", "boundary", "lam", "beta", "l0", "l2", "l4", "l6", "templates", "weights")
+    _PARAMS = ("x_min", "x_max", "n", "boundary", "lam", "beta", "l0", "l2", "l4", "l6", "templates", "weights",
+               "length_scale")
 
-    def __init__(self, x_min=None, x_max=None, n: int = 200, boundary: str = "neumann", lam=1.0, beta=1.0,
-                 l0=0.0, l2: float = 1.0, l4: float = 0.0, l6: float = 0.0, templates=None, weights=None):
+    def __init__(self, x_min=None, x_max=None, n: int | None = None, boundary: str = "neumann", lam=1.0, beta=1.0,
+                 l0=0.0, l2: float = 1.0, l4: float = 0.0, l6: float = 0.0, templates=None, weights=None,
+                 length_scale: float | None = None):
         self.x_min, self.x_max, self.n, self.boundary = x_min, x_max, n, boundary
         self.lam, self.beta, self.l0, self.l2, self.l4, self.l6 = lam, beta, l0, l2, l4, l6
-        self.templates, self.weights = templates, weights
+        self.templates, self.weights, self.length_scale = templates, weights, length_scale
+
+    def _order(self) -> tuple[int, float] | None:
+        """The one order k and its coefficient l_k of a prior with a length scale (l0 = 0, one of l2, l4, l6), or
+        None."""
+        orders = [(k, float(c)) for k, c in ((1, self.l2), (2, self.l4), (3, self.l6)) if c]
+        return orders[0] if len(orders) == 1 and not (isinstance(self.l0, (int, float)) and self.l0) else None
+
+    def _length(self) -> float | None:
+        """``length_scale`` checked: None, or a finite number > 0 with a prior of one order and a lambda not asked
+        of the evidence."""
+        if self.length_scale is None:
+            return None
+        try:
+            ell = float(self.length_scale)
+        except (TypeError, ValueError):
+            ell = math.nan
+        if not (math.isfinite(ell) and ell > 0):
+            raise ConfigError(f"BFTRegressor parameter 'length_scale' must be a finite number > 0 in the units of x, "
+                              f"got {self.length_scale!r}")
+        if self._order() is None:
+            raise ConfigError("BFTRegressor parameter 'length_scale': a length scale belongs to a prior of one order "
+                              f"(one of l2, l4, l6 > 0, l0 = 0), got l0={self.l0}, l2={self.l2}, l4={self.l4}, "
+                              f"l6={self.l6}; set the others to 0, or give lam instead")
+        if isinstance(self.lam, str) and self.lam == "evidence":
+            raise ConfigError("BFTRegressor: give lam=\"evidence\" or a length_scale, not both (parameter "
+                              "'length_scale')")
+        return ell
+
+    def _nodes(self, x) -> int:
+        """``n``, or when None: at least 200, two per distinct x (so snapping moves no datum past its neighbour's
+        node) and eight per length scale over the data's range, at most :data:`AUTO_NODES_MAX`."""
+        if self.n is not None:
+            return self.n
+        span = float(np.max(x) - np.min(x)) if len(x) else 0.0
+        ell = self._length()
+        per_length = int(math.ceil(8 * span / ell)) if ell and span > 0 else 0
+        return int(min(AUTO_NODES_MAX, max(200, 2 * np.unique(x).size, per_length)))
 
     def get_params(self, deep: bool = True) -> dict:
         return {k: getattr(self, k) for k in self._PARAMS}
@@ -702,8 +757,14 @@ class BFTRegressor:
             pad = 0.05 * (hi - lo) if hi > lo else 0.5
             x_min = lo - pad if x_min is None else x_min
             x_max = hi + pad if x_max is None else x_max
+        n = self._nodes(x)
+        ell = self._length()
+        if ell is not None:  # Silverman's equivalent-kernel bandwidth at the mean data density (class text)
+            k, coef = self._order()  # type: ignore[misc]
+            box = (float(x_max) - float(x_min)) * n / max(n - 1, 1)
+            lam = ell ** (2 * k) * len(x) / (coef * box)
         return {"model": "regression",
-                "grid": {"x": {"min": x_min, "max": x_max, "n": self.n, "boundary": self.boundary}},
+                "grid": {"x": {"min": x_min, "max": x_max, "n": n, "boundary": self.boundary}},
                 "data": np.column_stack([x, y]),
                 "prior": {"lambda": lam, "l0": l0, "l2": self.l2, "l4": self.l4, "l6": self.l6},
                 "templates": [{"kind": "constant", "value": 0.0}] if self.templates is None else self.templates,
@@ -753,6 +814,11 @@ class BFTRegressor:
         self.config_, self.model_ = cfg, model
         self.lam_, self.beta_, self.l0_ = float(cfg["prior"]["lambda"]), beta, float(cfg["prior"]["l0"])
         self.theta_ = np.log([self.lam_, self.beta_])
+        order = self._order()
+        self.length_scale_ = None
+        if order is not None and self.l0_ == 0:  # the inverse of to_config's conversion (class text)
+            k, coef = order
+            self.length_scale_ = float((self.lam_ * coef * model.axis.n * model.hx / x.size) ** (1 / (2 * k)))
         self.n_features_in_ = 1
         self.x_ = model.nodes.copy()
         self.h_ = exact["mean"]

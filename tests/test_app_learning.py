@@ -36,11 +36,11 @@ def test_a_two_column_csv_becomes_the_data_with_a_grid_fitted_to_it_and_keeps_th
     panel.upload.value = GOOD_CSV
     assert s.message.startswith("Loaded 5 points from mine.csv as a density p(y|x) on a grid fitted"), s.message
     assert s.data == [[2.0, 3.5], [4.0, 7.25], [6.5, 5.0], [8.0, 11.0], [3.0, 9.5]]
-    # the grid of bftcore.foundations.config._fitted_grid: the data's range padded by 10 % each side, 30 x 40 Neumann
-    # nodes
+    # the grid of bftcore.foundations.config._fitted_grid: the data's range padded by 10 % each side, 30 x 40 nodes,
+    # Neumann in x, free in y
     assert (s.x_min, s.x_max, s.nx) == (pytest.approx(1.4), pytest.approx(8.6), 30)
     assert (s.y_min, s.y_max, s.ny) == (pytest.approx(2.75), pytest.approx(11.75), 40)
-    assert (s.boundary_x, s.boundary_y, s.grid_size) == ("neumann", "neumann", "as loaded (custom)")
+    assert (s.boundary_x, s.boundary_y, s.grid_size) == ("neumann", "free", "as loaded (custom)")
     # the table's units are its own: lambda is chosen by the evidence (the prior's order and coefficient are kept)
     assert (s.order_coef, s.model) == (0.05, "density, prior on L") and s.lam != 0.7
     doc = {**s.to_config(), "choose": {"lambda": "evidence"}}

@@ -89,18 +89,19 @@ def test_the_fitted_grid_follows_the_documented_rule():
     y = np.array([[-1.0], [0.5], [3.0]])
     cfg = validate_config(data_document(y))
     ax = cfg["grid"]["y"]
-    assert (ax["min"], ax["max"], ax["n"], ax["boundary"]) == (-1 - 0.4, 3 + 0.4, 200, "neumann")
+    assert (ax["min"], ax["max"], ax["n"], ax["boundary"]) == (-1 - 0.4, 3 + 0.4, 200, "free")  # DEFT's model
     assert cfg["grid"]["x"]["n"] == 1                                  # a one-dimensional density
     xy = np.array([[0.0, 1.0], [2.0, 5.0], [1.0, 3.0]])
     cfg = validate_config(data_document(xy))
     assert (cfg["grid"]["x"]["min"], cfg["grid"]["x"]["max"], cfg["grid"]["x"]["n"]) == (-0.2, 2.2, 30)
     assert (cfg["grid"]["y"]["min"], cfg["grid"]["y"]["max"], cfg["grid"]["y"]["n"]) == (0.6, 5.4, 40)
+    assert (cfg["grid"]["x"]["boundary"], cfg["grid"]["y"]["boundary"]) == ("neumann", "free")
     reg = validate_config(data_document(xy, {"model": "regression", "templates": [{"kind": "constant", "value": 0.0}]}))
     assert reg["grid"]["x"]["min"] == pytest.approx(-FIT_PAD * 2) and reg["grid"]["x"]["n"] == 200
     # one value: a pad of 0.5; the axis's own n and boundary are kept
-    one = validate_config({"grid": {"fit": True, "y": {"n": 50, "boundary": "free"}}, "data": [2.0, 2.0]})
+    one = validate_config({"grid": {"fit": True, "y": {"n": 50, "boundary": "neumann"}}, "data": [2.0, 2.0]})
     assert (one["grid"]["y"]["min"], one["grid"]["y"]["max"], one["grid"]["y"]["n"],
-            one["grid"]["y"]["boundary"]) == (1.5, 2.5, 50, "free")
+            one["grid"]["y"]["boundary"]) == (1.5, 2.5, 50, "neumann")
     # every datum lies inside, so the gate accepts them
     assert len(one["data"]) == 2
 

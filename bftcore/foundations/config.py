@@ -600,7 +600,7 @@ def _check_cost(cfg: dict, grid: Grid, limits: Limits) -> None:
 FIT_PAD = 0.1
 
 
-def _fitted_axis(values: list, given, where: str, n: int) -> dict:
+def _fitted_axis(values: list, given, where: str, n: int, boundary: str = "neumann") -> dict:
     if given is not None and not isinstance(given, dict):
         raise ConfigError(f"{where} must be an object, got {_show(given)}")
     given = dict(given or {})
@@ -610,14 +610,18 @@ def _fitted_axis(values: list, given, where: str, n: int) -> dict:
                               f"(or drop grid.fit and give min and max)")
     lo, hi = min(values), max(values)
     pad = FIT_PAD * (hi - lo) if hi > lo else 0.5
-    return {"min": lo - pad, "max": hi + pad, "n": given.get("n", n), "boundary": given.get("boundary", "neumann")}
+    return {"min": lo - pad, "max": hi + pad, "n": given.get("n", n), "boundary": given.get("boundary", boundary)}
 
 
 def _fitted_grid(g: dict, data, model: str, limits: Limits) -> dict:
     """The grid of ``"grid": {"fit": true}``: each axis spans the data's values padded by :data:`FIT_PAD` of their
     range on both sides (0.5 when they are all equal), with the axis's own ``n`` and ``boundary`` if given, else
-    Neumann and 200 nodes (y of a density whose data are plain y values, x of a regression) or 30 x 40 (a
-    conditional density).  The data's numbers are checked here first; the rest of the gate checks them again."""
+    200 nodes (y of a density whose data are plain y values, x of a regression) or 30 x 40 (a conditional density),
+    Neumann in x and free in a density's y.  Why free: the null space of a prior of order k on ln p is then the
+    polynomials of degree < k, as in DEFT, so l6 leaves every Gaussian in y unpenalised (the maximum-entropy
+    density of a mean and a variance) where Neumann ends would flatten its tails; on Old Faithful's eruptions it is
+    what brings the held-out likelihood up to DEFT's (docs/units.md).  The data's numbers are checked here first; the
+    rest of the gate checks them again."""
     if g["fit"] is not True:
         raise ConfigError(f"grid.fit must be true (fit the grid to the data) or absent, got {_show(g['fit'])}")
     if not isinstance(data, list) or not data:
@@ -641,8 +645,8 @@ def _fitted_grid(g: dict, data, model: str, limits: Limits) -> dict:
         if g.get("x") is not None:
             raise ConfigError("grid.x: plain y values are a one-dimensional density, which has no x axis; give "
                               "[x, y] pairs for a conditional density")
-        return {"y": _fitted_axis(ys, g.get("y"), "grid.y", 200)}
-    return {"x": _fitted_axis(xs, g.get("x"), "grid.x", 30), "y": _fitted_axis(ys, g.get("y"), "grid.y", 40)}
+        return {"y": _fitted_axis(ys, g.get("y"), "grid.y", 200, "free")}
+    return {"x": _fitted_axis(xs, g.get("x"), "grid.x", 30), "y": _fitted_axis(ys, g.get("y"), "grid.y", 40, "free")}
 
 
 def _isotropic_ratio(x: dict, y: dict, prior: dict) -> float:

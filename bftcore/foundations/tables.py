@@ -13,8 +13,9 @@ document, points of a data set).
 
 A table without a configuration, or with one that has no grid, gets ``"grid": {"fit": true}``: each axis spans the
 data's range padded by 10 % of that range on both sides (0.5 when all values are equal), with the axis's own ``n``
-and ``boundary`` if the document gives them, else 200 Neumann nodes for y of a 1-D density and x of a regression,
-and 30 x 40 Neumann nodes for a conditional density (the rule's home: :func:`bftcore.foundations.config._fitted_grid`).
+and ``boundary`` if the document gives them, else 200 nodes for y of a 1-D density and x of a regression, and
+30 x 40 nodes for a conditional density, Neumann in x and free in y (the rule's home:
+:func:`bftcore.foundations.config._fitted_grid`).
 """
 from __future__ import annotations
 
