@@ -3,7 +3,8 @@ scikit-learn are installed there, never in bftcore's).  Reads one JSON task from
 
 Tasks:
 - ``{"task": "deft", "samples": [[y...], ...], "lo", "hi", "n", "alpha", "repeats"}``: DEFT's density (its ell* chosen
-  by its own evidence) evaluated on the n nodes of [lo, hi], and the median wall time of the whole estimate.
+  by its own evidence) evaluated on the n nodes of [lo, hi], and the median wall time of the whole estimate; with
+  ``"points": [[y...], ...]`` (one list per sample) also its density at those points (``at_points``).
 - ``{"task": "gp", "gram": C0 (data x data), "y": [...], "a": ..., "b": ..., "gram_test": C0 (test x data),
   "fixed": [[a, b], ...]}``: scikit-learn's GaussianProcessRegressor with the kernel ``a C0 + b I`` (a precomputed
   Gram matrix, so the kernel is bftcore's own prior covariance, nothing approximated): its log marginal likelihood
@@ -25,7 +26,7 @@ import numpy as np
 def deft(task: dict) -> dict:
     import suftware as sw
     nodes = np.linspace(task["lo"], task["hi"], task["n"])
-    out, times = [], []
+    out, times, at = [], [], []
     for y in task["samples"]:
         ts = []
         for _ in range(task.get("repeats", 1)):
@@ -36,7 +37,9 @@ def deft(task: dict) -> dict:
             ts.append(time.perf_counter() - t0)
         times.append(statistics.median(ts))
         out.append(np.asarray(p, float).tolist())
-    return {"density": out, "seconds": times}
+        if "points" in task:  # DEFT's own evaluation at held-out points (its interpolation between grid points)
+            at.append(np.asarray(d.evaluate(np.asarray(task["points"][len(out) - 1], float)), float).tolist())
+    return {"density": out, "seconds": times, **({"at_points": at} if "points" in task else {})}
 
 
 def gp(task: dict) -> dict:

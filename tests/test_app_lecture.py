@@ -79,13 +79,29 @@ def test_log_sliders_hit_every_value_of_the_presets():
         for n in names:
             lo, hi, zero = SCALES[n]
             v = getattr(s, n)
-            # lambda chosen by the evidence, and the masses the gate derives from a grid fitted to real data, are
-            # not a preset's own values
+            # lambda chosen by the evidence, and the masses and lambda_x / lambda_y the gate derives from a grid
+            # fitted to real data, are not a preset's own values
             if (v == 0 and not zero) or (n == "lam" and "choose" in doc) or \
-                    (n in ("solver_mass2", "init_mass2") and "fit" in doc.get("grid", {})):
+                    (n in ("solver_mass2", "init_mass2", "lam_x", "lam_y") and "fit" in doc.get("grid", {})):
                 continue
             assert scale_value(scale_index(v, lo), lo) == v, (n, v)
     assert scale_value(scale_index(0.025, -4), -4) == 0.025 and repr(scale_value(scale_index(1.1, -3), -3)) == "1.1"
+
+
+def test_a_log_slider_reaches_down_to_a_value_in_any_units():
+    # the evidence's lambda of data in thousandths, or lambda_x of a fitted grid, lie decades below the slider's
+    # default range: the slider lowers its lowest decade to give them their own position
+    import param
+
+    from app.views.controls import scale_slider
+    s = BFTSession(live=False)
+    w = scale_slider(s, "lam_x", 200)
+    for v in (8.3e-8, 0.5, 2.4e-13):
+        s.lam_x = v
+        with param.edit_constant(w):  # as the browser does: the slider released where it shows the value
+            w.value_throttled = w.value
+        # the same value goes back
+        assert s.lam_x == v, (v, w.value)
 
 
 def test_a_link_with_a_preset_opens_the_preset():

@@ -44,9 +44,10 @@ def scale_value(index: int, lo: int) -> float:
 
 
 def scale_index(value: float, lo: int) -> int:
-    """The position of a log slider nearest to ``value`` (-1 for 0).  A positive value below the lowest decade (a
-    link's lam=1e-6) is shown at the lowest position, 10**lo; the session keeps the value itself until the slider
-    is moved.  Values above the highest decade widen the slider."""
+    """The position of a log slider nearest to ``value`` (-1 for 0).  A positive value below the lowest decade is
+    shown at the lowest position, 10**lo; :func:`scale_slider` lowers its lowest decade first, so that a value in
+    any units (a link's lam=1e-6, the evidence's lambda of data in thousandths) has its own position.  Values
+    above the highest decade widen the slider."""
     if not value or value <= 0 or not math.isfinite(value):
         return -1
     e = math.floor(math.log10(value))
@@ -94,7 +95,16 @@ def scale_slider(session, name: str, width: int, label: str | None = None):
     p = session.param[name]
     w = pn.widgets.IntSlider(label=label or p.label, start=-1 if zero else 0, end=(hi - lo) * PER_DECADE, step=1,
                              value=0, width=width, format=_scale_format(lo), css_classes=[f"bft-scale-{name}"])
-    return _bind(w, session, name, lambda i: scale_value(i, lo), lambda v: scale_index(v, lo))
+    low = [lo]  # the lowest decade, lowered to reach a smaller value (data in other units: lambda 1e-8)
+
+    def to_widget(v: float) -> int:
+        if v and v > 0 and math.isfinite(v) and v < 10.0 ** low[0]:
+            shift = low[0] - math.floor(math.log10(v))
+            low[0] -= shift
+            w.param.update(end=w.end + shift * PER_DECADE, format=_scale_format(low[0]))
+        return scale_index(v, low[0])
+
+    return _bind(w, session, name, lambda i: scale_value(i, low[0]), to_widget)
 
 
 def linear_slider(session, name: str, width: int, step: float = 0.01, **kw):

@@ -155,3 +155,26 @@ def test_an_oversized_or_empty_upload_gets_a_message_and_the_session_lives_on(pa
     page.mouse.click(*canvas_xy(page, 5.0, 6.0))
     wait_until(lambda: len(points(page)) == 3)
     assert page.errors == []
+
+
+JS_AXIS_LABELS = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-canvas');
+  if (m) { const t = (a) => { const l = a.axis_label; return l == null ? null : (l.text ?? l); };
+    return [t(m.below[0]), t(m.left[0])]; } } return null; }"""
+
+
+def test_real_data_and_an_upload_in_other_units_show_their_own_axes_and_lambda(page):
+    # the preset on real data: 272 eruptions, lambda by the evidence as it loads, the CSV's names on the axes
+    page.locator("select:has(option[value='fig21'])").select_option("old_faithful")
+    wait_until(lambda: shows(page, "Loaded preset 'old_faithful'"))
+    wait_until(lambda: len(column(page, "bft-points-source", "x") or []) == 272)
+    assert shows(page, "Chosen by the evidence: λ =")
+    wait_until(lambda: page.evaluate(JS_AXIS_LABELS) == ["eruptions (min)", "waiting (min)"])
+    page.screenshot(path="/tmp/old_faithful.png")
+    # the same kind of table in seconds and with markup in its header: the names are text, lambda is the data's own
+    rows = "".join(f"{60 * x:g},{60 * y:g}\n" for x, y in POINTS)
+    upload(page, "seconds.csv", f"<b>duration</b> (s),wait (s)\n{rows}".encode())
+    wait_until(lambda: shows(page, f"Loaded {len(POINTS)} points from seconds.csv"))
+    assert shows(page, "chosen by the evidence: λ =")
+    wait_until(lambda: page.evaluate(JS_AXIS_LABELS) == ["<b>duration</b> (s)", "wait (s)"])
+    assert page.locator("b", has_text="duration").count() == 0  # never markup
+    assert page.errors == []

@@ -45,6 +45,8 @@ def test_screenshots(page):
     page.get_by_text("Live fit").first.click()
     preset(page, "two_trends", 5)
     shot("regression.png")
+    preset(page, "old_faithful", 272)
+    shot("old-faithful.png")
     page.get_by_text("β sweep").first.click()
     page.get_by_role("button", name="Run β sweep").click()
     time.sleep(8)
