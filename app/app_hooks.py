@@ -1,4 +1,4 @@
-"""Bokeh's request hook for the dashboard's directory (``panel serve app`` reads ``app_hooks.py`` beside
+"""Bokeh's hooks for the dashboard's directory (``panel serve app`` reads ``app_hooks.py`` beside
 ``main.py``): what goes into a session's token besides Bokeh's own fields.
 
 A share link holds the whole state in its query, up to :data:`app.views.share.MAX_QUERY_CHARS` (56 KiB).  Bokeh
@@ -17,3 +17,18 @@ from typing import Any
 def process_request(request) -> dict[str, Any]:
     """The token's extra payload: no copy of the link's arguments (see the module's docstring)."""
     return {"arguments": None}
+
+
+def on_server_loaded(server_context) -> None:
+    """Warm what a preset on real data computes once per process (its lambda by the evidence, about 1.3 s:
+    :func:`app.session.preset_document`) on a background thread, so that the first class to pick *old_faithful*
+    waits as long as for any other preset.  Bokeh documents this lifecycle hook beside ``process_request``."""
+    import threading
+
+    def warm() -> None:
+        from app.session import preset_catalogue, preset_document
+        for name, (doc, _) in preset_catalogue().items():
+            if doc.get("choose"):
+                preset_document(name)
+
+    threading.Thread(target=warm, name="bftcore-warm-presets", daemon=True).start()
