@@ -45,25 +45,28 @@ def _dump(doc) -> str:
     return json.dumps(doc, allow_nan=False, default=lambda o: o.tolist() if isinstance(o, np.ndarray) else float(o))
 
 
-def _grid_line(grid: dict | None) -> list[str]:
-    """The grid a fit ran on (a data table's grid is fitted to its data, so the user has not seen it)."""
-    if not grid:
+def _grid_line(cfg: dict | None) -> list[str]:
+    """The grid a fit ran on (a data table's grid is fitted to its data, so the user has not seen it), each axis
+    with its label (a CSV header's name) when the document has one."""
+    if not cfg or not cfg.get("grid"):
         return []
+    grid, labels = cfg["grid"], cfg.get("labels") or {}
     parts = []
     for name in ("x", "y"):
         ax = grid.get(name)
         if ax is None:
             continue
+        named = f"{name} ({labels[name]})" if name in labels else name
         if ax["n"] == 1:
-            parts.append(f"{name} one node (a 1-D density)" if name == "x" else f"{name} one node")
+            parts.append(f"{named} one node (a 1-D density)" if name == "x" else f"{named} one node")
         else:
-            parts.append(f"{name} {ax['n']} nodes on [{ax['min']:.6g}, {ax['max']:.6g}], {ax['boundary']}")
+            parts.append(f"{named} {ax['n']} nodes on [{ax['min']:.6g}, {ax['max']:.6g}], {ax['boundary']}")
     return ["grid          " + "; ".join(parts)]
 
 
-def _summary_fit(doc: dict, grid: dict | None = None) -> str:
+def _summary_fit(doc: dict, cfg: dict | None = None) -> str:
     lines = [f"model {doc.get('model')}" + (f", field {doc['field']}" if "field" in doc else ""),
-             *_grid_line(grid),
+             *_grid_line(cfg),
              f"energy        {doc['energy']:.10g}",
              f"train error   {doc['train_error']:.6g}" if doc.get("train_error") is not None else "train error   -",
              f"test error    {doc['test_error']:.6g}" if doc.get("test_error") is not None else "test error    -",
@@ -83,12 +86,12 @@ def _summary_fit(doc: dict, grid: dict | None = None) -> str:
     return "\n".join(lines)
 
 
-def _document_grid(args) -> dict | None:
-    """The grid of the document a command ran (``reproduce``: its preset's), None when there is none."""
+def _document_of(args) -> dict | None:
+    """The validated document a command ran (``reproduce``: its preset's), None when there is none."""
     cfg = getattr(args, "document", None)
     if cfg is None and args.command == "reproduce" and args.name != "fig7":
         cfg = validate_config(figure_config(args.name))
-    return None if cfg is None else cfg.get("grid")
+    return cfg
 
 
 def _summary_sweep(doc: dict) -> str:
@@ -424,7 +427,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     try:
         doc, kind = _run(args)
-        summaries = {"fit": lambda d: _summary_fit(d, _document_grid(args)), "sweep": _summary_sweep,
+        summaries = {"fit": lambda d: _summary_fit(d, _document_of(args)), "sweep": _summary_sweep,
                      "basins": _summary_basins, "evidence": _summary_evidence, "learning-curve": _summary_learning,
                      "bootstrap": _summary_bootstrap}
         text = _dump(doc) if args.json else summaries[kind](doc)

@@ -88,6 +88,7 @@ def test_the_figure_names_its_axes_from_the_csv_header_as_plain_text(tmp_path):
     done = subprocess.run([sys.executable, "-m", "bftcore", "fit", str(csv), "--png", str(png)], capture_output=True,
                           text=True, cwd=tmp_path)
     assert done.returncode == 0 and png.stat().st_size > 10_000, done.stderr  # mathtext would fail or eat the $
+    assert "grid          x (cost ($) $x^2$) 30 nodes" in done.stdout and "y (time (s)) 40 nodes" in done.stdout
 
 
 def test_the_dashboard_names_its_axes_from_the_preset_and_from_an_upload():
