@@ -398,3 +398,11 @@ def test_views_headless_colour_bar_follows_the_density_and_trace_axes_hold_the_h
     s.load_preset("two_trends")
     s.solve()
     assert not s.kind.y_on_grid and not canvas.colorbar.visible and not canvas.image.visible
+
+
+def test_a_tap_on_the_canvas_is_a_user_action():
+    # the tap handler's decorator once slid onto a method inserted above it (review of issue 27's change): the tap
+    # must run as a user action, its point and first frame in one message
+    from app.views.canvas import DataCanvas
+    assert getattr(DataCanvas._on_tap, "__wrapped__", None) is not None
+    assert DataCanvas._on_tap.__code__ is not DataCanvas._on_tap.__wrapped__.__code__

@@ -190,10 +190,10 @@ class DataCanvas(pn.viewable.Viewer):
         self._update_points()
         self._update_image()
 
-    @user_action  # the point, the count, the link and the first frame of its run: one message
     def _update_labels(self, *_):
         label_axes(self.figure, self.session.labels)
 
+    @user_action  # the point, the count, the link and the first frame of its run: one message
     def _on_tap(self, event):
         self.session.click(event.x, event.y)
 
