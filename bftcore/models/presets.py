@@ -13,6 +13,7 @@ import numpy as np
 
 from ..foundations.grid import Grid
 from ..foundations.mixing import fig7_config
+from ..foundations.tables import parse_labelled_table
 from ..foundations.templates import MU_2, MU_A, MU_B, SIGMA_0, SIGMA_T, paper_t1, paper_t2, paper_true_density  # noqa: F401 - the paper's numbers, here too
 from .regression import regression_presets
 
@@ -52,7 +53,6 @@ def real_data(name: str) -> tuple[np.ndarray, dict]:
     ``old_faithful`` (R's ``datasets::faithful``: 272 eruptions, x the eruption's duration, y the waiting time to
     the next, in minutes) or ``motorcycle`` (R's ``MASS::mcycle``: 133 head accelerations in g against the time
     after impact in ms).  Each file's comment lines give its source."""
-    from ..foundations.tables import parse_labelled_table
     if name not in REAL_DATA:
         raise ValueError(f"unknown data set {name!r}; choose one of {', '.join(REAL_DATA)}")
     raw = resources.files("bftcore.data").joinpath(REAL_DATA[name]).read_bytes()
