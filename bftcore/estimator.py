@@ -244,10 +244,16 @@ def _points_1d(y: np.ndarray) -> np.ndarray:
     return np.column_stack([np.zeros_like(y), y])
 
 
-def _grid_1d(grid, y: np.ndarray) -> dict:
+#: Most nodes an estimator chooses by itself (a 1-D density's y with a length scale, :class:`BFTRegressor`'s x with
+#: ``n=None``): a free boundary's eigenbasis is dense, and 1000 nodes keep a fit to 20 000 points within seconds.
+AUTO_NODES_MAX = 1000
+
+
+def _grid_1d(grid, y: np.ndarray, length_scale: float | None = None) -> dict:
     """The grid of a one-dimensional density: ``grid`` if given (a y-only JSON grid, or a Grid with one x node),
-    else 200 free-boundary nodes over the data's range padded by 10 % (0.5 for one value): DEFT's model, see
-    :func:`bftcore.foundations.config._fitted_grid`."""
+    else free-boundary nodes over the data's range padded by 10 % (0.5 for one value): DEFT's model, see
+    :func:`bftcore.foundations.config._fitted_grid`.  200 nodes, or eight per ``length_scale`` when that is more
+    (at most :data:`AUTO_NODES_MAX`)."""
     if grid is None:
         finite = y[np.isfinite(y)]
         if finite.size == 0:
@@ -255,12 +261,24 @@ def _grid_1d(grid, y: np.ndarray) -> dict:
                               "(parameter X)")
         lo, hi = float(finite.min()), float(finite.max())
         pad = 0.1 * (hi - lo) if hi > lo else 0.5
-        return {"y": {"min": lo - pad, "max": hi + pad, "n": 200, "boundary": "free"}}
+        n = 200
+        if length_scale is not None and np.isfinite(length_scale) and length_scale > 0:
+            n = int(min(AUTO_NODES_MAX, max(n, math.ceil(8 * (hi - lo + 2 * pad) / length_scale))))
+        return {"y": {"min": lo - pad, "max": hi + pad, "n": n, "boundary": "free"}}
     doc = _grid_doc(grid)
     if "x" in doc and doc["x"] is not None and not (isinstance(doc["x"], dict) and doc["x"].get("n") == 1):
         raise ConfigError("BFTDensity.fit: 1-D data (y values) need a one-dimensional grid: a JSON grid with only "
                           "\"y\", or a Grid with one x node (parameter grid)")
     return {"y": doc["y"]} if "y" in doc else doc
+
+
+def _positive_or_none(v) -> float | None:
+    """A number > 0 from a parameter that may hold anything (its own check says what is wrong), else None."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) and f > 0 else None
 
 
 class BFTDensity:
@@ -305,9 +323,9 @@ class BFTDensity:
     grid given by hand, None means 1 (the paper's).
 
     One-dimensional densities p(y): ``fit(y)`` with a 1-D array of y values (or an (n, 1) array).  Without a
-    ``grid`` the y axis is 200 free-boundary nodes (DEFT's model) over the data's range padded by 10 % of it on each
-    side (0.5 for a single value); a ``grid`` for 1-D data is a JSON grid object with only ``"y"``, or a Grid with one x
-    node.
+    ``grid`` the y axis is 200 free-boundary nodes (DEFT's model; eight per ``length_scale`` when that is more, at
+    most 1000) over the data's range padded by 10 % of it on each side (0.5 for a single value); a ``grid`` for
+    1-D data is a JSON grid object with only ``"y"``, or a Grid with one x node.
     """
 
     density_: np.ndarray  # fitted attributes exist only after fit (hasattr tells)
@@ -389,7 +407,7 @@ class BFTDensity:
         values, one_d = _density_data(X, None, "BFTDensity")
         pts = _points_1d(values) if one_d else values
         if one_d:
-            grid = _grid_1d(self.grid, pts[:, 1])
+            grid = _grid_1d(self.grid, pts[:, 1], _positive_or_none(self.length_scale))
         elif self.grid is None:  # fitted to the data's ranges by the gate (30 x 40 nodes, padded 10 %)
             grid, pts = {"fit": True}, np.asarray(pts, dtype=float).tolist()
         else:
@@ -600,9 +618,6 @@ _REGRESSOR_PARAM_OF_KEY = (("prior.lambda", "lam"), ("prior.l0", "l0"), ("prior.
                            ("weights", "weights"), ("beta", "beta"), ("data", "X"))
 #: Hyperparameters BFTRegressor can set by maximising the evidence, and their document names.
 _EVIDENCE_NAMES = {"lam": "lambda", "l0": "l0", "beta": "beta"}
-#: Most x nodes :class:`BFTRegressor` chooses by itself (``n=None``): a free boundary's eigenbasis is dense, and
-#: 1000 nodes keep a fit to 20 000 points within seconds.
-AUTO_NODES_MAX = 1000
 
 
 class BFTRegressor:

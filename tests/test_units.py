@@ -228,3 +228,12 @@ def test_the_regressor_chooses_its_number_of_nodes_from_the_data_and_the_length_
 def test_a_bad_length_scale_is_refused_by_name(params, message):
     with pytest.raises(ConfigError, match=message):
         BFTRegressor(**params).fit([0.0, 1.0, 2.0], [0.0, 1.0, 0.5])
+
+
+def test_a_1d_density_with_a_short_length_scale_gets_eight_nodes_per_length():
+    y = np.random.default_rng(4).normal(0.0, 1.0, 300)
+    box = (y.max() - y.min()) * 1.2
+    est = BFTDensity(l2=0, l6=1, length_scale=box / 50).fit(y)
+    assert est.grid_.y.n == 400 and est.length_scale_ == pytest.approx(box / 50)
+    assert BFTDensity(l2=0, l6=1, length_scale=box / 10).fit(y).grid_.y.n == 200
+    assert BFTDensity(l2=0, l6=1, length_scale=box / 1e4).fit(y).grid_.y.n == 1000
