@@ -21,14 +21,15 @@ def process_request(request) -> dict[str, Any]:
 
 def on_server_loaded(server_context) -> None:
     """Warm what a preset on real data computes once per process (its lambda by the evidence, about 1.3 s:
-    :func:`app.session.preset_document`) on a background thread, so that the first class to pick *old_faithful*
-    waits as long as for any other preset.  Bokeh documents this lifecycle hook beside ``process_request``."""
-    import threading
+    :func:`app.session.preset_document`) on the server's heavy lane (:data:`app.work.HEAVY`, the dashboard's one
+    background mechanism), so that the first class to pick *old_faithful* waits as long as for any other preset.
+    Bokeh documents this lifecycle hook beside ``process_request``."""
+    from app.session import preset_catalogue, preset_document
+    from app.work import HEAVY
 
     def warm() -> None:
-        from app.session import preset_catalogue, preset_document
         for name, (doc, _) in preset_catalogue().items():
             if doc.get("choose"):
                 preset_document(name)
 
-    threading.Thread(target=warm, name="bftcore-warm-presets", daemon=True).start()
+    HEAVY.submit(warm)
