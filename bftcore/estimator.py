@@ -28,6 +28,7 @@ from .foundations import metrics
 from .foundations.config import ConfigError, _fmt_int, check_output, length_of
 from .foundations.grid import Grid
 from .foundations.limits import active
+from .foundations.operators import one_order
 from .models import regression
 from .models.density import DensityFit
 from .models.regression_query import posterior_at, samples_at
@@ -369,12 +370,12 @@ class BFTDensity:
 
     def _order(self) -> tuple[int, float]:
         """The one order k and its coefficient l_k of a prior that has a length scale, or a ConfigError."""
-        orders = [(k, float(c)) for k, c in ((1, self.l2), (2, self.l4), (3, self.l6)) if c]
-        if len(orders) != 1 or self.l0:
+        order = one_order({"l0": self.l0, "l2": self.l2, "l4": self.l4, "l6": self.l6})
+        if order is None:
             raise ConfigError("BFTDensity parameter 'length_scale': a length scale belongs to a prior of one order "
                               f"(one of l2, l4, l6 > 0, l0 = 0), got l0={self.l0}, l2={self.l2}, l4={self.l4}, "
                               f"l6={self.l6}; set the others to 0, or give lam instead")
-        return orders[0]
+        return order
 
     @staticmethod
     def _box(grid: dict) -> float:
@@ -683,8 +684,8 @@ class BFTRegressor:
     def _order(self) -> tuple[int, float] | None:
         """The one order k and its coefficient l_k of a prior with a length scale (l0 = 0, one of l2, l4, l6), or
         None."""
-        orders = [(k, float(c)) for k, c in ((1, self.l2), (2, self.l4), (3, self.l6)) if c]
-        return orders[0] if len(orders) == 1 and not (isinstance(self.l0, (int, float)) and self.l0) else None
+        l0 = self.l0 if isinstance(self.l0, (int, float)) else 0.0  # "evidence": the l0 chosen is not known yet
+        return one_order({"l0": l0, "l2": self.l2, "l4": self.l4, "l6": self.l6})
 
     def _length(self) -> float | None:
         """``length_scale`` checked: None, or a finite number > 0 with a prior of one order and a lambda not asked

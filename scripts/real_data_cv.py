@@ -31,7 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bftcore.estimator import BFTDensity, BFTRegressor  # noqa: E402
-from bftcore.foundations.config import validate_config  # noqa: E402
+from bftcore.foundations.config import FIT_PAD, validate_config  # noqa: E402
 from bftcore.models.presets import real_data  # noqa: E402
 
 
@@ -39,7 +39,8 @@ def folds(n: int, k: int) -> list[np.ndarray]:
     return np.array_split(np.random.default_rng(0).permutation(n), k)
 
 
-def box(v: np.ndarray, pad: float = 0.1) -> tuple[float, float]:
+def box(v: np.ndarray, pad: float = FIT_PAD) -> tuple[float, float]:
+    """The range of the gate's fitted grid (``grid.fit``), given by hand to every fold."""
     span = v.max() - v.min()
     return float(v.min() - pad * span), float(v.max() + pad * span)
 

@@ -41,7 +41,7 @@ from .limits import (
     Limits,
     active,
 )
-from .operators import FREE_AXIS_MAX_NODES, axis_symbol
+from .operators import FREE_AXIS_MAX_NODES, axis_symbol, highest_order
 from .records import FitResult, Record
 from .solvers import METHODS
 from .templates import KINDS as TEMPLATE_KINDS
@@ -660,7 +660,7 @@ def _isotropic_ratio(x: dict, y: dict, prior: dict) -> float:
     y -> c y + d) give the same problem in the new units for a prior of one order, exactly; with several orders
     the lower ones are weighted as the highest (a close, not an exact, match).  An explicit lambda_x or lambda_y
     is kept as given."""
-    k = max((i for i, o in enumerate(("l0", "l2", "l4", "l6")) if prior[o] > 0), default=0)
+    k = highest_order(prior)
     span_x, span_y = x["max"] - x["min"], y["max"] - y["min"]
     return float((span_y / span_x) ** (2 * k)) if span_x > 0 and span_y > 0 else 1.0
 

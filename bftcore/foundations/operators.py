@@ -58,6 +58,23 @@ def laplacian_1d(axis: Axis) -> sp.csr_matrix:
 FREE_AXIS_MAX_NODES = 1024
 
 
+#: The derivative order k of each smoothness coefficient of a prior: l_2k weighs (d^k f)^2.
+ORDERS = ((1, "l2"), (2, "l4"), (3, "l6"))
+
+
+def highest_order(coeffs: dict) -> int:
+    """The largest k whose coefficient l_2k is > 0 (0 for a mass l0 alone): the order that sets how a prior
+    scales with the grid's units."""
+    return max((k for k, name in ORDERS if coeffs[name] > 0), default=0)
+
+
+def one_order(coeffs: dict) -> tuple[int, float] | None:
+    """``(k, l_2k)`` of a prior of exactly one order and no mass l0, the priors that have a length scale; None
+    for any other."""
+    present = [(k, float(coeffs[name])) for k, name in ORDERS if coeffs[name]]
+    return present[0] if len(present) == 1 and not coeffs["l0"] else None
+
+
 def difference_matrix(n: int, k: int, h: float) -> sp.csr_matrix:
     """The ``(n - k, n)`` k-th forward differences over ``h^k`` (empty when n <= k)."""
     if n <= k:

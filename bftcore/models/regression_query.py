@@ -31,7 +31,7 @@ import scipy.linalg as sla
 import scipy.sparse as sp
 
 from ..foundations.grid import Axis
-from ..foundations.operators import axis_operator
+from ..foundations.operators import axis_operator, highest_order
 from ..foundations.templates import template_values
 
 #: Most grid spacings a query may lie beyond the grid's edge (about ten times the range of a 200-node grid).
@@ -61,10 +61,6 @@ class QueryMap:
     noise: list
 
 
-def _order(coeffs: dict) -> int:
-    return max((k for k, name in ((1, "l2"), (2, "l4"), (3, "l6")) if coeffs[name] > 0), default=0)
-
-
 def _templates_at(model, x: np.ndarray, edge: int) -> np.ndarray:
     """The templates at the continuation's nodes (an array template keeps its value at node ``edge``)."""
     out = np.empty((model.m, x.size))
@@ -79,7 +75,7 @@ def _continuation(model, side: str, m: int) -> Continuation:
     if model.lam == 0 or not any(coeffs.values()):
         raise ValueError("BFTRegressor: with lambda = 0 (or every prior order 0) the prior says nothing beyond the "
                          "grid; predict within [x_min, x_max], or fit with a prior")
-    k = max(_order(coeffs), 1)
+    k = max(highest_order(coeffs), 1)
     k = min(k, n)
     Q = axis_operator(Axis(0.0, h * (k + m - 1), k + m, "free"), **coeffs).toarray()
     if side == "right":
