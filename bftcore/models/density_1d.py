@@ -48,7 +48,7 @@ from ..foundations import metrics
 from ..foundations.config import checked, grid_from_config
 from ..foundations.grid import Axis, Grid
 from ..foundations.mixing import check_beta, check_weights, mixing_coefficients, mixture_energy
-from ..foundations.operators import SingularOperatorError, free_root
+from ..foundations.operators import SingularOperatorError, axis_root
 from ..foundations.records import FitResult, Record
 from ..foundations.solvers import iterate as solver_iterate
 from ..foundations.templates import paper_true_density, template_field
@@ -65,31 +65,18 @@ def normalise(L: np.ndarray, hy: float) -> np.ndarray:
 
 
 def prior_root(cfg: dict, y: Axis) -> sp.csr_matrix:
-    """G with ``G^T G = K = lambda_y K_Y + lambda_x l0 I`` of a validated document (module text): the stacked
-    ``sqrt(c) W_c`` of each order's differences (a free boundary: :func:`bftcore.foundations.operators.free_root`;
-    Neumann and periodic: ``W``, ``W^T W``, ``W W^T W`` of the forward differences W, ``-Delta = W^T W``).  The energy
-    is ``|G (L - t)|^2`` and K acts as ``G^T (G v)``: differences first, so a stiff prior (l6 on a fine axis, entries of
-    K near 1e6) does not lose the energy's last digits to cancellation in ``K L``."""
+    """G with ``G^T G = K = lambda_y K_Y + lambda_x l0 I`` of a validated document (module text): the root of the
+    y axis operator (:func:`bftcore.foundations.operators.axis_root`) and the x part of eq. (699) on one node.  The
+    energy is ``|G (L - t)|^2`` and K acts as ``G^T (G v)``: differences first, so a stiff prior (l6 on a fine axis,
+    entries of K near 1e6) does not lose the energy's last digits to cancellation in ``K L``."""
     pr = cfg["prior"]
     l0, l2, l4, l6 = pr["l0"], pr["l2"], pr["l4"], pr["l6"]
     n = y.n
-    if y.boundary == "free":
-        parts = [np.sqrt(pr["lambda_y"]) * free_root(y, l0, l2, l4, l6)]
-    else:
-        k = np.arange(n)
-        if y.boundary == "periodic":
-            W = sp.csr_matrix((np.concatenate([-np.ones(n), np.ones(n)]), (np.concatenate([k, k]),
-                               np.concatenate([k, (k + 1) % n]))), shape=(n, n)) / y.h
-        else:
-            W = sp.csr_matrix((np.concatenate([-np.ones(n - 1), np.ones(n - 1)]),
-                               (np.concatenate([k[:-1], k[:-1]]), np.concatenate([k[:-1], k[1:]]))),
-                              shape=(n - 1, n)) / y.h
-        WtW = (W.T @ W).tocsr()
-        roots = ((l0, sp.identity(n, format="csr")), (l2, W), (l4, WtW), (l6, (W @ WtW).tocsr()))
-        parts = [np.sqrt(pr["lambda_y"] * c) * R for c, R in roots if c > 0]
+    parts = [np.sqrt(pr["lambda_y"]) * axis_root(y, l0, l2, l4, l6)]
     if pr["lambda_x"] * l0 > 0:  # the x part of eq. (699) on one node
         parts.append(np.sqrt(pr["lambda_x"] * l0) * sp.identity(n, format="csr"))
-    return sp.csr_matrix(sp.vstack(parts)) if parts else sp.csr_matrix((1, n))
+    G = sp.csr_matrix(sp.vstack(parts))
+    return G if G.shape[0] else sp.csr_matrix((1, n))
 
 
 class Energy:

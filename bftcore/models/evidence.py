@@ -364,15 +364,26 @@ class BorderedNewtonStep:
 
     def __init__(self, energy, tol: float):
         self.energy, self.tol = energy, tol
-        self.fallback_used = self.failed = False
+        self.fallback_used = self.failed = self.at_floor = False
 
     def take(self, phi: np.ndarray, point):
-        """``(eta, new_phi, new_point, label)``; ``new_point`` None ends the run (no decrease is possible)."""
+        """``(eta, new_phi, new_point, label)``; ``new_point`` None ends the run (no decrease is possible).
+
+        The rounding floor: a stiff prior (l6 at a large lambda) leaves the max-norm residual at 1e-3, the rounding
+        of ``lambda cell K L`` in its rough components, while the Newton decrement ``-slope`` (the predicted
+        decrease, twice) falls quadratically to the energy's own rounding.  Once it is there the full step is
+        taken and the run ends: the MAP as this arithmetic has it."""
+        if self.at_floor:
+            return 0.0, phi, None, self.label
         energy, hy = self.energy, self.energy.grid.hy
         r = point._r
         d = BorderedHessian(point).solve_tangent(-r)
         slope = float(np.sum(r * d))
         full = energy.at(normalise_log(point.phi + d, hy)) if np.all(np.isfinite(d)) else None
+        if full is not None and abs(slope) <= 1e-14 * max(1.0, abs(point.value)):
+            self.at_floor = True
+            return (1.0, full.phi, full, self.label) if full.value <= point.value + 1e-13 * abs(point.value) \
+                else (0.0, phi, None, self.label)
         if full is not None and (full.residual < 0.5 * point.residual
                                  or (slope < 0 and full.value <= point.value + 1e-4 * slope)):
             return 1.0, full.phi, full, self.label  # near the minimum the energy's change drowns in rounding
@@ -511,8 +522,12 @@ def d_log_evidence_d_log_lambda(problem: DensityProblem, L: np.ndarray, rng=None
     :data:`EXACT_TRACE_MAX_NODES` nodes, Hutchinson with 64 probes above."""
     check_model(problem)
     point, fac = map_newton(problem.energy, L)
-    norm = prior_normaliser(problem.K, _template(problem))
-    E = problem.energy
+    return _d_log_evidence(point, fac, prior_normaliser(problem.K, _template(problem)), rng)
+
+
+def _d_log_evidence(point: LogPoint, fac: BorderedHessian, norm: PriorNormaliser, rng=None) -> float:
+    """:func:`d_log_evidence_d_log_lambda` at a MAP already found and factorised."""
+    E = point.energy
     grid, pr = E.grid, E.prior
     lam, cell = pr.lam, grid.cell
     nx, ny = grid.shape
@@ -606,10 +621,57 @@ class _PathProblem:
         point, fac = map_newton(pb.energy, norm.mode if L is None else L)
         return point, fac, _evidence(point, fac, norm, logdet)
 
+    def slope(self, v: float, L: np.ndarray | None) -> float:
+        """``d ln p(D | lambda) / d ln lambda`` at lambda = v, the MAP found from L (None: the prior's mode)."""
+        pb = self.problem(v)
+        norm = self.normaliser(pb)
+        point, fac = map_newton(pb.energy, norm.mode if L is None else L)
+        return _d_log_evidence(point, fac, norm)
+
 
 #: How closely the maximum of an evidence path is located, in ln(value): tight enough that data in other units
 #: choose the same lambda to 1e-6 (tests/test_units.py), which a coarser stop (1e-2 in ln lambda, 1 %) did not.
 REFINE_XATOL = 1e-8
+
+
+def _refine_maximum(path: _PathProblem, bracket: tuple[float, float], L: np.ndarray, ends: tuple, best: dict,
+                    logdet: str) -> dict:
+    """The maximum of the log evidence between the two neighbours of the best value of a path, every solve inside
+    warm from that value's MAP ``L`` (so the answer does not depend on the order of the evaluations), the two ends
+    from their MAPs ``ends``.
+
+    For lambda, with an exact trace (:data:`EXACT_TRACE_MAX_NODES`), it is the root of the analytic slope
+    ``d ln p(D | lambda) / d ln lambda`` (Brent's root finder, to 1e-10 in ln lambda), when the slope changes sign
+    from + to - across the bracket.  Decision: the root, not the top of the values, because near its maximum the
+    log evidence is flat and its value carries the rounding of the log-determinant of a stiff K (1e-9 for l6 on
+    200 nodes): a value-based search then stops anywhere within sqrt(1e-9) of the maximum (3e-4 in lambda,
+    measured), while the slope is accurate to its own rounding and locates the root to 1e-8.  That is what lets
+    data in other units choose the same lambda to 1e-6 for every order (tests/test_units.py).  Otherwise, and
+    for the other parameters, bounded Brent on the values (:data:`REFINE_XATOL`).  The refined point replaces
+    ``best`` only if its log evidence is no lower (up to the log evidence's rounding for the root)."""
+    param = path.param
+    lo, hi = math.log(bracket[0]), math.log(bracket[1])
+    if param == "lambda" and path.base.grid.size <= EXACT_TRACE_MAX_NODES:
+        try:
+            # the ends from their own MAPs on the path (a coarse path's neighbour is too far for Newton from L)
+            s_lo, s_hi = path.slope(bracket[0], ends[0]), path.slope(bracket[1], ends[1])
+            if s_lo > 0 > s_hi:
+                u = float(sopt.brentq(lambda u: path.slope(math.exp(u), L), lo, hi, xtol=1e-10, maxiter=100))
+                res = path.solve(math.exp(u), L, logdet)[2]
+                if res["log_evidence"] >= best["log_evidence"] - 1e-6:
+                    return {param: math.exp(u), "log_evidence": float(res["log_evidence"]), "at_edge": False}
+                return best
+        except ValueError:  # no converged MAP somewhere in the bracket: the values' search below
+            pass
+
+    def negative(u: float) -> float:
+        return -path.solve(math.exp(u), L, logdet)[2]["log_evidence"]
+
+    opt = sopt.minimize_scalar(negative, bounds=(lo, hi), method="bounded",
+                               options={"xatol": REFINE_XATOL, "maxiter": 60})
+    if -opt.fun >= best["log_evidence"]:
+        return {param: float(math.exp(opt.x)), "log_evidence": float(-opt.fun), "at_edge": False}
+    return best
 
 
 def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool = True, refine: bool = True,
@@ -678,16 +740,8 @@ def evidence_path(config: dict, param: str = "lambda", values=None, warm: bool =
     best = {param: float(vals[kbest]), "log_evidence": float(logev[kbest]),
             "at_edge": bool(kbest in (0, vals.size - 1) and vals.size > 1)}
     if refine and vals.size >= 3 and not best["at_edge"]:
-        start = {"L": fields[kbest]}
-
-        def negative(u):
-            point, _, res = path.solve(math.exp(u), start["L"], logdet)
-            return -res["log_evidence"]
-
-        opt = sopt.minimize_scalar(negative, bounds=(math.log(vals[kbest - 1]), math.log(vals[kbest + 1])),
-                                   method="bounded", options={"xatol": REFINE_XATOL, "maxiter": 60})
-        if -opt.fun >= best["log_evidence"]:
-            best = {param: float(math.exp(opt.x)), "log_evidence": float(-opt.fun), "at_edge": False}
+        best = _refine_maximum(path, (float(vals[kbest - 1]), float(vals[kbest + 1])), fields[kbest],
+                               (fields[kbest - 1], fields[kbest + 1]), best, logdet)
     return {param: vals.tolist(), "log_evidence": logev.tolist(),
             "data_fit": [r["data_fit"] for r in results], "occam": [r["occam"] for r in results],
             "logdet_stderr": [r["logdet_stderr"] for r in results],
