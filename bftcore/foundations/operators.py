@@ -368,7 +368,10 @@ class PriorOperator:
         smooth part, divided by the small curvature of the smooth modes, moved the MAP of an l6 prior by 1e-6
         (the Newton residual stalled at 6e-8 on 200 nodes); through the root the rounding of ``G f`` is smoothed
         away by ``G^T`` (a k-th difference), so the minimiser converges to the same field in any units
-        (tests/test_units.py)."""
+        (tests/test_units.py).  Only for the stiff orders (l4, l6): for l2 and l0 the assembled matrix is as
+        exact (measured 1e-12 across units) and twice as fast (5-point stencil, 170 against 330 us on 256^2)."""
+        if not (self.l4 or self.l6):
+            return (self.matrix @ np.ravel(f)).reshape(self.grid.shape)
         G = self.root
         return (self._cache["root"][1] @ (G @ np.ravel(f))).reshape(self.grid.shape)
 
