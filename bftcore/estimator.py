@@ -248,13 +248,31 @@ def _points_1d(y: np.ndarray) -> np.ndarray:
 #: Most nodes an estimator chooses by itself (a 1-D density's y with a length scale, :class:`BFTRegressor`'s x with
 #: ``n=None``): a free boundary's eigenbasis is dense, and 1000 nodes keep a fit to 20 000 points within seconds.
 AUTO_NODES_MAX = 1000
+#: The stiffest prior an estimator's own node count gives a length scale: ``lambda cell K`` over the data's
+#: curvature per node (the gate refuses above 1e12, :data:`bftcore.foundations.config.MAX_CONDITION`; a hundredth of
+#: it keeps the solves accurate).
+AUTO_STIFFNESS = 1e10
 
 
-def _grid_1d(grid, y: np.ndarray, length_scale: float | None = None) -> dict:
+def _nodes_within_stiffness(n: int, box: float, ell: float | None, k: int, per_data: float = 1.0) -> int:
+    """``n`` nodes over ``box``, or fewer where a length scale ``ell`` of a prior of order k would be too stiff for
+    them.  With the estimators' conventions lambda cell K_max over the data's curvature per node is about
+    ``4^k (ell / h)^(2k) / per_data`` (``per_data`` = 1 for regression, the number of data for a density), so the
+    spacing h is kept above ``ell (4^k / (AUTO_STIFFNESS per_data))^(1/2k)``: about 23 nodes per length for an l6
+    regression, 158 for l4.  Decision: a length scale as long as the data's range or longer gets fewer nodes (a
+    smooth fit needs few) instead of a refusal; at least ``2k + 2`` nodes, below which the gate says "too stiff"."""
+    if not ell or not k or not (box > 0):
+        return n
+    most = box / ell * (AUTO_STIFFNESS * per_data / 4 ** k) ** (1.0 / (2 * k)) + 1
+    return int(max(min(n, math.floor(most)), 2 * k + 2))
+
+
+def _grid_1d(grid, y: np.ndarray, length_scale: float | None = None, order: int = 0) -> dict:
     """The grid of a one-dimensional density: ``grid`` if given (a y-only JSON grid, or a Grid with one x node),
     else free-boundary nodes over the data's range padded by 10 % (0.5 for one value): DEFT's model, see
     :func:`bftcore.foundations.config._fitted_grid`.  200 nodes, or eight per ``length_scale`` when that is more
-    (at most :data:`AUTO_NODES_MAX`)."""
+    (at most :data:`AUTO_NODES_MAX`), or fewer for a long length scale of a prior of ``order`` k
+    (:func:`_nodes_within_stiffness`)."""
     if grid is None:
         finite = y[np.isfinite(y)]
         if finite.size == 0:
@@ -265,6 +283,7 @@ def _grid_1d(grid, y: np.ndarray, length_scale: float | None = None) -> dict:
         n = 200
         if length_scale is not None and np.isfinite(length_scale) and length_scale > 0:
             n = int(min(AUTO_NODES_MAX, max(n, math.ceil(8 * (hi - lo + 2 * pad) / length_scale))))
+            n = _nodes_within_stiffness(n, hi - lo + 2 * pad, length_scale, order, float(finite.size))
         return {"y": {"min": lo - pad, "max": hi + pad, "n": n, "boundary": "free"}}
     doc = _grid_doc(grid)
     if "x" in doc and doc["x"] is not None and not (isinstance(doc["x"], dict) and doc["x"].get("n") == 1):
@@ -408,7 +427,8 @@ class BFTDensity:
         values, one_d = _density_data(X, None, "BFTDensity")
         pts = _points_1d(values) if one_d else values
         if one_d:
-            grid = _grid_1d(self.grid, pts[:, 1], _positive_or_none(self.length_scale))
+            ell = _positive_or_none(self.length_scale)
+            grid = _grid_1d(self.grid, pts[:, 1], ell, self._order()[0] if ell else 0)
         elif self.grid is None:  # fitted to the data's ranges by the gate (30 x 40 nodes, padded 10 %)
             grid, pts = {"fit": True}, np.asarray(pts, dtype=float).tolist()
         else:
@@ -451,7 +471,7 @@ class BFTDensity:
         try:
             cfg, chosen = api.choose_hyperparameters(self.to_config(X))
         except ConfigError as e:
-            raise ConfigError(_name_parameter(str(e))) from None
+            raise ConfigError(_name_parameter(str(e), _positive_or_none(self.length_scale))) from None
         self.lam_ = float(cfg["prior"]["lambda"])
         self.length_scale_ = None
         if one_d and sum(1 for c in (self.l2, self.l4, self.l6) if c) == 1 and not self.l0:
@@ -600,9 +620,22 @@ class BFTDensity:
         return metrics.regression_function(self.density_, self.grid_)
 
 
-def _name_parameter(message: str) -> str:
+def _too_long(who: str, ell, message: str) -> str | None:
+    """The gate's "too stiff" refusal said in terms of a length scale the user gave (None for other messages)."""
+    if ell is None or "too stiff" not in message:
+        return None
+    return (f"{who} parameter 'length_scale': {ell:g} is too long for these data: the prior would be too stiff to "
+            f"solve even on the fewest nodes (for a prior of order k a length far beyond the data's range leaves "
+            f"only the polynomials of degree < k). Give a shorter length_scale, a lower order, or lam=\"evidence\" "
+            f"({message})")
+
+
+def _name_parameter(message: str, ell=None) -> str:
     """The gate's message with the estimator's parameter named: "prior.lambda must be ..." -> "... (parameter
-    lam)"."""
+    lam)"; a "too stiff" prior set by a length scale ``ell`` names the length scale."""
+    said = _too_long("BFTDensity", ell, message)
+    if said:
+        return said
     for key, name in _PARAM_OF_KEY.items():
         if message.startswith(key) or f" {key}" in message:
             return f"BFTDensity parameter {name!r}: {message}"
@@ -710,13 +743,15 @@ class BFTRegressor:
 
     def _nodes(self, x) -> int:
         """``n``, or when None: at least 200, two per distinct x (so snapping moves no datum past its neighbour's
-        node) and eight per length scale over the data's range, at most :data:`AUTO_NODES_MAX`."""
+        node) and eight per length scale over the data's range, at most :data:`AUTO_NODES_MAX`, and fewer where
+        a long length scale would make the prior too stiff for them (:func:`_nodes_within_stiffness`)."""
         if self.n is not None:
             return self.n
         span = float(np.max(x) - np.min(x)) if len(x) else 0.0
         ell = self._length()
         per_length = int(math.ceil(8 * span / ell)) if ell and span > 0 else 0
-        return int(min(AUTO_NODES_MAX, max(200, 2 * np.unique(x).size, per_length)))
+        n = int(min(AUTO_NODES_MAX, max(200, 2 * np.unique(x).size, per_length)))
+        return _nodes_within_stiffness(n, span, ell, self._order()[0] if ell else 0)
 
     def get_params(self, deep: bool = True) -> dict:
         return {k: getattr(self, k) for k in self._PARAMS}
@@ -800,6 +835,9 @@ class BFTRegressor:
             return api.validate_config(doc)
         except ConfigError as e:
             msg = str(e)
+            said = _too_long("BFTRegressor", _positive_or_none(self.length_scale), msg)
+            if said:
+                raise ConfigError(said) from None
             for key, name in _REGRESSOR_PARAM_OF_KEY:
                 if msg.startswith(key) or f" {key}" in msg:
                     raise ConfigError(f"BFTRegressor parameter {name!r}: {msg}") from None

@@ -235,3 +235,29 @@ def test_a_1d_density_with_a_short_length_scale_gets_eight_nodes_per_length():
     assert est.grid_.y.n == 400 and est.length_scale_ == pytest.approx(box / 50)
     assert BFTDensity(l2=0, l6=1, length_scale=box / 10).fit(y).grid_.y.n == 200
     assert BFTDensity(l2=0, l6=1, length_scale=box / 1e4).fit(y).grid_.y.n == 1000
+
+
+@pytest.mark.parametrize("order", ["l4", "l6"])
+@pytest.mark.parametrize("times", [0.5, 1.0, 3.0])
+def test_a_length_scale_as_long_as_the_data_or_longer_is_fitted_on_fewer_nodes(order, times):
+    """A long length of a stiff prior was refused as "too stiff" on the default nodes (l6 from half the data's
+    range); the estimators now take fewer nodes, within the gate's conditioning, and keep the length's meaning."""
+    rng = np.random.default_rng(5)
+    x = np.sort(rng.uniform(0.0, 10.0, 300))
+    y = np.sin(x / 3) + rng.normal(0.0, 0.2, 300)
+    reg = BFTRegressor(length_scale=10.0 * times, beta=25.0, boundary="free", l2=0, **{order: 1.0}).fit(x, y)
+    assert reg.length_scale_ == pytest.approx(10.0 * times)
+    assert 2 * ORDERS[order] + 2 <= reg.config_["grid"]["x"]["n"] < 600
+    # a long length is a smooth fit: the prediction's curvature (per unit of x squared) is small
+    q = np.linspace(0.0, 10.0, 41)
+    assert np.max(np.abs(np.diff(reg.predict(q), 2))) / 0.25 ** 2 < 0.5
+    dens = BFTDensity(l2=0, length_scale=6.0 * times, **{order: 1.0}).fit(3 * y)
+    assert dens.length_scale_ == pytest.approx(6.0 * times) and dens.grid_.y.n <= 200
+
+
+def test_a_length_scale_too_long_to_solve_is_refused_by_its_name():
+    x = np.linspace(0.0, 10.0, 30)
+    with pytest.raises(ConfigError, match="'length_scale': 1000 is too long for these data"):
+        BFTRegressor(length_scale=1000.0, beta=1.0, boundary="free", l2=0, l6=1).fit(x, np.sin(x))
+    with pytest.raises(ConfigError, match="'length_scale': 1000 is too long for these data"):
+        BFTDensity(l2=0, l6=1, length_scale=1000.0).fit(np.sin(x))
