@@ -751,7 +751,8 @@ class BFTRegressor:
         ell = self._length()
         per_length = int(math.ceil(8 * span / ell)) if ell and span > 0 else 0
         n = int(min(AUTO_NODES_MAX, max(200, 2 * np.unique(x).size, per_length)))
-        return _nodes_within_stiffness(n, span, ell, self._order()[0] if ell else 0)
+        order = self._order()
+        return _nodes_within_stiffness(n, span, ell, order[0] if ell and order else 0)
 
     def get_params(self, deep: bool = True) -> dict:
         return {k: getattr(self, k) for k in self._PARAMS}
