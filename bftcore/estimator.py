@@ -25,7 +25,7 @@ import scipy.sparse
 
 from . import api
 from .foundations import metrics
-from .foundations.config import ConfigError, _fmt_int, check_output, length_of
+from .foundations.config import ConfigError, _fmt_int, check_output, fitted_grid, length_of
 from .foundations.grid import Grid
 from .foundations.limits import active
 from .foundations.operators import one_order
@@ -329,6 +329,14 @@ class BFTDensity:
     every fit ``length_scale_`` is that ell of the lambda used (None for other priors).  scikit-learn's RBF
     ``length_scale`` has no exact counterpart: a lattice prior of one order is not a squared-exponential kernel.
 
+    Conditional densities p(y|x) take a pair, ``length_scale=(ell_x, ell_y)``, each in its axis' units:
+    ``lambda = 1 / (l_k L_x L_y)``, ``lambda_x = ell_x^(2k)``, ``lambda_y = ell_y^(2k)``.  Why this form: where
+    every x sees the same data the fit is constant in x, its x term vanishes, and each column is the 1-D density of
+    all the data with the length ell_y (the y term weighs ``lambda lambda_y L_x``, which is the 1-D lambda of ell_y;
+    tests/test_units.py checks it); ell_x enters the same way along x.  ``length_scale_`` is then that pair for the
+    lambda, lambda_x and lambda_y of the fit, also when the evidence chose lambda.  A length scale too long for
+    the nodes is refused by name; in 1-D the default grid takes fewer nodes for a long length instead.
+
     Units: lambda has units (length^(2k-1) for a prior of order k on the data's y), so a lambda given by hand
     means different things for data in metres and in millimetres; a length_scale is in the data's units.  With
     ``lam="evidence"`` (or a length_scale) and the default grid the fit is the same in any units (rescaled data
@@ -397,21 +405,57 @@ class BFTDensity:
         return order
 
     @staticmethod
-    def _box(grid: dict) -> float:
-        y = grid["y"]
-        return (float(y["max"]) - float(y["min"])) * int(y["n"]) / max(int(y["n"]) - 1, 1)
+    def _box(grid: dict, name: str = "y") -> float:
+        """``L = n h``, the box of the n nodes of one axis of a JSON grid (1 for an absent x axis)."""
+        a = grid.get(name)
+        if a is None:
+            return 1.0
+        return (float(a["max"]) - float(a["min"])) * int(a["n"]) / max(int(a["n"]) - 1, 1)
 
-    def _lambda_of(self, grid: dict):
-        """lambda of a one-dimensional density from ``length_scale`` (else ``lam`` as given): DEFT's convention,
-        ``lambda = length_scale^(2k) / (l_k * L)`` with ``L = n h`` the box of the n nodes (see the class text)."""
+    def _lengths(self, one_d: bool) -> tuple[float, ...]:
+        """``length_scale`` checked: one number (units of y) for 1-D data, a pair (units of x, units of y) for (x, y)
+        data."""
+        v = self.length_scale
+        if one_d:
+            ell = _positive_or_none(v)
+            if ell is None or isinstance(v, (tuple, list, np.ndarray)):
+                raise ConfigError(f"BFTDensity parameter 'length_scale' must be a finite number > 0 in the units of "
+                                  f"y, got {str(v)[:60]!r}")
+            return (ell,)
+        pair = tuple(_positive_or_none(e) for e in v) if isinstance(v, (tuple, list, np.ndarray)) else ()
+        if len(pair) != 2 or None in pair:
+            raise ConfigError(f"BFTDensity parameter 'length_scale': for (x, y) data give a pair (length in x, length "
+                              f"in y), each a finite number > 0 in its axis' units, got {str(v)[:60]!r}")
+        if self.lambda_x is not None or self.lambda_y is not None:
+            raise ConfigError("BFTDensity: give a length_scale pair or lambda_x, lambda_y, not both (parameter "
+                              "'length_scale')")
+        return pair
+
+    def _prior_scales(self, grid: dict, one_d: bool) -> dict:
+        """lambda (and for (x, y) data lambda_x, lambda_y) from ``length_scale`` (else ``lam`` as given), by DEFT's
+        convention (see the class text): ``lambda = ell^(2k) / (l_k L)`` in 1-D; for (x, y) data ``lambda =
+        1 / (l_k L_x L_y)``, ``lambda_x = ell_x^(2k)``, ``lambda_y = ell_y^(2k)``, L = n h the box of each axis."""
         if self.length_scale is None:
-            return self.lam
-        ell = float(self.length_scale)
-        if not (np.isfinite(ell) and ell > 0):
-            raise ConfigError(f"BFTDensity parameter 'length_scale' must be a finite number > 0 in the units of y, "
-                              f"got {self.length_scale!r}")
+            return {"lambda": self.lam}
+        ells = self._lengths(one_d)
         k, coef = self._order()
-        return ell ** (2 * k) / (coef * self._box(grid))
+        if one_d:
+            return {"lambda": ells[0] ** (2 * k) / (coef * self._box(grid))}
+        return {"lambda": 1.0 / (coef * self._box(grid, "x") * self._box(grid)),
+                "lambda_x": ells[0] ** (2 * k), "lambda_y": ells[1] ** (2 * k)}
+
+    def _fitted_lengths(self, cfg: dict, one_d: bool):
+        """``length_scale_`` of a fit with a prior of one order: ell of its lambda (1-D), or (ell_x, ell_y) of
+        lambda lambda_x and lambda lambda_y ((x, y) data); None for other priors."""
+        order = one_order({"l0": self.l0, "l2": self.l2, "l4": self.l4, "l6": self.l6})
+        if order is None:
+            return None
+        k, coef = order
+        pr, g = cfg["prior"], cfg["grid"]
+        if one_d:
+            return (pr["lambda"] * coef * self._box(g)) ** (1.0 / (2 * k))
+        box = coef * self._box(g, "x") * self._box(g)
+        return tuple((pr["lambda"] * pr[name] * box) ** (1.0 / (2 * k)) for name in ("lambda_x", "lambda_y"))
 
     def _choose(self) -> dict:
         r = self.lam_range
@@ -427,18 +471,22 @@ class BFTDensity:
         values, one_d = _density_data(X, None, "BFTDensity")
         pts = _points_1d(values) if one_d else values
         if one_d:
-            ell = _positive_or_none(self.length_scale)
+            ell = self._lengths(True)[0] if self.length_scale is not None else None
             grid = _grid_1d(self.grid, pts[:, 1], ell, self._order()[0] if ell else 0)
         elif self.grid is None:  # fitted to the data's ranges by the gate (30 x 40 nodes, padded 10 %)
             grid, pts = {"fit": True}, np.asarray(pts, dtype=float).tolist()
+            if self.length_scale is not None:  # the boxes of the axes are needed now
+                grid = fitted_grid(pts)
         else:
             grid = _grid_doc(self.grid)
+        scales = {"lambda": 1.0} if self._by_evidence() else self._prior_scales(grid, one_d)
         doc = {"model": "density", "grid": grid, "data": pts,
                "prior": {"field": self.field,
-                         "lambda": 1.0 if self._by_evidence() else self._lambda_of(grid) if one_d else self.lam,
-                         # None: the gate's, isotropic in the spans of a grid fitted to (x, y) data, else 1
+                         # lambda_x, lambda_y None: the gate's, isotropic in the spans of a grid fitted to (x, y)
+                         # data, else 1
                          **{k: v for k, v in (("lambda_x", self.lambda_x), ("lambda_y", self.lambda_y))
                             if v is not None},
+                         **scales,
                          "l0": self.l0, "l2": self.l2, "l4": self.l4, "l6": self.l6},
                 "templates": [] if self.templates is None else self.templates,
                 "weights": [] if self.weights is None else self.weights, "beta": self.beta,
@@ -465,18 +513,12 @@ class BFTDensity:
         if self.length_scale is not None and self._by_evidence():
             raise ConfigError("BFTDensity: give lam=\"evidence\" or a length_scale, not both (parameter "
                               "'length_scale')")
-        if self.length_scale is not None and not one_d:
-            raise ConfigError("BFTDensity parameter 'length_scale': a length scale is for one-dimensional densities "
-                              "p(y); for (x, y) data give lam")
         try:
             cfg, chosen = api.choose_hyperparameters(self.to_config(X))
         except ConfigError as e:
-            raise ConfigError(_name_parameter(str(e), _positive_or_none(self.length_scale))) from None
+            raise ConfigError(_name_parameter(str(e), self.length_scale)) from None
         self.lam_ = float(cfg["prior"]["lambda"])
-        self.length_scale_ = None
-        if one_d and sum(1 for c in (self.l2, self.l4, self.l6) if c) == 1 and not self.l0:
-            k, coef = self._order()
-            self.length_scale_ = (self.lam_ * coef * self._box(cfg["grid"])) ** (1.0 / (2 * k))
+        self.length_scale_ = self._fitted_lengths(cfg, one_d)
         if chosen is not None:
             self.log_evidence_ = float(chosen["log_evidence"])
             self.evidence_path_ = chosen["paths"]["lambda"]
@@ -622,10 +664,11 @@ class BFTDensity:
 
 def _too_long(who: str, ell, message: str) -> str | None:
     """The gate's "too stiff" refusal said in terms of a length scale the user gave (None for other messages)."""
-    if ell is None or "too stiff" not in message:
+    if ell is None or not ("too stiff" in message or "too small for this prior" in message):
         return None
-    return (f"{who} parameter 'length_scale': {ell:g} is too long for these data: the prior would be too stiff to "
-            f"solve even on the fewest nodes (for a prior of order k a length far beyond the data's range leaves "
+    shown = f"{ell:g}" if isinstance(ell, (int, float)) else str(tuple(float(e) for e in ell))
+    return (f"{who} parameter 'length_scale': {shown} is too long for these data: the prior would be too stiff to "
+            f"solve on the nodes the data allow (for a prior of order k a length far beyond the data's range leaves "
             f"only the polynomials of degree < k). Give a shorter length_scale, a lower order, or lam=\"evidence\" "
             f"({message})")
 
@@ -636,6 +679,8 @@ def _name_parameter(message: str, ell=None) -> str:
     said = _too_long("BFTDensity", ell, message)
     if said:
         return said
+    if message.startswith("BFTDensity"):  # the estimator's own message names its parameter already
+        return message
     for key, name in _PARAM_OF_KEY.items():
         if message.startswith(key) or f" {key}" in message:
             return f"BFTDensity parameter {name!r}: {message}"

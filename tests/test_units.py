@@ -261,3 +261,51 @@ def test_a_length_scale_too_long_to_solve_is_refused_by_its_name():
         BFTRegressor(length_scale=1000.0, beta=1.0, boundary="free", l2=0, l6=1).fit(x, np.sin(x))
     with pytest.raises(ConfigError, match="'length_scale': 1000 is too long for these data"):
         BFTDensity(l2=0, l6=1, length_scale=1000.0).fit(np.sin(x))
+
+
+def test_a_conditional_density_length_scale_pair_reduces_to_the_1d_length_when_every_x_sees_the_same_data():
+    """(ell_x, ell_y) sets lambda lambda_y = ell_y^(2k) / (l_k L_x L_y): with the same sample at every x node the
+    fit is constant in x, and each column is the 1-D density of all the data with the length ell_y (an independent
+    route: the 1-D kind, its own lambda = ell^(2k) / (l_k L_y))."""
+    sample = np.random.default_rng(8).normal(0.0, 1.0, 30)
+    y_axis = {"min": -4.0, "max": 4.0, "n": 60, "boundary": "free"}
+    grid = {"x": {"min": 0.0, "max": 3.0, "n": 4, "boundary": "neumann"}, "y": y_axis}
+    pts = np.array([[x, v] for x in range(4) for v in sample])
+    two = BFTDensity(grid=grid, l2=0, l4=1.0, length_scale=(1.0, 0.8), tol=1e-12).fit(pts)
+    one = BFTDensity(grid={"y": y_axis}, l2=0, l4=1.0, length_scale=0.8, tol=1e-12).fit(np.tile(sample, 4))
+    for row in two.log_density_:
+        np.testing.assert_allclose(row, one.log_density_[0], rtol=0, atol=1e-6)  # measured 2e-7 (the solvers' stops)
+    assert two.length_scale_ == pytest.approx((1.0, 0.8))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(a=scales, c=scales, shift=st.floats(-50.0, 50.0))
+def test_a_conditional_density_with_a_length_scale_pair_is_equivariant(a, c, shift):
+    rng = np.random.default_rng(9)
+    x = rng.uniform(0.0, 4.0, 150)
+    y = np.sin(x) + rng.normal(0.0, 0.3, 150)
+
+    def fit(xs, ys, lengths):
+        return BFTDensity(l2=0, l4=1.0, length_scale=lengths).fit(np.column_stack([xs, ys]))
+    ref = fit(x, y, (1.0, 0.5))
+    other = fit(a * x + a * shift, c * y - c * shift, (a * 1.0, c * 0.5))
+    np.testing.assert_allclose(other.log_density_, ref.log_density_ - math.log(c), rtol=0, atol=1e-6)
+    assert other.length_scale_ == pytest.approx((a * 1.0, c * 0.5), rel=1e-9)
+
+
+def test_a_conditional_density_reports_the_length_scales_of_the_lambda_the_evidence_chose():
+    rng = np.random.default_rng(10)
+    x = rng.uniform(0.0, 4.0, 150)
+    y = np.sin(x) + rng.normal(0.0, 0.3, 150)
+    est = BFTDensity(l2=1.0, lam="evidence").fit(np.column_stack([x, y]))
+    again = BFTDensity(l2=1.0, length_scale=est.length_scale_).fit(np.column_stack([x, y]))
+    assert again.lam_ * again.config_["prior"]["lambda_y"] == pytest.approx(
+        est.lam_ * est.config_["prior"]["lambda_y"], rel=1e-9)
+    np.testing.assert_allclose(again.log_density_, est.log_density_, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [1.0, (1.0,), (1.0, -1.0), (1.0, float("nan")), "wide"])
+def test_a_conditional_density_refuses_a_length_scale_that_is_not_a_pair_of_lengths(bad):
+    pts = np.column_stack([np.linspace(0, 1, 20), np.sin(np.linspace(0, 1, 20))])
+    with pytest.raises(ConfigError, match="'length_scale': for \\(x, y\\) data give a pair"):
+        BFTDensity(l2=1.0, length_scale=bad).fit(pts)

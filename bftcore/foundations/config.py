@@ -458,13 +458,22 @@ def _symbol_range(axis: Axis, coeffs: dict) -> tuple[float, float]:
 
 def _operator_range(cfg: dict, grid: Grid, unit: bool = False) -> tuple[float, float]:
     """Smallest and largest eigenvalue of the prior operator K of a document (without lambda), on its grid or, with
-    ``unit``, on the grid of the same nodes and boundaries spaced 1 apart (the grid's internal coordinates)."""
+    ``unit``, on the grid of the same nodes and boundaries spaced 1 apart (the grid's internal coordinates).
+
+    In internal coordinates the axes' weights are units-free too: ``lambda_x hx^-2k`` relative to ``lambda_y
+    hy^-2k`` (k the highest order), the weight each axis's term has in K.  Decision: lambda_x and lambda_y carry
+    the units of their axes (a length scale pair sets them to ell_x^2k and ell_y^2k), so weighing the unit grid
+    by them made the default masses, and the gate's check of them, depend on the units of y against x; on the
+    paper's grid (spacing 1, lambda_x = lambda_y = 1) and in 1-D (lambda_y = 1) nothing changes."""
     pr = cfg["prior"]
     coeffs = {k: pr[k] for k in ("l0", "l2", "l4", "l6")}
     if cfg["model"] == "regression":
         axes = [(grid.x, 1.0)]
     else:
         axes = [(grid.x, pr["lambda_x"]), (grid.y, pr["lambda_y"])]
+        if unit and pr["lambda_y"] > 0:
+            k = highest_order(coeffs)
+            axes = [(grid.x, pr["lambda_x"] * (grid.x.h / grid.y.h) ** (-2 * k) / pr["lambda_y"]), (grid.y, 1.0)]
     kmin = kmax = 0.0
     for axis, weight in axes:
         if unit:
@@ -647,6 +656,12 @@ def _fitted_grid(g: dict, data, model: str, limits: Limits) -> dict:
                               "[x, y] pairs for a conditional density")
         return {"y": _fitted_axis(ys, g.get("y"), "grid.y", 200, "free")}
     return {"x": _fitted_axis(xs, g.get("x"), "grid.x", 30), "y": _fitted_axis(ys, g.get("y"), "grid.y", 40, "free")}
+
+
+def fitted_grid(data, model: str = "density") -> dict:
+    """The explicit grid that ``"grid": {"fit": true}`` gives these data (:func:`_fitted_grid`, default limits): for
+    an estimator that needs the grid's boxes before it writes the prior (a length scale)."""
+    return _fitted_grid({"fit": True}, data, model, active())
 
 
 def _isotropic_ratio(x: dict, y: dict, prior: dict) -> float:
@@ -842,11 +857,12 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     _keys(pr, PRIOR_KEYS, "prior")
     field = _str(pr.get("field", "L"), "prior.field", ("L", "P"))
     # lambda has units (length^(2k-1) for a prior of order k): no absolute bound; the conditioning checks judge it
-    # against the grid and the data (_check_conditioning), in any units
+    # against the grid and the data (_check_conditioning), in any units.  lambda_x and lambda_y carry the units of
+    # their axes (a length scale pair sets them to ell_x^2k and ell_y^2k): the same
     lam = _num(pr.get("lambda", 1.0), "prior.lambda", 0, lo_open=True, mag=LAMBDA_MAGNITUDE)
     prior = {"field": field, "lambda": lam,
-             "lambda_x": _num(pr.get("lambda_x", 1.0), "prior.lambda_x", 0),
-             "lambda_y": _num(pr.get("lambda_y", 1.0), "prior.lambda_y", 0)}
+             "lambda_x": _num(pr.get("lambda_x", 1.0), "prior.lambda_x", 0, mag=LAMBDA_MAGNITUDE),
+             "lambda_y": _num(pr.get("lambda_y", 1.0), "prior.lambda_y", 0, mag=LAMBDA_MAGNITUDE)}
     given = [k for k in ("l0", "l2", "l4", "l6") if k in pr]
     for order in ("l0", "l2", "l4", "l6"):
         prior[order] = _num(pr.get(order, 1.0 if (order == "l2" and not given) else 0.0), f"prior.{order}", 0)
