@@ -309,3 +309,22 @@ def test_a_conditional_density_refuses_a_length_scale_that_is_not_a_pair_of_leng
     pts = np.column_stack([np.linspace(0, 1, 20), np.sin(np.linspace(0, 1, 20))])
     with pytest.raises(ConfigError, match="'length_scale': for \\(x, y\\) data give a pair"):
         BFTDensity(l2=1.0, length_scale=bad).fit(pts)
+
+
+def test_a_1d_density_by_evidence_gets_eight_nodes_per_chosen_length():
+    """Three narrow peaks: on the default 200 nodes the evidence's length scale spans 3.5 of them; the estimator
+    refines its own grid to eight per length and chooses again, which raises the held-out likelihood."""
+    rng = np.random.default_rng(0)
+
+    def draw(n):
+        return rng.choice([0.0, 3.0, 10.0], n) + rng.normal(0.0, 0.05, n)
+    train, test = draw(3000), draw(3000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = BFTDensity(l2=0, l6=1, lam="evidence").fit(train)
+        coarse = BFTDensity(l2=0, l6=1, lam="evidence", grid={"y": dict(est.config_["grid"]["y"], n=200)}).fit(train)
+    box = (est.grid_.y.max - est.grid_.y.min) * est.grid_.y.n / (est.grid_.y.n - 1)
+    assert est.grid_.y.n > 1.25 * 200 and est.grid_.y.n >= 0.8 * 8 * box / est.length_scale_
+    assert est.score_samples(test).mean() > coarse.score_samples(test).mean() + 0.05
+    # a smooth density keeps the default nodes
+    assert BFTDensity(l2=0, l6=1, lam="evidence").fit(rng.normal(0.0, 1.0, 300)).grid_.y.n == 200
