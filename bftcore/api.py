@@ -38,6 +38,7 @@ from .foundations.config import (
     check_evidence_path,
     check_samples,
     checked,
+    copy_document,
     default_config,
     grid_from_config,
     lambda_bounds,
@@ -165,7 +166,7 @@ def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
     (None when the document chooses nothing).  Density: lambda along its path (Laplace evidence).  Regression:
     the named hyperparameters jointly, by the exact evidence's optimiser started from the best point of each
     path."""
-    cfg = copy.deepcopy(checked(config))  # a copy: the hyperparameters chosen are set into it
+    cfg = copy_document(checked(config))  # a copy: the hyperparameters chosen are set into it
     choose = cfg.pop("choose", None)
     if not choose:
         return cfg, None

@@ -3,6 +3,7 @@ ConfigError; the cost budget is enforced before anything is allocated; files and
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -599,3 +600,34 @@ def test_documents_refuse_complex_and_masked_arrays_rather_than_converting_them(
         validate_config({"data": np.ma.masked_array([[3.0, 3.0], [7.0, 12.0]], mask=[[0, 1], [0, 0]])})
     unmasked = validate_config({"data": np.ma.masked_array([[3.0, 3.0], [7.0, 12.0]], mask=False)})
     assert unmasked["data"] == [[3.0, 3.0], [7.0, 12.0]]
+
+
+@pytest.mark.parametrize("bad, where", [(float("nan"), "data[7][1] (y) must be a finite number"),
+                                        (float("inf"), "data[7][1] (y) must be a finite number"),
+                                        (1e300, "data[7][1] (y) = 1e+300 is an absurd magnitude")])
+def test_the_gates_fast_path_for_float_data_refuses_what_the_point_by_point_checks_refuse(bad, where):
+    """Float pairs (what numpy arrays become) are checked at once; a bad one falls back to the point-by-point
+    checks, so the message names the point, and the accepted points equal the slow path's (ints take it)."""
+    pts = np.column_stack([np.linspace(1.0, 10.0, 20), np.linspace(1.0, 15.0, 20)])
+    fast = validate_config({"data": pts})
+    slow = validate_config({"data": [[int(x) if x.is_integer() else x for x in p] for p in pts.tolist()]})
+    assert fast["data"] == slow["data"] == pts.tolist()
+    pts[7, 1] = bad
+    with pytest.raises(ConfigError, match=re.escape(where)):
+        validate_config({"data": pts})
+    one_d = validate_config({"grid": {"y": {"min": 0.0, "max": 2.0, "n": 20}}, "data": [0.5, 1.5]})
+    assert one_d["data"] == [[0.0, 0.5], [0.0, 1.5]]
+    with pytest.raises(ConfigError, match=re.escape("data[1][1] (y) must be a finite number")):
+        validate_config({"grid": {"y": {"min": 0.0, "max": 2.0, "n": 20}}, "data": [0.5, float("nan")]})
+    with pytest.raises(ConfigError, match="must be a number"):  # a bool is not a coordinate on either path
+        validate_config({"data": [[1.0, 2.0], [True, 3.0]]})
+
+
+def test_a_valid_documents_copy_shares_nothing_with_it():
+    from bftcore.foundations.config import Valid, copy_document
+    cfg = validate_config({"data": [[1.0, 2.0], [3.0, 4.0]]})
+    c = copy_document(cfg)
+    assert isinstance(c, Valid) and c == cfg and list(c) == list(cfg)
+    c["data"][0][0] = 9.0
+    c["prior"]["lambda"] = 7.0
+    assert cfg["data"][0][0] == 1.0 and cfg["prior"]["lambda"] == 1.0

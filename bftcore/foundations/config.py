@@ -257,6 +257,25 @@ def _count_before_conversion(doc, limits: Limits) -> None:
                     "grid node; use a coarser grid")
 
 
+def _float_pairs(data, plain_x: float | None) -> list | None:
+    """The gate's fast path for data: when every point is a pair of Python floats (what numpy arrays become), or
+    for a one-dimensional density (``plain_x``, the x of its one node) every point a float, and all of them finite
+    and within :data:`MAX_COORDINATE`, the points as fresh [x, y] lists, checked at once; else None, and the
+    point-by-point checks say what is wrong where.  Ints, bools and strings take the slow path."""
+    if not isinstance(data, list) or not data:
+        return None
+    if plain_x is not None and all(type(p) is float for p in data):
+        arr = np.array(data)
+        if np.all(np.isfinite(arr)) and float(np.max(np.abs(arr))) <= MAX_COORDINATE:
+            return [[plain_x, v] for v in data]
+        return None
+    if all(type(p) is list and len(p) == 2 and type(p[0]) is float and type(p[1]) is float for p in data):
+        arr = np.array(data)
+        if np.all(np.isfinite(arr)) and float(np.max(np.abs(arr))) <= MAX_COORDINATE:
+            return [list(p) for p in data]
+    return None
+
+
 def _depth(obj, limit: int) -> None:
     stack = [(obj, 1)]
     while stack:
@@ -836,16 +855,18 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
         _within(grid.size, limits.max_nodes, f"a grid {x['n']} x {y['n']} of {{}} nodes", "use a coarser grid")
     data = _list(doc, "data", "[x, y] pairs")
     _within(len(data), limits.max_points, "a data set of {} points", "use fewer points")
-    pts = []
-    for k, p in enumerate(data):
+    pts = _float_pairs(data, x["min"] if x["n"] == 1 and model == "density" else None)
+    for k, p in enumerate(data if pts is None else ()):
         if x["n"] == 1 and model == "density" and not isinstance(p, (list, dict, str, bool)) and p is not None:
             p = [x["min"], p]  # a one-dimensional density's data may be the y values alone
         if not isinstance(p, list) or len(p) != 2:
             raise ConfigError(f"data[{k}] must be an [x, y] pair, got {_show(p)}"
                               + (" (a one-dimensional density, a grid without x, also takes plain y values)"
                                  if model == "density" else ""))
+        pts = pts if pts is not None else []
         pts.append([_num(p[0], f"data[{k}][0] (x)", mag=MAX_COORDINATE),
                     _num(p[1], f"data[{k}][1] (y)", mag=MAX_COORDINATE)])
+    pts = pts if pts is not None else []
     try:
         grid.check_points(pts, x_only=model == "regression")
     except ValueError as e:
@@ -960,7 +981,21 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
                             for i, t in enumerate(templates)]
     else:
         out["templates"] = [_regression_template_check(t, f"templates[{i}]", grid) for i, t in enumerate(templates)]
-    return Valid(copy.deepcopy(out))
+    return Valid(copy_document(out))
+
+
+def copy_document(doc: dict) -> dict:
+    """A deep copy of a document whose ``data`` are a list of [x, y] pairs (or plain numbers): every pair copied
+    as a list, the rest by :func:`copy.deepcopy`; a :class:`Valid` document stays one.  ``copy.deepcopy`` of 3000 pairs
+    took 15 ms, a tenth of a 1-D evidence fit; this takes 0.3 ms."""
+    data = doc.get("data")
+    rest = copy.deepcopy({k: v for k, v in doc.items() if k != "data"})
+    if isinstance(data, list):
+        rest["data"] = [list(p) if isinstance(p, list) else copy.deepcopy(p) for p in data]
+    elif "data" in doc:
+        rest["data"] = copy.deepcopy(data)
+    out = {k: rest[k] for k in doc}  # the document's key order
+    return Valid(out) if isinstance(doc, Valid) else out
 
 
 def _choose(c, model: str, field: str, n_templates: int, nodes: int, limits: Limits) -> dict:
