@@ -248,6 +248,9 @@ def _points_1d(y: np.ndarray) -> np.ndarray:
 #: Most nodes an estimator chooses by itself (a 1-D density's y with a length scale, :class:`BFTRegressor`'s x with
 #: ``n=None``): a free boundary's eigenbasis is dense, and 1000 nodes keep a fit to 20 000 points within seconds.
 AUTO_NODES_MAX = 1000
+#: Most nodes per axis a conditional density's fitted grid gets from its length scales (64 x 64: an evidence path
+#: of 30 lambdas in about a second, docs/units.md).
+AUTO_NODES_2D = 64
 #: The stiffest prior an estimator's own node count gives a length scale: ``lambda cell K`` over the data's
 #: curvature per node (the gate refuses above 1e12, :data:`bftcore.foundations.config.MAX_CONDITION`; a hundredth of
 #: it keeps the solves accurate).
@@ -467,18 +470,21 @@ class BFTDensity:
             raise ConfigError(f"lam_range must be (min, max, n), got {str(r)[:60]!r}")
         return {"lambda": {"by": "evidence", "min": r[0], "max": r[1], "n": r[2]}}
 
-    def to_config(self, X, nodes: int = 200) -> dict:
+    def to_config(self, X, nodes=None) -> dict:
         """The JSON configuration this estimator fits for data X: an (n, 2) array of (x, y), or the y values of a
-        one-dimensional density (a 1-D array); ``nodes``: the default grid's for 1-D data (see :func:`_grid_1d`)."""
+        one-dimensional density (a 1-D array).  ``nodes``: the default grid's, a number for 1-D data (200, see
+        :func:`_grid_1d`), ``(nx, ny)`` for (x, y) data (30 x 40, see :meth:`_nodes_2d`)."""
         values, one_d = _density_data(X, None, "BFTDensity")
         pts = _points_1d(values) if one_d else values
         if one_d:
             ell = self._lengths(True)[0] if self.length_scale is not None else None
-            grid = _grid_1d(self.grid, pts[:, 1], ell, self._order()[0] if ell else 0, nodes)
+            grid = _grid_1d(self.grid, pts[:, 1], ell, self._order()[0] if ell else 0, nodes or 200)
         elif self.grid is None:  # fitted to the data's ranges by the gate (30 x 40 nodes, padded 10 %)
             grid, pts = {"fit": True}, np.asarray(pts, dtype=float).tolist()
             if self.length_scale is not None:  # the boxes of the axes are needed now
-                grid = fitted_grid(pts)
+                grid = fitted_grid(pts, shape=self._nodes_2d(pts, nodes))
+            elif nodes is not None:
+                grid = {"fit": True, "x": {"n": int(nodes[0])}, "y": {"n": int(nodes[1])}}
         else:
             grid = _grid_doc(self.grid)
         scales = {"lambda": 1.0} if self._by_evidence() else self._prior_scales(grid, one_d)
@@ -520,7 +526,7 @@ class BFTDensity:
         except ConfigError as e:
             raise ConfigError(_name_parameter(str(e), self.length_scale)) from None
         self.length_scale_ = self._fitted_lengths(cfg, one_d)
-        if one_d and self.grid is None and chosen is not None and self.length_scale_ is not None:
+        if self.grid is None and chosen is not None and self.length_scale_ is not None:
             cfg, chosen = self._refine_nodes(X, cfg, chosen)
         self.lam_ = float(cfg["prior"]["lambda"])
         if chosen is not None:
@@ -554,26 +560,48 @@ class BFTDensity:
         self.test_error_history_[~np.isfinite(self.test_error_history_)] = np.nan  # as in the result document
         return self
 
+    def _nodes_2d(self, pts: list, nodes=None) -> tuple[int, int]:
+        """``nodes``, or the nodes of a grid fitted to (x, y) data with a length-scale pair: 30 x 40, or eight per
+        length on an axis where that is more (at most :data:`AUTO_NODES_2D` per axis), fewer where the length is too
+        long for them (:func:`_nodes_within_stiffness`)."""
+        if nodes is not None:
+            return int(nodes[0]), int(nodes[1])
+        ells = self._lengths(False)
+        k = self._order()[0]
+        arr = np.asarray(pts, dtype=float)
+        out = []
+        for default, values, ell in ((30, arr[:, 0], ells[0]), (40, arr[:, 1], ells[1])):
+            box = (1 + 2 * 0.1) * float(np.ptp(values)) if np.ptp(values) > 0 else 1.0  # FIT_PAD on each side
+            n = max(default, min(AUTO_NODES_2D, math.ceil(8 * box / ell)))
+            out.append(_nodes_within_stiffness(n, box, ell, k, float(len(arr))))
+        return out[0], out[1]
+
     def _refine_nodes(self, X, cfg: dict, chosen: dict) -> tuple[dict, dict]:
-        """The default 1-D grid after the evidence chose lambda: eight nodes per chosen length scale when that is
-        more than the grid has (by a quarter), at most :data:`AUTO_NODES_MAX`, and lambda chosen again on it (at
-        most twice).  Measured: three peaks of width 0.05 on a range of 12, 3000 points: the evidence chose
-        ell = 0.22 on 200 nodes (3.5 per length) and held-out ln p 0.35; on 500 nodes ell = 0.20 and 0.43 (docs/
-        units.md)."""
+        """The default grid after the evidence chose lambda: where the chosen length scale spans fewer than four
+        nodes of an axis, eight per length on that axis (at most :data:`AUTO_NODES_MAX` in 1-D,
+        :data:`AUTO_NODES_2D` per axis in 2-D), and lambda chosen again on it (at most twice).  Measured (docs/
+        units.md): three peaks of width 0.05 on a range of 12, 3000 points: the evidence chose ell = 0.22 on 200
+        nodes (3.5 per length) and held-out ln p 0.35; on 477 nodes ell = 0.20 and 0.44.  Decision: four, not
+        eight, triggers it: Old Faithful's l6 fit (5.7 nodes per length in x) gained 0.001 in held-out ln p from
+        43 x 43 nodes and took three times as long (7.1 against 2.3 s)."""
+        one_d = not isinstance(self.length_scale_, tuple)
         for _ in range(2):
-            y = cfg["grid"]["y"]
-            box = self._box(cfg["grid"])
-            want = min(AUTO_NODES_MAX, math.ceil(8 * box / self.length_scale_))
-            if want <= 1.25 * y["n"]:
+            g = cfg["grid"]
+            axes = ("y",) if one_d else ("x", "y")
+            ells = (self.length_scale_,) if one_d else self.length_scale_
+            most = AUTO_NODES_MAX if one_d else AUTO_NODES_2D
+            have = [int(g[a]["n"]) for a in axes]
+            want = [max(n, min(most, math.ceil(8 * self._box(g, a) / ell))) for a, n, ell in zip(axes, have, ells)]
+            if all(w <= 2 * n for w, n in zip(want, have)):  # four nodes per length or more: resolved
                 break
             try:
-                finer, again = api.choose_hyperparameters(self.to_config(X, nodes=want))
+                finer, again = api.choose_hyperparameters(self.to_config(X, nodes=want[0] if one_d else want))
             except ConfigError as e:
                 raise ConfigError(_name_parameter(str(e), self.length_scale)) from None
             if again is None:
                 break
             cfg, chosen = finer, again
-            self.length_scale_ = self._fitted_lengths(cfg, True)
+            self.length_scale_ = self._fitted_lengths(cfg, one_d)
         return cfg, chosen
 
     def learning_curve(self, X, y=None, sizes=(5, 10, 20, 50, 100), resamples: int = 20, lambdas=None,

@@ -74,7 +74,10 @@ def test_normalised_every_iteration_and_energy_never_increases(name, method):
         phi = r.L if cfg["prior"]["field"] == "L" else r.P
         assert problem.energy.at(phi).value == pytest.approx(r.energy, rel=1e-12)
     E = np.array([r.energy for r in hist])
-    assert np.all(np.diff(E) <= 0), f"energy rises at iterations {np.flatnonzero(np.diff(E) > 0) + 1}"
+    # never rises beyond its own rounding: at the rounding floor a Newton step that halves the residual is kept if
+    # E moves by at most 1e-15 of itself (bftcore.foundations.solvers.DescentStep.take)
+    rise = np.diff(E) - 1e-15 * np.abs(E[:-1])
+    assert np.all(rise <= 0), f"energy rises at iterations {np.flatnonzero(rise > 0) + 1}"
 
 
 def test_solver_rejects_unknown_method_and_massless_relaxation():

@@ -286,7 +286,7 @@ def test_a_conditional_density_with_a_length_scale_pair_is_equivariant(a, c, shi
     y = np.sin(x) + rng.normal(0.0, 0.3, 150)
 
     def fit(xs, ys, lengths):
-        return BFTDensity(l2=0, l4=1.0, length_scale=lengths).fit(np.column_stack([xs, ys]))
+        return BFTDensity(l2=0, l4=1.0, length_scale=lengths, tol=1e-12).fit(np.column_stack([xs, ys]))
     ref = fit(x, y, (1.0, 0.5))
     other = fit(a * x + a * shift, c * y - c * shift, (a * 1.0, c * 0.5))
     np.testing.assert_allclose(other.log_density_, ref.log_density_ - math.log(c), rtol=0, atol=1e-6)
@@ -328,3 +328,19 @@ def test_a_1d_density_by_evidence_gets_eight_nodes_per_chosen_length():
     assert est.score_samples(test).mean() > coarse.score_samples(test).mean() + 0.05
     # a smooth density keeps the default nodes
     assert BFTDensity(l2=0, l6=1, lam="evidence").fit(rng.normal(0.0, 1.0, 300)).grid_.y.n == 200
+
+
+def test_a_conditional_density_grid_follows_its_length_scale_pair():
+    """30 x 40 by default; eight nodes per length on an axis where that is more (at most AUTO_NODES_2D), fewer where
+    a stiff prior's length is too long for them."""
+    from bftcore.estimator import AUTO_NODES_2D
+    rng = np.random.default_rng(11)
+    x = rng.uniform(0.0, 10.0, 400)
+    X = np.column_stack([x, np.sin(x) + rng.normal(0.0, 0.3, 400)])
+    box_y = 1.2 * np.ptp(X[:, 1])
+    est = BFTDensity(l2=1.0, length_scale=(5.0, box_y / 7)).fit(X)
+    assert (est.grid_.x.n, est.grid_.y.n) == (30, 56)
+    assert est.length_scale_ == pytest.approx((5.0, box_y / 7))
+    est = BFTDensity(l2=1.0, length_scale=(0.1, box_y / 100)).fit(X)
+    assert (est.grid_.x.n, est.grid_.y.n) == (AUTO_NODES_2D, AUTO_NODES_2D)
+    assert BFTDensity(l2=0, l6=1.0, length_scale=(50.0, 2 * box_y)).fit(X).grid_.y.n < 40

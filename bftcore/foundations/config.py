@@ -677,10 +677,14 @@ def _fitted_grid(g: dict, data, model: str, limits: Limits) -> dict:
     return {"x": _fitted_axis(xs, g.get("x"), "grid.x", 30), "y": _fitted_axis(ys, g.get("y"), "grid.y", 40, "free")}
 
 
-def fitted_grid(data, model: str = "density") -> dict:
-    """The explicit grid that ``"grid": {"fit": true}`` gives these data (:func:`_fitted_grid`, default limits): for
-    an estimator that needs the grid's boxes before it writes the prior (a length scale)."""
-    return _fitted_grid({"fit": True}, data, model, active())
+def fitted_grid(data, model: str = "density", shape: tuple[int, int] | None = None) -> dict:
+    """The explicit grid that ``"grid": {"fit": true}`` gives these data (:func:`_fitted_grid`, default limits),
+    with ``shape`` (nx, ny) nodes if given: for an estimator that needs the grid's boxes before it writes the prior
+    (a length scale)."""
+    g: dict = {"fit": True}
+    if shape is not None:
+        g.update(x={"n": int(shape[0])}, y={"n": int(shape[1])})
+    return _fitted_grid(g, data, model, active())
 
 
 def _isotropic_ratio(x: dict, y: dict, prior: dict) -> float:

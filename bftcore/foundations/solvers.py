@@ -308,6 +308,17 @@ class DescentStep:
         eta0 = 1.0 if not exact else self.eta_prev
         if not slope < 0:
             return 0.0, phi, None, label
+        if not exact and -slope <= 1e-14 * max(1.0, abs(point.value)):
+            # Newton at the energy's rounding: the decrease it predicts is below what E resolves, so the line search
+            # would backtrack to nothing.  The full step is kept if it halves the residual without raising E beyond
+            # its rounding (1e-15 relative).
+            # Decision: the residual decides, not Armijo's decrease, because E carries an additive constant that
+            # depends on the units (-N ln c for y -> c y) and with it the point where the line search gives up:
+            # data in other units stopped 1e-6 apart in ln p (tests/test_units.py)
+            full_phi = energy.normalise(phi + d)
+            full = energy.at(full_phi)
+            if full.value <= point.value + 1e-15 * abs(point.value) and full.residual < 0.5 * point.residual:
+                return 1.0, full_phi, full, label
         eta, new_phi, new_point = self.line_search(energy, phi, d, point.value, slope, eta0=eta0, exact=exact)
         if new_point is None:
             return eta, new_phi, None, label
