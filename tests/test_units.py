@@ -344,3 +344,19 @@ def test_a_conditional_density_grid_follows_its_length_scale_pair():
     est = BFTDensity(l2=1.0, length_scale=(0.1, box_y / 100)).fit(X)
     assert (est.grid_.x.n, est.grid_.y.n) == (AUTO_NODES_2D, AUTO_NODES_2D)
     assert BFTDensity(l2=0, l6=1.0, length_scale=(50.0, 2 * box_y)).fit(X).grid_.y.n < 40
+
+
+_CX = np.random.default_rng(9).uniform(0.0, 4.0, 150)
+_CY = np.sin(_CX) + np.random.default_rng(10).normal(0.0, 0.3, 150)
+
+
+@pytest.mark.parametrize("a, c", [(1e3, 1e-2), (1e-4, 1e5)])
+def test_a_conditional_density_by_evidence_with_l6_is_equivariant(a, c):
+    """The stiffest order on a fitted (x, y) grid, lambda by the evidence: the same fit in the new units to 1e-6
+    in ln p, the same lengths in units-free form (measured 6e-10)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = BFTDensity(l2=0, l6=1.0, lam="evidence").fit(np.column_stack([_CX, _CY]))
+        fit = BFTDensity(l2=0, l6=1.0, lam="evidence").fit(np.column_stack([a * _CX + 3 * a, c * _CY - c]))
+    np.testing.assert_allclose(fit.log_density_, ref.log_density_ - math.log(c), rtol=0, atol=1e-6)
+    assert fit.length_scale_ == pytest.approx((a * ref.length_scale_[0], c * ref.length_scale_[1]), rel=1e-6)
