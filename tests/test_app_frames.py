@@ -406,3 +406,39 @@ def test_a_tap_on_the_canvas_is_a_user_action():
     from app.views.canvas import DataCanvas
     assert getattr(DataCanvas._on_tap, "__wrapped__", None) is not None
     assert DataCanvas._on_tap.__code__ is not DataCanvas._on_tap.__wrapped__.__code__
+
+
+def test_an_energy_that_moves_by_rounding_is_drawn_flat_and_a_real_drop_fills_the_axis():
+    """Issue 28: after a warm start E went 123.2244447 -> 123.2244443 and the axis spanned exactly that, a
+    full-height drop.  The energy axis now spans at least ENERGY_MIN_SPAN of |E|."""
+    from types import SimpleNamespace
+
+    from app.session import BFTSession
+    from app.views.traces import ENERGY_MIN_SPAN, TracesView
+
+    def records(energies):
+        return [SimpleNamespace(iteration=k, energy=e, train_error=1.0, test_error=None)
+                for k, e in enumerate(energies)]
+    traces = TracesView(session=BFTSession())
+    traces._set_ranges(records([123.2244447, 123.2244445, 123.2244443]))
+    r = traces.y_ranges[0]
+    assert r.end - r.start >= ENERGY_MIN_SPAN * 123.2 and r.start < 123.2244443 < 123.2244447 < r.end
+    assert 4e-7 / (r.end - r.start) < 0.01                      # the change fills under 1 % of the height
+    traces._set_ranges(records([130.26, 102.57, 98.34, 98.21]))  # Fig 27's first iterations: the whole axis
+    r = traces.y_ranges[0]
+    assert (130.26 - 98.21) / (r.end - r.start) > 0.8
+    assert traces.top.yaxis[0].ticker.desired_num_ticks <= 3
+
+
+def test_the_a_j_legend_names_only_the_traced_components():
+    from app.session import BFTSession
+    from app.views.mixing import MixingView
+    s = BFTSession()
+    view = MixingView(session=s)
+    s.solve()
+    legend = view.trace_fig.legend[0]
+    assert not s.template_labels() and not legend.visible and not any(i.visible for i in legend.items)
+    s.load_preset("metastable_mixture")
+    s.solve()
+    k = len(s.template_labels())
+    assert k >= 2 and legend.visible and [i.visible for i in legend.items] == [j < k for j in range(len(legend.items))]

@@ -120,6 +120,12 @@ class MixingView(pn.viewable.Viewer):
         for j, line in enumerate(self.lines):
             if line.visible != (j < k):
                 line.visible = j < k
+        # the legend names only the traced components: with no templates it listed a1..a4 greyed (issue 28)
+        for j, item in enumerate(self.trace_fig.legend[0].items):
+            if item.visible != (j < k):
+                item.visible = j < k
+        if self.trace_fig.legend[0].visible != (k > 0):
+            self.trace_fig.legend[0].visible = k > 0
 
     @staticmethod
     def _columns(entries, k):

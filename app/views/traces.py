@@ -30,18 +30,37 @@ N_PLATEAUS = 6
 TRACE_BORDER = 80
 
 
-def padded(values, pad=0.08, half_width=None):
+#: Smallest span of the energy axis, relative to the energy's size (at least 1e-6 absolute).  A warm start after
+#: a slider move re-converges by 4e-7 on an energy of 123 (the solver's tolerance and rounding); scaled to the full
+#: height that looked like learning (issue 28).  With this span it is drawn flat, while any change a lecturer would
+#: point at (1e-3 of E and more) keeps most of the height.
+ENERGY_MIN_SPAN = 1e-6
+#: Ticks the traces ask Bokeh for: five labels on a 115 px axis overlapped ("2.2 2.15 2.1 2.05 2").
+ENERGY_TICKS, ERROR_TICKS = 3, 4
+
+
+def padded(values, pad=0.08, half_width=None, min_span=None):
     """(start, end) of an axis showing every finite value with a margin of ``pad`` of the span on each side; a
-    single value is centred in ±``half_width`` (default 5 % of its size, or 1)."""
+    single value is centred in ±``half_width`` (default 5 % of its size, or 1).  ``min_span``: values closer than
+    this are centred in a span of that width (plus the margin), so that rounding is not drawn as a change."""
     v = [float(x) for x in values if x is not None and math.isfinite(x)]
     if not v:
         return 0.0, 1.0
     lo, hi = min(v), max(v)
+    if min_span is not None and hi - lo < min_span:
+        mid, half = 0.5 * (lo + hi), 0.5 * min_span * (1 + 2 * pad)
+        return mid - half, mid + half
     if hi - lo <= 1e-12 * max(1.0, abs(hi)):
         w = half_width if half_width is not None else (0.05 * abs(hi) or 1.0)
         return lo - w, hi + w
     m = pad * (hi - lo)
     return lo - m, hi + m
+
+
+def energy_span(energies) -> float:
+    """The smallest span of an energy axis: :data:`ENERGY_MIN_SPAN` of the energies' size, at least 1e-6."""
+    v = [abs(float(e)) for e in energies if e is not None and math.isfinite(e)]
+    return ENERGY_MIN_SPAN * max(1.0, max(v, default=1.0))
 
 
 #: Text beside the early-stopping marker.
@@ -87,6 +106,7 @@ class TracesView(pn.viewable.Viewer):
         top = make_figure("energy E", "iteration", "energy", height=115, min_border_left=TRACE_BORDER,
                           name="bft-energy", x_range=self.x_range, y_range=self.y_ranges[0])
         top.xaxis.axis_label = None
+        top.yaxis.ticker.desired_num_ticks = ENERGY_TICKS
         top.line("iteration", "energy", source=self.source, color=SERIES[0], line_width=2.5)
         top.scatter("iteration", "energy", source=self.source, color=SERIES[0], size=5)
         bottom = make_figure(None, "iteration", "error", height=160, x_range=self.x_range, name="bft-errors",
@@ -97,6 +117,7 @@ class TracesView(pn.viewable.Viewer):
             bottom.line("iteration", "test_error", source=self.source, color=SERIES[2], line_width=2.5,
                         legend_label="test error"),
             bottom.scatter("iteration", "test_error", source=self.source, color=SERIES[2], size=5)]
+        bottom.yaxis.ticker.desired_num_ticks = ERROR_TICKS
         legend_outside(bottom)
         legend = bottom.legend[0]
         legend.orientation = "horizontal"
@@ -163,7 +184,8 @@ class TracesView(pn.viewable.Viewer):
     def _set_ranges(self, hist):
         its = [int(rec.iteration) for rec in hist]
         _set(self.x_range, **dict(zip(("start", "end"), padded(its, 0.03, 1.0))))
-        _set(self.y_ranges[0], **dict(zip(("start", "end"), padded([float(rec.energy) for rec in hist]))))
+        energies = [float(rec.energy) for rec in hist]
+        _set(self.y_ranges[0], **dict(zip(("start", "end"), padded(energies, min_span=energy_span(energies)))))
         errors = [getattr(rec, k) for rec in hist for k in ("train_error", "test_error")]
         _set(self.y_ranges[1], **dict(zip(("start", "end"), padded(errors))))
 
