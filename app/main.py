@@ -24,6 +24,7 @@ from app.views.controls import Controls  # noqa: E402
 from app.views.evidence import EvidenceView  # noqa: E402
 from app.views.learning import LearningView  # noqa: E402
 from app.views.mixing import MixingView  # noqa: E402
+from app.views.overfitting import OverfittingView  # noqa: E402
 from app.views.presets import PresetsView  # noqa: E402
 from app.views.prior import PriorView  # noqa: E402
 from app.views.regression import RegressionView  # noqa: E402
@@ -166,7 +167,9 @@ def build():
                             sizing_mode="stretch_width", margin=(5, 0), css_classes=["bft-evidence-card"],
                             header_background="#f3f3f3")
     evidence_card.param.watch(user_action(lambda event: evidence_view.set_active(not event.new)), "collapsed")
-    side = pn.Column(mixing_view, traces_view, prior.slice_panel(), regression_view, evidence_card,
+    # the overfitting alarm and its curve right under the traces (issue 28): on screen at 1280x720
+    overfitting_view = OverfittingView(session=session)
+    side = pn.Column(mixing_view, traces_view, overfitting_view, prior.slice_panel(), regression_view, evidence_card,
                      mixing_view.explanation(), traces_view.explanation(), styles=SIDE_STYLE, margin=0,
                      stylesheets=NO_SHRINK,
                      css_classes=["bft-side"])

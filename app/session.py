@@ -34,6 +34,7 @@ from bftcore.foundations.templates import describe
 from bftcore.models import presets
 from bftcore.outputs import figures
 from bftcore.outputs.documents import record_document
+from bftcore.studies import diagnosis
 from bftcore.studies.learning import parse_sizes
 
 from . import configuration
@@ -268,6 +269,10 @@ class BFTSession(param.Parameterized):
     posterior = param.Dict(None, allow_None=True, doc="Posterior uncertainty at the current lambda "
                            "(bftcore.api.posterior_summary): the band of h(x), or draws of h in regression.")
     evidence_busy = param.Boolean(False, doc="An evidence path is being computed.")
+    overfitting = param.Dict(None, allow_None=True, doc="The overfitting diagnosis of the converged solution on "
+                             "screen: {'scan': bftcore.studies.diagnosis.lambda_scan's document, 'verdict': "
+                             "bftcore.studies.diagnosis.diagnose's, or None}; None while none is computed for "
+                             "the current problem (issue 28).")
     learning = param.Dict(None, allow_None=True, doc="The learning curve on screen "
                           "(bftcore.api.learning_curve_document; partial while it runs), or None.")
     learning_request = param.Dict(None, allow_None=True, doc="What the learning curve on screen or running "
@@ -305,6 +310,10 @@ class BFTSession(param.Parameterized):
         self.param.watch(self._on_model_change, ["model"])
         self.param.watch(self._on_problem_change, list(CONFIG_PARAMS))
         self.param.watch(self._learning_problem_changed, list(CONFIG_PARAMS))
+        # the overfitting diagnosis belongs to the converged solution of the problem on screen: dropped at any change
+        # (a preset's batch included), computed again once the new run has converged
+        self.param.watch(self._drop_overfitting, list(CONFIG_PARAMS))
+        self.param.watch(self._converged_check, ["converged"])
 
     # ===================================================================== configuration document
     @property
@@ -660,6 +669,44 @@ class BFTSession(param.Parameterized):
             self.evidence, self.posterior = {"error": f"Cannot compute the evidence: {result}"}, None
             return
         self.evidence, self.posterior = result
+
+    def _drop_overfitting(self, *_):
+        if self.overfitting is not None:
+            self.overfitting = None
+
+    def _converged_check(self, event):
+        # served sessions only: a notebook or a test asks with check_overfitting() (a synchronous scan after every
+        # solve would cost the headless tests 0.1-0.2 s a solve)
+        if event.new and self.pump.served:
+            self.check_overfitting()
+
+    def check_overfitting(self):
+        """The overfitting diagnosis of the current problem (:mod:`bftcore.studies.diagnosis`: held-out error at
+        this lambda against the best over a scan), on the heavy lane when served, the newest request only; the
+        result lands in ``overfitting``.  Nothing for a problem it does not apply to (a regression, a prior on P,
+        fewer than five data)."""
+        try:
+            cfg = api.validate_config(self.to_config())
+        except ValueError:
+            return
+        if not diagnosis.applies(cfg):
+            self._drop_overfitting()
+            return
+        self.work.start("overfitting", lambda task: diagnosis.lambda_scan(cfg, cancel=task.cancelled.is_set),
+                        lambda _task, result: self._overfitting_done(cfg, result), budget_s=RUN_COMPUTE_S)
+        if not self.pump.served:
+            self.work.wait("overfitting")
+
+    def _overfitting_done(self, cfg, result):
+        if isinstance(result, BaseException) or not isinstance(result, dict):
+            return  # cancelled, over its budget, or failed: no diagnosis (the alarm stays down)
+        try:
+            now = api.validate_config(self.to_config())
+        except ValueError:
+            return
+        if now != cfg:  # the problem changed while the scan ran: its diagnosis would be about another one
+            return
+        self.overfitting = {"scan": result, "verdict": diagnosis.diagnose(result)}
 
     def choose_lambda_by_evidence(self):
         """Set lambda to the maximum of the evidence path on screen (the slider moves; the problem is solved)."""

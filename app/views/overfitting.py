@@ -1,0 +1,93 @@
+"""The overfitting diagnosis on the live screen (issue 28): the alarm and the training and held-out error against
+lambda, the current lambda marked.
+
+The diagnosis is the session's (``session.overfitting``, :meth:`app.session.BFTSession.check_overfitting`, computed
+on the heavy lane once a run has converged): this view only draws it.  The alarm is the element with
+``data-testid="overfitting-alarm"``, on the page exactly while the diagnosis fires; its words come from bftcore
+and reach the page as text (escaped), never as markup.
+"""
+from __future__ import annotations
+
+import html
+import math
+
+import panel as pn
+import param
+from bokeh.models import ColumnDataSource, Span
+
+from ..session import BFTSession
+from .common import SERIES, legend_outside, make_figure
+from .common import set_changed as _set
+
+ALARM_STYLE = ("background:#fff3cd;color:#5c3c00;border:2px solid #b35900;border-radius:6px;padding:6px 10px;"
+               "font-size:16px;font-weight:600")
+
+
+def alarm_html(verdict: dict | None) -> str:
+    """The alarm's markup for a verdict (its message escaped), or '' when there is none."""
+    if not verdict:
+        return ""
+    return (f'<div data-testid="overfitting-alarm" role="alert" style="{ALARM_STYLE}">'
+            f"{html.escape(str(verdict['message']))}</div>")
+
+
+class OverfittingView(pn.viewable.Viewer):
+    """The alarm above a small plot of training and held-out error against lambda (log axis), the current lambda
+    a dashed line and the best a dotted one.  Hidden for problems without a diagnosis."""
+
+    session = param.ClassSelector(class_=BFTSession)
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.alarm = pn.pane.HTML("", sizing_mode="stretch_width", margin=(2, 5), css_classes=["bft-overfit-alarm"])
+        self.source = ColumnDataSource(dict(lam=[], train=[], held=[]), name="bft-overfit-scan")
+        f = make_figure("held-out error against λ", "λ", "error", height=150, x_axis_type="log",
+                        name="bft-overfit-curve")
+        f.yaxis.ticker.desired_num_ticks = 4
+        f.line("lam", "train", source=self.source, color=SERIES[1], line_width=2, legend_label="training")
+        f.scatter("lam", "held", source=self.source, color=SERIES[2], size=5)
+        self.held_line = f.line("lam", "held", source=self.source, color=SERIES[2], line_width=2.5,
+                                legend_label="held-out")
+        legend_outside(f)
+        self.current = Span(dimension="height", line_color="black", line_dash="dashed", line_width=2, location=1.0)
+        self.best = Span(dimension="height", line_color="#2ca02c", line_dash="dotted", line_width=2, location=1.0,
+                         visible=False)
+        f.add_layout(self.current)
+        f.add_layout(self.best)
+        self.figure = f
+        self.plot = pn.pane.Bokeh(f, sizing_mode="stretch_width", visible=False)
+        self.session.param.watch(self._update, ["overfitting", "lam"])
+        self._update()
+
+    def _update(self, *_):
+        s = self.session
+        diag = s.overfitting
+        scan = diag["scan"] if diag else None
+        verdict = diag["verdict"] if diag else None
+        text = alarm_html(verdict)
+        if self.alarm.object != text:
+            self.alarm.object = text
+        self.alarm.visible = bool(text)
+        if scan is None:
+            self.plot.visible = False
+            return
+        lams = [float(v) for v in scan["lambda"]]
+        held = [float(v) for v in scan["held_out"]]
+        train = [float(v) for v in scan["train"]]
+        new = dict(lam=lams, train=train, held=held)
+        if {k: list(v) for k, v in self.source.data.items()} != new:
+            self.source.data = new
+        what = {"truth": "held-out error (true density)", "cv": "held-out error (cross-validation)",
+                "evidence": "−ln evidence per datum (no held-out data)"}[scan["kind"]]
+        self.figure.title.text = f"{what} against λ"
+        for item in self.figure.legend[0].items:
+            if item.renderers and item.renderers[0] is self.held_line:
+                item.label = {"value": "held-out" if scan["kind"] != "evidence" else "−ln evidence / n"}
+        _set(self.current, location=float(s.lam))
+        finite = [(v, lam) for v, lam in zip(held, lams) if math.isfinite(v)]
+        if finite:
+            _set(self.best, location=min(finite)[1], visible=True)
+        self.plot.visible = True
+
+    def __panel__(self):
+        return pn.Column(self.alarm, self.plot, sizing_mode="stretch_width", css_classes=["bft-overfitting"])

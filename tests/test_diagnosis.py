@@ -1,0 +1,98 @@
+"""The overfitting diagnosis at the solution (issue 28, bftcore.studies.diagnosis), checked against independent
+routes: the test error of a cold fit at each lambda, and a cross-validation written out here."""
+import copy
+
+import numpy as np
+import pytest
+
+from bftcore import api
+from bftcore.foundations import metrics
+from bftcore.models import presets
+from bftcore.studies import diagnosis
+
+
+def preset(name, lam=None):
+    cfg = copy.deepcopy(presets.PRESETS[name][0])
+    if lam is not None:
+        cfg["prior"]["lambda"] = lam
+    cfg.pop("choose", None)
+    return api.validate_config(cfg)
+
+
+def test_the_truths_held_out_error_is_the_test_error_of_a_cold_fit_at_each_lambda():
+    cfg = preset("overfitting", 0.01)
+    scan = diagnosis.lambda_scan(cfg)
+    assert scan["kind"] == "truth" and 0.01 in scan["lambda"]
+    for lam, held, train in list(zip(scan["lambda"], scan["held_out"], scan["train"]))[::4]:
+        fit = api.run(api.validate_config({**cfg, "prior": {**cfg["prior"], "lambda": lam},  # cold, to the MAP
+                                           "solver": {**cfg["solver"], **diagnosis.MAP_SOLVER, "init": "kernel"}}))
+        grid = fit.problem.grid
+        assert held == pytest.approx(metrics.test_error(fit.L, fit.problem.P_true, grid), abs=1e-6)
+        assert train == pytest.approx(fit.last.train_error, abs=1e-6)
+
+
+def test_the_cross_validated_held_out_error_is_the_mean_loss_of_each_fold_refitted_cold():
+    rng = np.random.default_rng(3)
+    data = np.column_stack([rng.uniform(1, 10, 12), rng.uniform(1, 15, 12)]).round(3).tolist()
+    cfg = api.validate_config({"data": data, "prior": {"lambda": 0.5}, "truth": None})
+    lams = [0.05, 0.5, 5.0]
+    scan = diagnosis.lambda_scan(cfg, lambdas=lams)
+    assert scan["kind"] == "cv"
+    pts = np.asarray(data)
+    order = np.random.default_rng(0).permutation(len(pts))
+    grid = api.grid_from_config(cfg)
+    for k, lam in enumerate(lams):
+        losses = np.empty(len(pts))
+        for fold in range(diagnosis.CV_FOLDS):
+            test = order[fold::diagnosis.CV_FOLDS]
+            train = np.setdiff1d(order, test)
+            fit = api.run(api.validate_config({**cfg, "data": pts[train].tolist(),
+                                               "prior": {**cfg["prior"], "lambda": lam},
+                                               "solver": {**cfg["solver"], **diagnosis.MAP_SOLVER}}))
+            ix, iy = grid.snap(pts[test])
+            losses[test] = -fit.L[ix, iy]
+        assert scan["held_out"][k] == pytest.approx(losses.mean(), abs=1e-6)
+        np.testing.assert_allclose(scan["units"][k], losses, atol=1e-6)
+
+
+def test_the_verdict_says_which_way_and_what_to_do():
+    over = diagnosis.diagnose(diagnosis.lambda_scan(preset("overfitting", 0.01)))
+    assert over["verdict"] == "overfitting" and over["best"] > 0.01 and over["message"].endswith("raise lambda")
+    assert over["message"].startswith("overfitting (true density): held-out error ")
+    assert over["held_out"] - over["best_held_out"] > over["margin"] > 0
+    under = diagnosis.diagnose(diagnosis.lambda_scan(preset("overfitting", 1e4)))
+    assert under["verdict"] == "underfitting" and under["best"] < 1e4 and under["message"].endswith("lower lambda")
+    best = diagnosis.lambda_scan(preset("overfitting", over["best"]))
+    assert diagnosis.diagnose(best) is None
+
+
+@pytest.mark.parametrize("name", ["fig21", "fig22", "fig23", "fig24", "fig25", "fig26", "fig28",
+                                  "metastable_mixture"])
+def test_no_alarm_at_the_presets_own_lambda(name):
+    """Measured on every shipped preset: only the overfitting demonstrations (fig27, "overfitting") fire at their
+    own lambda; the two-point figures (fig14, fig16) have too few data for a diagnosis."""
+    cfg = preset(name)
+    assert diagnosis.applies(cfg)
+    assert diagnosis.diagnose(diagnosis.lambda_scan(cfg)) is None
+
+
+def test_too_few_data_or_another_model_get_no_diagnosis():
+    assert not diagnosis.applies(preset("fig14"))                       # two data
+    assert not diagnosis.applies(preset("two_trends"))                  # a regression
+    with pytest.raises(ValueError, match="at least"):
+        diagnosis.lambda_scan(preset("fig14"))
+
+
+def test_without_a_truth_on_a_large_grid_the_evidence_stands_in_and_says_so():
+    cfg = preset("old_faithful", 1e-6)
+    scan = diagnosis.lambda_scan(cfg)
+    assert scan["kind"] == "evidence"
+    verdict = diagnosis.diagnose(scan)
+    assert verdict["verdict"] == "overfitting" and "(evidence, no held-out data)" in verdict["message"]
+
+
+def test_the_alarm_shows_the_message_as_text():
+    from app.views.overfitting import alarm_html
+    html = alarm_html({"message": "<script>alert(1)</script> & more"})
+    assert 'data-testid="overfitting-alarm"' in html and "<script>" not in html and "&lt;script&gt;" in html
+    assert alarm_html(None) == ""
