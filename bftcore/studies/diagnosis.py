@@ -113,12 +113,15 @@ def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Calla
     with the scan so far after each lambda (with a truth) or each fold (without)."""
     cfg = checked(config)
     if not applies(cfg):
-        raise ValueError("the overfitting diagnosis is for a density with a prior on L and at least two data")
+        raise ValueError(f"the overfitting diagnosis is for a density with a prior on L and at least {MIN_DATA} "
+                         f"data")
     lams = scan_values(cfg) if lambdas is None else np.unique(np.asarray(lambdas, dtype=float))
     grid = grid_from_config(cfg)
     nan = math.nan
     doc = {"lambda": lams.tolist(), "train": [nan] * lams.size, "held_out": [nan] * lams.size,
            "units": [None] * lams.size, "current": float(cfg["prior"]["lambda"])}
+    if cfg["truth"] is None and grid.size > CV_MAX_NODES:  # no held-out data worth their cost: the evidence
+        return _evidence_scan(cfg, doc)
     fits = _fits(cfg, lams, cancel)
     P_true = next((f.problem.P_true for f in fits if f is not None), None)
     for k, f in enumerate(fits):
@@ -134,8 +137,6 @@ def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Calla
         if progress is not None:
             progress(doc)
         return doc
-    if grid.size > CV_MAX_NODES:
-        return _evidence_scan(cfg, doc)
     doc["kind"] = "cv"
     pts = np.asarray(cfg["data"], dtype=float)
     order = np.random.default_rng(0).permutation(len(pts))
