@@ -25,7 +25,7 @@ import scipy.sparse
 
 from . import api
 from .foundations import metrics
-from .foundations.config import ConfigError, _fmt_int, check_output, fitted_grid, length_of
+from .foundations.config import FIT_PAD, ConfigError, _fmt_int, check_output, fitted_grid, length_of
 from .foundations.grid import Grid
 from .foundations.limits import active
 from .foundations.operators import one_order
@@ -248,6 +248,8 @@ def _points_1d(y: np.ndarray) -> np.ndarray:
 #: Most nodes an estimator chooses by itself (a 1-D density's y with a length scale, :class:`BFTRegressor`'s x with
 #: ``n=None``): a free boundary's eigenbasis is dense, and 1000 nodes keep a fit to 20 000 points within seconds.
 AUTO_NODES_MAX = 1000
+#: Nodes per length scale an estimator's own grid gives a length scale (given, or chosen by the evidence).
+NODES_PER_LENGTH = 8
 #: Most nodes per axis a conditional density's fitted grid gets from its length scales (64 x 64: an evidence path
 #: of 30 lambdas in about a second, docs/units.md).
 AUTO_NODES_2D = 64
@@ -285,7 +287,7 @@ def _grid_1d(grid, y: np.ndarray, length_scale: float | None = None, order: int 
         pad = 0.1 * (hi - lo) if hi > lo else 0.5
         n = int(nodes)
         if length_scale is not None and np.isfinite(length_scale) and length_scale > 0:
-            n = int(min(AUTO_NODES_MAX, max(n, math.ceil(8 * (hi - lo + 2 * pad) / length_scale))))
+            n = int(min(AUTO_NODES_MAX, max(n, math.ceil(NODES_PER_LENGTH * (hi - lo + 2 * pad) / length_scale))))
             n = _nodes_within_stiffness(n, hi - lo + 2 * pad, length_scale, order, float(finite.size))
         return {"y": {"min": lo - pad, "max": hi + pad, "n": n, "boundary": "free"}}
     doc = _grid_doc(grid)
@@ -571,8 +573,8 @@ class BFTDensity:
         arr = np.asarray(pts, dtype=float)
         out = []
         for default, values, ell in ((30, arr[:, 0], ells[0]), (40, arr[:, 1], ells[1])):
-            box = (1 + 2 * 0.1) * float(np.ptp(values)) if np.ptp(values) > 0 else 1.0  # FIT_PAD on each side
-            n = max(default, min(AUTO_NODES_2D, math.ceil(8 * box / ell)))
+            box = (1 + 2 * FIT_PAD) * float(np.ptp(values)) if np.ptp(values) > 0 else 1.0
+            n = max(default, min(AUTO_NODES_2D, math.ceil(NODES_PER_LENGTH * box / ell)))
             out.append(_nodes_within_stiffness(n, box, ell, k, float(len(arr))))
         return out[0], out[1]
 
@@ -591,7 +593,8 @@ class BFTDensity:
             ells = (self.length_scale_,) if one_d else self.length_scale_
             most = AUTO_NODES_MAX if one_d else AUTO_NODES_2D
             have = [int(g[a]["n"]) for a in axes]
-            want = [max(n, min(most, math.ceil(8 * self._box(g, a) / ell))) for a, n, ell in zip(axes, have, ells)]
+            want = [max(n, min(most, math.ceil(NODES_PER_LENGTH * self._box(g, a) / ell)))
+                    for a, n, ell in zip(axes, have, ells)]
             if all(w <= 2 * n for w, n in zip(want, have)):  # four nodes per length or more: resolved
                 break
             try:
@@ -848,7 +851,7 @@ class BFTRegressor:
             return self.n
         span = float(np.max(x) - np.min(x)) if len(x) else 0.0
         ell = self._length()
-        per_length = int(math.ceil(8 * span / ell)) if ell and span > 0 else 0
+        per_length = int(math.ceil(NODES_PER_LENGTH * span / ell)) if ell and span > 0 else 0
         n = int(min(AUTO_NODES_MAX, max(200, 2 * np.unique(x).size, per_length)))
         order = self._order()
         return _nodes_within_stiffness(n, span, ell, order[0] if ell and order else 0)

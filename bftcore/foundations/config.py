@@ -276,6 +276,18 @@ def _float_pairs(data, plain_x: float | None) -> list | None:
     return None
 
 
+def _data_point(p, k: int, plain_x: float | None, model: str) -> list:
+    """Data point ``k`` checked on its own (the slow path of :func:`_float_pairs`): an [x, y] pair of finite
+    numbers, or for a one-dimensional density (``plain_x``) a plain y value."""
+    if plain_x is not None and not isinstance(p, (list, dict, str, bool)) and p is not None:
+        p = [plain_x, p]  # a one-dimensional density's data may be the y values alone
+    if not isinstance(p, list) or len(p) != 2:
+        raise ConfigError(f"data[{k}] must be an [x, y] pair, got {_show(p)}"
+                          + (" (a one-dimensional density, a grid without x, also takes plain y values)"
+                             if model == "density" else ""))
+    return [_num(p[0], f"data[{k}][0] (x)", mag=MAX_COORDINATE), _num(p[1], f"data[{k}][1] (y)", mag=MAX_COORDINATE)]
+
+
 def _depth(obj, limit: int) -> None:
     stack = [(obj, 1)]
     while stack:
@@ -859,18 +871,10 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
         _within(grid.size, limits.max_nodes, f"a grid {x['n']} x {y['n']} of {{}} nodes", "use a coarser grid")
     data = _list(doc, "data", "[x, y] pairs")
     _within(len(data), limits.max_points, "a data set of {} points", "use fewer points")
-    pts = _float_pairs(data, x["min"] if x["n"] == 1 and model == "density" else None)
-    for k, p in enumerate(data if pts is None else ()):
-        if x["n"] == 1 and model == "density" and not isinstance(p, (list, dict, str, bool)) and p is not None:
-            p = [x["min"], p]  # a one-dimensional density's data may be the y values alone
-        if not isinstance(p, list) or len(p) != 2:
-            raise ConfigError(f"data[{k}] must be an [x, y] pair, got {_show(p)}"
-                              + (" (a one-dimensional density, a grid without x, also takes plain y values)"
-                                 if model == "density" else ""))
-        pts = pts if pts is not None else []
-        pts.append([_num(p[0], f"data[{k}][0] (x)", mag=MAX_COORDINATE),
-                    _num(p[1], f"data[{k}][1] (y)", mag=MAX_COORDINATE)])
-    pts = pts if pts is not None else []
+    plain_x = x["min"] if x["n"] == 1 and model == "density" else None
+    pts = _float_pairs(data, plain_x)
+    if pts is None:
+        pts = [_data_point(p, k, plain_x, model) for k, p in enumerate(data)]
     try:
         grid.check_points(pts, x_only=model == "regression")
     except ValueError as e:

@@ -322,6 +322,11 @@ class PriorOperator:
     def root(self) -> sp.csr_matrix:
         """Sparse G with ``G^T G`` = :attr:`matrix`: ``sqrt(lambda_x) G_X (x) 1`` over ``sqrt(lambda_y) 1 (x) G_Y``,
         the axes' roots (:func:`axis_root`)."""
+        return self._root_pair[0]
+
+    @property
+    def _root_pair(self) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """(G, G^T), built once."""
         if "root" not in self._cache:
             nx, ny = self.grid.shape
             gx, gy = axis_root(self.grid.x, **self._coeffs()), axis_root(self.grid.y, **self._coeffs())
@@ -330,7 +335,7 @@ class PriorOperator:
             G = sp.csr_matrix(sp.vstack(parts))
             G.eliminate_zeros()
             self._cache["root"] = (G, G.T.tocsr())
-        return self._cache["root"][0]
+        return self._cache["root"]
 
     @property
     def bases(self) -> tuple:
@@ -372,8 +377,8 @@ class PriorOperator:
         exact (measured 1e-12 across units) and twice as fast (5-point stencil, 170 against 330 us on 256^2)."""
         if not (self.l4 or self.l6):
             return (self.matrix @ np.ravel(f)).reshape(self.grid.shape)
-        G = self.root
-        return (self._cache["root"][1] @ (G @ np.ravel(f))).reshape(self.grid.shape)
+        G, GT = self._root_pair
+        return (GT @ (G @ np.ravel(f))).reshape(self.grid.shape)
 
     def quadratic(self, f: np.ndarray) -> float:
         """``(f, K f)`` with the grid's inner product."""

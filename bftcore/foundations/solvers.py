@@ -287,6 +287,13 @@ LEARNING_MATRICES = {m.name: m for m in (NewtonMatrix, MassiveMatrix, GradientMa
 
 
 # --------------------------------------------------------------------------------------------------- the step
+def at_energy_rounding(slope: float, value: float) -> bool:
+    """Whether a Newton step's predicted change of the energy (``slope``, its directional derivative) is below
+    the rounding of the energy ``value``: the minimiser's rounding floor (Newton on E_L and the evidence's bordered
+    Newton both end there)."""
+    return abs(slope) <= 1e-14 * max(1.0, abs(value))
+
+
 class DescentStep:
     """One iteration on an unconstrained field: the direction of the learning matrix, then :func:`line_search`
     (Newton: Armijo backtracking from eta = 1; gradient, massive relaxation and Newton's fallback: the minimising
@@ -308,7 +315,7 @@ class DescentStep:
         eta0 = 1.0 if not exact else self.eta_prev
         if not slope < 0:
             return 0.0, phi, None, label
-        if not exact and -slope <= 1e-14 * max(1.0, abs(point.value)):
+        if not exact and at_energy_rounding(slope, point.value):
             # Newton at the energy's rounding: the decrease it predicts is below what E resolves, so the line search
             # would backtrack to nothing.  The full step is kept if it halves the residual without raising E beyond
             # its rounding (1e-15 relative).

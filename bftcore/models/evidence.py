@@ -66,6 +66,7 @@ from ..foundations import metrics
 from ..foundations.config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, checked
 from ..foundations.limits import blas_threads
 from ..foundations.operators import PriorOperator, free_null_dim
+from ..foundations.solvers import at_energy_rounding
 from ..foundations.solvers import iterate as solver_iterate
 from .density import DensityProblem, LogDensityEnergy, LogPoint, Prior, build_density, normalise_log
 
@@ -380,7 +381,7 @@ class BorderedNewtonStep:
         d = BorderedHessian(point).solve_tangent(-r)
         slope = float(np.sum(r * d))
         full = energy.at(normalise_log(point.phi + d, hy)) if np.all(np.isfinite(d)) else None
-        if full is not None and abs(slope) <= 1e-14 * max(1.0, abs(point.value)):
+        if full is not None and at_energy_rounding(slope, point.value):
             self.at_floor = True
             return (1.0, full.phi, full, self.label) if full.value <= point.value + 1e-13 * abs(point.value) \
                 else (0.0, phi, None, self.label)
@@ -615,18 +616,20 @@ class _PathProblem:
             self._norm[key] = prior_normaliser(problem.K, self.template)
         return self._norm[key]
 
-    def solve(self, v: float, L: np.ndarray | None, logdet: str = "auto"):
+    def _map(self, v: float, L: np.ndarray | None):
+        """The MAP at value v found from L (None: the prior's mode), its factorisation and the prior normaliser."""
         pb = self.problem(v)
         norm = self.normaliser(pb)
         point, fac = map_newton(pb.energy, norm.mode if L is None else L)
+        return point, fac, norm
+
+    def solve(self, v: float, L: np.ndarray | None, logdet: str = "auto"):
+        point, fac, norm = self._map(v, L)
         return point, fac, _evidence(point, fac, norm, logdet)
 
     def slope(self, v: float, L: np.ndarray | None) -> float:
         """``d ln p(D | lambda) / d ln lambda`` at lambda = v, the MAP found from L (None: the prior's mode)."""
-        pb = self.problem(v)
-        norm = self.normaliser(pb)
-        point, fac = map_newton(pb.energy, norm.mode if L is None else L)
-        return _d_log_evidence(point, fac, norm)
+        return _d_log_evidence(*self._map(v, L))
 
 
 #: How closely the maximum of an evidence path is located, in ln(value): tight enough that data in other units

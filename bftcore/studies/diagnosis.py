@@ -104,13 +104,11 @@ def _fits(cfg: dict, lambdas: np.ndarray, cancel: Callable[[], bool] | None):
     return out
 
 
-def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Callable[[], bool] | None = None,
-                progress: Callable[[dict], None] | None = None) -> dict:
+def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Callable[[], bool] | None = None) -> dict:
     """Training and held-out error along lambda for a density document (module text).
 
     Returns ``{"lambda": [...], "train": [...], "held_out": [...], "units": [[...] per lambda], "kind": "truth" or
-    "cv", "current": lambda}``; a value whose fit failed is NaN (its units None).  ``progress(partial)`` is called
-    with the scan so far after each lambda (with a truth) or each fold (without)."""
+    "cv", "current": lambda}``; a value whose fit failed is NaN (its units None)."""
     cfg = checked(config)
     if not applies(cfg):
         raise ValueError(f"the overfitting diagnosis is for a density with a prior on L and at least {MIN_DATA} "
@@ -134,8 +132,6 @@ def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Calla
                 cols = -np.sum(P_true * f.L, axis=1) * grid.hy
                 doc["units"][k] = cols.tolist()
                 doc["held_out"][k] = float(np.mean(cols))
-        if progress is not None:
-            progress(doc)
         return doc
     doc["kind"] = "cv"
     pts = np.asarray(cfg["data"], dtype=float)
@@ -150,9 +146,6 @@ def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Calla
         for k, f in enumerate(_fits(fold_cfg, lams, cancel)):
             if f is not None:
                 losses[k, test] = -f.L[ix, iy]
-        if progress is not None:  # the held-out error over the data seen so far
-            progress(dict(doc, held_out=[float(np.nanmean(row)) if np.any(np.isfinite(row)) else nan
-                                         for row in losses]))
     for k in range(lams.size):
         row = losses[k]
         if np.all(np.isfinite(row)):
