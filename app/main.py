@@ -23,6 +23,7 @@ from app.views.common import ARIA, LiveText  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
 from app.views.evidence import EvidenceView  # noqa: E402
 from app.views.learning import LearningView  # noqa: E402
+from app.views.metastability import MetastabilityView  # noqa: E402
 from app.views.mixing import MixingView  # noqa: E402
 from app.views.overfitting import OverfittingView  # noqa: E402
 from app.views.presets import PresetsView  # noqa: E402
@@ -169,7 +170,10 @@ def build():
     evidence_card.param.watch(user_action(lambda event: evidence_view.set_active(not event.new)), "collapsed")
     # the overfitting alarm and its curve right under the traces (issue 28): on screen at 1280x720
     overfitting_view = OverfittingView(session=session)
-    side = pn.Column(mixing_view, traces_view, overfitting_view, prior.slice_panel(), regression_view, evidence_card,
+    # the branch diagram and the metastability alarm beside the heatmap, for a mixture (issue 28)
+    metastability_view = MetastabilityView(session=session)
+    side = pn.Column(metastability_view, mixing_view, traces_view, overfitting_view, prior.slice_panel(),
+                     regression_view, evidence_card,
                      mixing_view.explanation(), traces_view.explanation(), styles=SIDE_STYLE, margin=0,
                      stylesheets=NO_SHRINK,
                      css_classes=["bft-side"])

@@ -34,7 +34,7 @@ from bftcore.foundations.templates import describe
 from bftcore.models import presets
 from bftcore.outputs import figures
 from bftcore.outputs.documents import record_document
-from bftcore.studies import diagnosis
+from bftcore.studies import diagnosis, metastability
 from bftcore.studies.learning import parse_sizes
 
 from . import configuration
@@ -273,6 +273,15 @@ class BFTSession(param.Parameterized):
                              "screen: {'scan': bftcore.studies.diagnosis.lambda_scan's document, 'verdict': "
                              "bftcore.studies.diagnosis.diagnose's, or None}; None while none is computed for "
                              "the current problem (issue 28).")
+    metastable = param.Dict(None, allow_None=True, doc="The metastability check of the solution on screen (a "
+                            "mixture): {'energy': its energy, 'beta': its beta, 'restarts': [summaries of "
+                            "bftcore.studies.metastability.restarts, without fields], 'verdict': "
+                            "bftcore.studies.metastability.verdict's, or None}; None while none is computed for "
+                            "the current problem (issue 28).")
+    branches = param.Dict(None, allow_None=True, doc="The branch diagram of the current mixture "
+                          "(bftcore.studies.metastability.branches: a_j against beta through the beta it was "
+                          "computed at, from each template and cold); partial while it is computed, None for a "
+                          "problem without a mixture.")
     learning = param.Dict(None, allow_None=True, doc="The learning curve on screen "
                           "(bftcore.api.learning_curve_document; partial while it runs), or None.")
     learning_request = param.Dict(None, allow_None=True, doc="What the learning curve on screen or running "
@@ -313,7 +322,11 @@ class BFTSession(param.Parameterized):
         # the overfitting diagnosis belongs to the converged solution of the problem on screen: dropped at any change
         # (a preset's batch included), computed again once the new run has converged
         self.param.watch(self._drop_overfitting, list(CONFIG_PARAMS))
+        # so does the metastability check; the branch diagram survives a change of beta only (the dot moves on it)
+        self.param.watch(self._drop_metastable, list(CONFIG_PARAMS))
+        self.param.watch(self._drop_branches, [n for n in CONFIG_PARAMS if n != "beta"])
         self.param.watch(self._converged_check, ["converged"])
+        self._restart_fields: dict[str, np.ndarray] = {}
 
     # ===================================================================== configuration document
     @property
@@ -675,10 +688,11 @@ class BFTSession(param.Parameterized):
             self.overfitting = None
 
     def _converged_check(self, event):
-        # served sessions only: a notebook or a test asks with check_overfitting() (a synchronous scan after every
-        # solve would cost the headless tests 0.1-0.2 s a solve)
+        # served sessions only: a notebook or a test asks with check_overfitting() and check_metastability() (a
+        # synchronous scan after every solve would cost the headless tests 0.1-0.2 s a solve)
         if event.new and self.pump.served:
             self.check_overfitting()
+            self.check_metastability()
 
     def check_overfitting(self):
         """The overfitting diagnosis of the current problem (:mod:`bftcore.studies.diagnosis`: held-out error at
@@ -707,6 +721,132 @@ class BFTSession(param.Parameterized):
         if now != cfg:  # the problem changed while the scan ran: its diagnosis would be about another one
             return
         self.overfitting = {"scan": result, "verdict": diagnosis.diagnose(result)}
+
+    # ===================================================================== metastability (issue 28)
+    def _drop_metastable(self, *_):
+        self._restart_fields = {}
+        if self.metastable is not None:
+            self.metastable = None
+
+    def _drop_branches(self, *_):
+        if self.branches is not None:
+            self.branches = None
+        self.work.cancel("branches")
+
+    def check_metastability(self):
+        """Restart the current mixture from each template and from cold at its beta
+        (:func:`bftcore.studies.metastability.restarts`) and compare with the solution on screen: the result lands
+        in ``metastable``, with the alarm's verdict when a lower solution exists; and, when the problem (beta
+        aside) has no branch diagram yet, or beta left the diagram's range, the branches are computed too
+        (:meth:`compute_branches`).  On the heavy lane when served, the newest request only."""
+        try:
+            cfg = api.validate_config(self.to_config())
+        except ValueError:
+            return
+        if not metastability.applies(cfg):
+            self._drop_metastable()
+            if self.branches is not None:
+                self.branches = None
+            return
+        rec = self.record
+        if rec is None or self.pump.shown_key != grid_key(cfg):
+            return
+        energy, mixing = float(rec.energy), None if rec.mixing is None else [float(a) for a in rec.mixing]
+        self.work.start("metastability", lambda task: metastability.restarts(cfg, cancel=task.cancelled.is_set),
+                        lambda _task, result: self._metastable_done(cfg, energy, mixing, result),
+                        budget_s=RUN_COMPUTE_S)
+        if not self.pump.served:
+            self.work.wait("metastability")
+        if self._branches_stale(cfg):
+            self.compute_branches()
+
+    def _metastable_done(self, cfg, energy, mixing, result):
+        if isinstance(result, BaseException) or not isinstance(result, list):
+            return
+        try:
+            now = api.validate_config(self.to_config())
+        except ValueError:
+            return
+        if now != cfg:  # the problem changed while the restarts ran
+            return
+        self._restart_fields = {r["start"]: r.pop("field") for r in result}
+        self.metastable = {"energy": energy, "beta": float(cfg.get("beta", 1.0)), "restarts": result,
+                           "verdict": metastability.verdict(energy, mixing, result)}
+
+    @staticmethod
+    def _without_beta(cfg: dict) -> dict:
+        return {k: v for k, v in cfg.items() if k != "beta"}
+
+    def _branches_stale(self, cfg: dict) -> bool:
+        br = self.branches
+        if br is None or br.get("problem") != self._without_beta(cfg):
+            return True
+        betas = br.get("betas") or [0.0]
+        return not (min(betas) <= float(cfg.get("beta", 1.0)) <= max(betas))
+
+    def compute_branches(self):
+        """The branch diagram of the current mixture (:func:`bftcore.studies.metastability.branches`), filled in
+        ``branches`` point by point as it is computed (on the heavy lane when served)."""
+        try:
+            cfg = api.validate_config(self.to_config())
+        except ValueError:
+            return
+        if not metastability.applies(cfg):
+            return
+        betas = metastability.branch_betas(float(cfg.get("beta", 1.0)))
+        labels = [label for _, label in metastability.starts(cfg)]
+        partial = {"problem": self._without_beta(cfg), "betas": betas.tolist(), "beta": float(cfg.get("beta", 1.0)),
+                   "complete": False,
+                   "branches": [{"label": lab, "beta": [], "mixing": [], "energy": []} for lab in labels]}
+        self.branches = copy.deepcopy(partial)
+
+        def show(doc):
+            if self.branches is not None and self.branches.get("problem") == doc["problem"]:
+                self.branches = doc
+
+        def work(task):
+            def on_point(i, point):
+                br = partial["branches"][i]
+                for key in ("beta", "mixing", "energy"):
+                    br[key].append(point[key])
+                self.work.report(task, show, copy.deepcopy(partial))
+            metastability.branches(cfg, betas, cancel=task.cancelled.is_set, on_point=on_point)
+            return partial
+
+        def done(_task, result):
+            if isinstance(result, dict):
+                for br in result["branches"]:  # in ascending beta, as the plot's lines are drawn
+                    order = np.argsort(br["beta"])
+                    for key in ("beta", "mixing", "energy"):
+                        br[key] = [br[key][k] for k in order]
+                result["complete"] = True
+                show(result)
+
+        self.work.start("branches", work, done, budget_s=RUN_COMPUTE_S)
+        if not self.pump.served:
+            self.work.wait("branches")
+
+    def jump_to_lower(self) -> bool:
+        """Put the lower solution of the metastability alarm on screen: a run warm-started from its field (so the
+        traces show the descent, and the alarm's check runs again at its end)."""
+        verdict = (self.metastable or {}).get("verdict")
+        field = self._restart_fields.get(verdict["start"]) if verdict else None
+        if field is None:
+            self.message = "No lower solution to jump to: wait for the metastability check."
+            return False
+        try:
+            cfg = api.validate_config(self.to_config())
+        except ValueError as e:
+            self.message = f"Cannot solve: {e}"
+            return False
+        if not self.pump.start(cfg, np.array(field, copy=True)):
+            return False
+        self.message = f"Jumped to the solution from {verdict['label']}."
+        if self.converged:
+            self.converged = False
+        self.metastable = None
+        self.play()
+        return True
 
     def choose_lambda_by_evidence(self):
         """Set lambda to the maximum of the evidence path on screen (the slider moves; the problem is solved)."""
