@@ -706,21 +706,30 @@ class BFTSession(param.Parameterized):
         if not diagnosis.applies(cfg):
             self._drop_overfitting()
             return
-        self.work.start("overfitting", lambda task: diagnosis.lambda_scan(cfg, cancel=task.cancelled.is_set),
-                        lambda _task, result: self._overfitting_done(cfg, result), budget_s=RUN_COMPUTE_S)
+        def partial(doc):  # the curve fills in as the scan computes it (no verdict until it has ended)
+            if self._still(cfg):
+                self.overfitting = {"scan": doc, "verdict": None, "partial": True}
+
+        def work(task):
+            return diagnosis.lambda_scan(cfg, cancel=task.cancelled.is_set,
+                                         progress=lambda doc: self.work.report(task, partial, doc))
+        self.work.start("overfitting", work, lambda _task, result: self._overfitting_done(cfg, result),
+                        budget_s=RUN_COMPUTE_S)
         if not self.pump.served:
             self.work.wait("overfitting")
 
     def _overfitting_done(self, cfg, result):
         if isinstance(result, BaseException) or not isinstance(result, dict):
             return  # cancelled, over its budget, or failed: no diagnosis (the alarm stays down)
+        if self._still(cfg):  # else the problem changed while the scan ran: its diagnosis is about another one
+            self.overfitting = {"scan": result, "verdict": diagnosis.diagnose(result)}
+
+    def _still(self, cfg: dict) -> bool:
+        """Whether ``cfg`` is still the problem on screen (a background result about it may be shown)."""
         try:
-            now = api.validate_config(self.to_config())
+            return api.validate_config(self.to_config()) == cfg
         except ValueError:
-            return
-        if now != cfg:  # the problem changed while the scan ran: its diagnosis would be about another one
-            return
-        self.overfitting = {"scan": result, "verdict": diagnosis.diagnose(result)}
+            return False
 
     # ===================================================================== metastability (issue 28)
     def _drop_metastable(self, *_):
@@ -761,13 +770,7 @@ class BFTSession(param.Parameterized):
             self.compute_branches()
 
     def _metastable_done(self, cfg, energy, mixing, result):
-        if isinstance(result, BaseException) or not isinstance(result, list):
-            return
-        try:
-            now = api.validate_config(self.to_config())
-        except ValueError:
-            return
-        if now != cfg:  # the problem changed while the restarts ran
+        if isinstance(result, BaseException) or not isinstance(result, list) or not self._still(cfg):
             return
         self._restart_fields = {r["start"]: r.pop("field") for r in result}
         self.metastable = {"energy": energy, "beta": float(cfg.get("beta", 1.0)), "restarts": result,

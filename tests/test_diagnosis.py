@@ -96,3 +96,28 @@ def test_the_alarm_shows_the_message_as_text():
     html = alarm_html({"message": "<script>alert(1)</script> & more"})
     assert 'data-testid="overfitting-alarm"' in html and "<script>" not in html and "&lt;script&gt;" in html
     assert alarm_html(None) == ""
+
+
+def test_the_scan_reports_its_curve_as_it_fills_in():
+    from bftcore.models.presets import PRESETS
+    seen = []
+    doc = diagnosis.lambda_scan(PRESETS["overfitting"][0], progress=seen.append)
+    assert len(seen) == len(doc["lambda"])  # one report per fit on all the data
+    known = [sum(np.isfinite(s["held_out"])) for s in seen]
+    assert known == list(range(1, len(seen) + 1))  # each report knows one more lambda, stiff end first
+    assert np.allclose(seen[-1]["held_out"], doc["held_out"]) and np.allclose(seen[-1]["train"], doc["train"])
+    assert np.isfinite(seen[0]["held_out"][-1])
+
+
+def test_the_session_shows_the_partial_curve_before_the_verdict():
+    from app.session import BFTSession
+    s = BFTSession()
+    s.load_preset("overfitting")
+    s.lam = 0.01
+    s.solve()
+    states = []
+    s.param.watch(lambda e: states.append(e.new), "overfitting")
+    s.check_overfitting()
+    assert states and states[-1].get("partial") is None and states[-1]["verdict"] is not None
+    partial = [st for st in states[:-1] if st and st.get("partial")]
+    assert partial and all(st["verdict"] is None for st in partial)

@@ -79,14 +79,16 @@ class OverfittingView(pn.viewable.Viewer):
             self.source.data = new
         what = {"truth": "held-out error (true density)", "cv": "held-out error (cross-validation)",
                 "evidence": "−ln evidence per datum (no held-out data)"}[scan["kind"]]
-        self.figure.title.text = f"{what} against λ"
+        self.figure.title.text = f"{what} against λ" + (" (filling in…)" if diag.get("partial") else "")
         for item in self.figure.legend[0].items:
             if item.renderers and item.renderers[0] is self.held_line:
                 item.label = {"value": "held-out" if scan["kind"] != "evidence" else "−ln evidence / n"}
         _set(self.current, location=float(s.lam))
         finite = [(v, lam) for v, lam in zip(held, lams) if math.isfinite(v)]
-        if finite:
+        if finite and not diag.get("partial"):
             _set(self.best, location=min(finite)[1], visible=True)
+        elif self.best.visible:
+            self.best.visible = False
         self.plot.visible = True
 
     def __panel__(self):

@@ -34,6 +34,7 @@ starts and the held-out loss need L); a regression, or a prior on P, gets no dia
 """
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable
 
@@ -87,9 +88,9 @@ def _with(cfg: dict, lam: float, data=None) -> Valid:
     return api.validate_config(doc)
 
 
-def _fits(cfg: dict, lambdas: np.ndarray, cancel: Callable[[], bool] | None):
+def _fits(cfg: dict, lambdas: np.ndarray, cancel: Callable[[], bool] | None, on_fit=None):
     """The fits along ``lambdas`` from the stiff end down, each warm from the previous field; None where a fit
-    fails (listed in order of ``lambdas``)."""
+    fails (listed in order of ``lambdas``).  ``on_fit(k, fit)`` after each fit that ends."""
     out: list = [None] * len(lambdas)
     init = None
     for k in range(len(lambdas) - 1, -1, -1):
@@ -101,14 +102,20 @@ def _fits(cfg: dict, lambdas: np.ndarray, cancel: Callable[[], bool] | None):
             continue
         out[k] = fit
         init = fit.field
+        if on_fit is not None:
+            on_fit(k, fit)
     return out
 
 
-def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Callable[[], bool] | None = None) -> dict:
+def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Callable[[], bool] | None = None,
+                progress: Callable[[dict], None] | None = None) -> dict:
     """Training and held-out error along lambda for a density document (module text).
 
     Returns ``{"lambda": [...], "train": [...], "held_out": [...], "units": [[...] per lambda], "kind": "truth" or
-    "cv", "current": lambda}``; a value whose fit failed is NaN (its units None)."""
+    "cv", "current": lambda}``; a value whose fit failed is NaN (its units None).  ``progress(doc)``, when given,
+    hears the document as it fills in (NaN where nothing is known yet) after each fit on all the data: with a truth
+    both errors of each lambda at once, by cross-validation the training errors first and the held-out ones at the
+    end (they need every fold)."""
     cfg = checked(config)
     if not applies(cfg):
         raise ValueError(f"the overfitting diagnosis is for a density with a prior on L and at least {MIN_DATA} "
@@ -120,18 +127,20 @@ def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Calla
            "units": [None] * lams.size, "current": float(cfg["prior"]["lambda"])}
     if cfg["truth"] is None and grid.size > CV_MAX_NODES:  # no held-out data worth their cost: the evidence
         return _evidence_scan(cfg, doc)
-    fits = _fits(cfg, lams, cancel)
-    P_true = next((f.problem.P_true for f in fits if f is not None), None)
-    for k, f in enumerate(fits):
-        if f is not None:
-            doc["train"][k] = float(f.last.train_error)
-    if P_true is not None:
-        doc["kind"] = "truth"
-        for k, f in enumerate(fits):
-            if f is not None:
-                cols = -np.sum(P_true * f.L, axis=1) * grid.hy
-                doc["units"][k] = cols.tolist()
-                doc["held_out"][k] = float(np.mean(cols))
+    doc["kind"] = "truth" if cfg["truth"] is not None else "cv"
+
+    def fitted(k: int, f) -> None:
+        doc["train"][k] = float(f.last.train_error)
+        P_true = f.problem.P_true
+        if P_true is not None:
+            cols = -np.sum(P_true * f.L, axis=1) * grid.hy
+            doc["units"][k] = cols.tolist()
+            doc["held_out"][k] = float(np.mean(cols))
+        if progress is not None:
+            progress(copy.deepcopy(doc))
+
+    fits = _fits(cfg, lams, cancel, fitted)
+    if doc["kind"] == "truth" and any(f is not None and f.problem.P_true is not None for f in fits):
         return doc
     doc["kind"] = "cv"
     pts = np.asarray(cfg["data"], dtype=float)
