@@ -55,7 +55,14 @@ CONFIG_PARAMS = ["model", "x_min", "x_max", "nx", "y_min", "y_max", "ny", "bound
                  "solver_mass2", "init", "init_mass2", "min_iter", "max_iter", "tol", "truth", "regression_truth",
                  "data", "labels"]
 #: Parameters kept in the URL so that a link reproduces the state.
-URL_PARAMS = CONFIG_PARAMS + ["grid_size", "display", "frame_ms", "preset"]
+URL_PARAMS = CONFIG_PARAMS + ["grid_size", "display", "frame_ms", "preset", "layout", "theme", "font_size"]
+#: The screen layouts (issue 28): "auto" is the presenter layout in a landscape window at least 1200 px wide (a
+#: projector's 1280x720 or 1920x1080, a laptop), else the workbench (the controls beside one column of plots).
+LAYOUTS = ["auto", "presenter", "workbench"]
+THEMES = ["light", "dark"]
+#: Font sizes (px) of the size control; the default is what a projector's back row reads.
+FONT_SIZES = (12, 28)
+DEFAULT_FONT = 16
 
 
 def model_of(values) -> tuple[str, str | None]:

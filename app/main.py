@@ -15,7 +15,7 @@ if 0 < sys.get_int_max_str_digits() < 70_000:
 import panel as pn  # noqa: E402
 from bokeh.models import ColorBar, CustomJS  # noqa: E402
 
-from app.configuration import MAX_POINTS  # noqa: E402
+from app.configuration import DEFAULT_FONT, MAX_POINTS  # noqa: E402
 from app.session import BFTSession  # noqa: E402
 from app.transport import ARIA_JS, install_browser_patches, user_action  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
@@ -52,21 +52,50 @@ the JSON document of the command line, so `python -m bftcore fit config.json` re
 #: Shown when the page loses its server (its session is gone with it); the link still holds the whole setup.
 DISCONNECT_NOTIFICATION = "Connection to the server was lost: reload the page (the link keeps your setup)."
 
-#: The presenter layout: the header and the message line have fixed heights (a message never moves the plots), the
-#: hero (the density, or the regression curve) takes what the window leaves, the mixing and the traces sit beside it
-#: and wrap below it on a narrow screen; the dark high-contrast theme is a class on <body>.
-CSS = """
-body.bft-dark { background: #000 !important; color: #fff !important; }
-body.bft-dark .bk-panel-models-markup-HTML, body.bft-dark .card-header { color: #fff !important; }
-body.bft-dark .card-header { background: #222 !important; }
-html, body { overflow-x: hidden; }
+#: The two layouts (issue 28), as CSS variables on <body> that the boxes' inline styles read (custom properties
+#: reach inside every shadow root, where a page-level rule does not): the **presenter** layout, for a projector
+#: (1280x720, 1920x1080) or any landscape window at least 1200 px wide, a narrow sidebar of controls, the hero as
+#: large as the window allows (its equation and keyboard form scroll under it), and beside it the live plots as
+#: tiles two abreast; the **workbench**, the earlier layout, one column of plots beside the hero.  ``?layout=auto``
+#: (the default) chooses by the window (:data:`PRESENTER_QUERY`), ``presenter`` or ``workbench`` force one (a class
+#: on <body>, set by the layout control's callback).  The header and the message line have fixed heights (a message
+#: never moves the plots); the dark high-contrast theme is a class on <body>.
+PRESENTER_QUERY = "(min-width: 1200px) and (min-aspect-ratio: 3/2)"
+WORKBENCH_VARS = """--bft-sidebar: 0 0 320px; --bft-hero: 3 1 420px; --bft-side: 2 1 340px; --bft-tile: 1 1 100%;
+  --bft-plot-min: 260px;"""
+PRESENTER_VARS = """--bft-sidebar: 0 0 300px; --bft-hero: 3 1 540px; --bft-side: 2 1 420px; --bft-tile: 1 1 200px;
+  --bft-plot-min: calc(100vh - 130px);"""
+CSS = f"""
+body {{ {WORKBENCH_VARS} font-size: var(--bft-font, 16px); }}
+@media {PRESENTER_QUERY} {{ body:not(.bft-workbench) {{ {PRESENTER_VARS} }} }}
+body.bft-presenter {{ {PRESENTER_VARS} }}
+body.bft-dark {{ background: #000 !important; color: #fff !important; }}
+body.bft-dark .bk-panel-models-markup-HTML, body.bft-dark .card-header {{ color: #fff !important; }}
+body.bft-dark .card-header {{ background: #222 !important; }}
+html, body {{ overflow-x: hidden; }}
 """
-HERO_STYLE = {"flex": "3 1 420px", "min-width": "min(420px, 100%)", "height": "calc(100vh - 120px)",
-              "min-height": "360px"}
-SIDE_STYLE = {"flex": "2 1 340px", "min-width": "min(340px, 100%)", "height": "calc(100vh - 120px)",
-              "overflow-y": "auto", "overflow-x": "hidden"}
-SIDEBAR_STYLE = {"flex": "0 0 320px", "max-width": "100%", "height": "calc(100vh - 56px)", "overflow-y": "auto",
-                 "overflow-x": "hidden"}
+HERO_STYLE = {"flex": "var(--bft-hero)", "min-width": "min(420px, 100%)", "height": "calc(100vh - 110px)",
+              "min-height": "360px", "overflow-y": "auto", "overflow-x": "hidden"}
+SIDE_STYLE = {"flex": "var(--bft-side)", "min-width": "min(340px, 100%)", "height": "calc(100vh - 110px)",
+              "overflow-y": "auto", "overflow-x": "hidden", "align-content": "flex-start"}
+SIDEBAR_STYLE = {"flex": "var(--bft-sidebar)", "max-width": "100%", "height": "calc(100vh - 56px)",
+                 "overflow-y": "auto", "overflow-x": "hidden"}
+#: A tile of the side: two abreast in the presenter layout, one per row on the workbench.
+TILE_STYLE = {"flex": "var(--bft-tile)", "min-width": "0"}
+#: The layout control's callback: the body's class says which layout was chosen ("auto": none, the window decides).
+LAYOUT_JS = """
+document.body.classList.toggle('bft-presenter', cb_obj.value === 'presenter');
+document.body.classList.toggle('bft-workbench', cb_obj.value === 'workbench');
+window.dispatchEvent(new Event('resize'));
+"""
+#: The layout button (and its keyboard shortcut): the other layout than the one on screen.
+LAYOUT_TOGGLE_JS = """
+const b = document.body.classList;
+const presenter = b.contains('bft-presenter') || (!b.contains('bft-workbench') && matchMedia(query).matches);
+select.value = presenter ? 'workbench' : 'presenter';
+"""
+#: The font size control's callback: the page's text (the plots' fonts are set by the server, :func:`apply_fonts`).
+FONT_JS = "document.body.style.setProperty('--bft-font', cb_obj.value + 'px');"
 #: A column of fixed height that scrolls: its children keep their own heights instead of being squeezed into it or
 #: capped at its height (BokehJS gives every element max-height: 100%, and a flex column shrinks its children: the
 #: controls drew over the share panel below them, and a click on "Solver and grid" hit the share panel).
@@ -104,6 +133,11 @@ window.__bftApplyDark();
 DARK = dict(bg="#000000", fg="#ffffff", grid="#444444", legend="#111111")
 LIGHT = dict(bg="#ffffff", fg="#222222", grid="#e5e5e5", legend="#ffffff")
 
+#: At the page's start: the link's layout, font size and theme (their controls' callbacks run on a change only).
+INITIAL_JS = ("{ const cb_obj = {value: layout};" + LAYOUT_JS + "}"
+              "{ const cb_obj = {value: size};" + FONT_JS + "}"
+              "if (dark) { const cb_obj = {active: true};" + DARK_JS + "}")
+
 # a session lost with its server (a worker that died, a restart): say so, and how to get the setup back
 pn.extension("katex", raw_css=[CSS], disconnect_notification=DISCONNECT_NOTIFICATION)
 
@@ -130,6 +164,21 @@ def apply_theme(doc, dark: bool) -> None:
             cb.update(background_fill_color=c["bg"], major_label_text_color=c["fg"], title_text_color=c["fg"])
 
 
+def apply_fonts(doc, size: int) -> None:
+    """Every Bokeh plot's text at ``size`` px (titles, axes, ticks, legends, colour bars): the size control."""
+    from bokeh.models import Plot
+    px = f"{int(size)}px"
+    for fig in doc.select({"type": Plot}):
+        if fig.title is not None:
+            fig.title.text_font_size = px
+        for ax in fig.axis:
+            ax.update(axis_label_text_font_size=px, major_label_text_font_size=px)
+        for leg in fig.legend:
+            leg.label_text_font_size = px
+        for cb in fig.select({"type": ColorBar}):
+            cb.update(major_label_text_font_size=px, title_text_font_size=px)
+
+
 def build():
     session = BFTSession(doc=pn.state.curdoc)
     canvas = DataCanvas(session=session)
@@ -137,26 +186,40 @@ def build():
     controls = Controls(session=session)
     presets = PresetsView(session=session)
     share = SharePanel(session=session)
-    status = LiveText(margin=(12, 10, 0, 10), width=260, height=24, name="bft-status").follow(session, "status")
+    status = LiveText(margin=(12, 10, 0, 10), width=310, height=24, name="bft-status").follow(session, "status")
     count = LiveText(margin=(12, 10, 0, 10), width=90, height=24, name="bft-count").follow(
         session, "data", lambda d: f"{len(d)} points")
     # the message line: one line of fixed height, always there (empty when there is nothing to say)
     message = LiveText(height=24, margin=(12, 10, 0, 10), css_classes=["bft-message"], name="bft-message",
                        styles={"flex": "1 1 200px", "min-width": "0", "color": "#b35900"},
                        sizing_mode="stretch_width").follow(session, "message")
-    theme = pn.widgets.Toggle(label="◐ dark / high contrast", width=170, margin=(8, 10, 0, 10),
-                              css_classes=["bft-theme"])
+    theme = pn.widgets.Toggle(label="◐ dark", width=90, margin=(8, 5, 0, 5), css_classes=["bft-theme"],
+                              value=session.theme == "dark")
     theme.jscallback(args=dict(css=DARK_SHADOW_CSS), value=DARK_JS)
-
-    theme.param.watch(user_action(lambda event: apply_theme(pn.state.curdoc, event.new)), "value")
+    # the theme is the session's (in the link): the toggle and the parameter follow each other
+    theme.param.watch(user_action(lambda event: setattr(session, "theme", "dark" if event.new else "light")),
+                      "value")
+    session.param.watch(lambda event: (setattr(theme, "value", event.new == "dark"),
+                                       apply_theme(pn.state.curdoc, event.new == "dark")), "theme")
+    layout_select = pn.widgets.Select.from_param(session.param.layout, name="", width=110, margin=(10, 5, 0, 5),
+                                                 css_classes=["bft-layout"])
+    layout_select.jscallback(value=LAYOUT_JS)
+    layout_toggle = pn.widgets.Button(label="⇆ layout", width=90, margin=(8, 5, 0, 5),
+                                      css_classes=["bft-layout-toggle"],
+                                      description="switch between the presenter and the workbench layout")
+    layout_toggle.js_on_click(args=dict(select=layout_select, query=PRESENTER_QUERY), code=LAYOUT_TOGGLE_JS)
+    font = pn.widgets.IntInput.from_param(session.param.font_size, name="", width=70, margin=(8, 5, 0, 5),
+                                          css_classes=["bft-font-size"])
+    font.jscallback(value=FONT_JS)
+    session.param.watch(lambda event: apply_fonts(pn.state.curdoc, event.new), "font_size")
     # the fit's figure at projector resolution, from the declaration the CLI's --png draws (bftcore.outputs.figures)
     export = pn.widgets.FileDownload(callback=session.figure_png, filename="bftcore-fit.png",
                                      label="⤓ PNG (1920×1080)", width=150, margin=(8, 10, 0, 10),
                                      css_classes=["bft-export"],
                                      description="download the fit's figure as a PNG at projector resolution")
-    header = pn.FlexBox(pn.pane.Markdown("## bftcore · Bayesian field theory", margin=(0, 10)), count, status,
-                        message, export, theme, flex_wrap="nowrap", sizing_mode="stretch_width", height=50,
-                        styles={"overflow": "hidden"})
+    header = pn.FlexBox(pn.pane.Markdown("### bftcore · Bayesian field theory", margin=(0, 10)), count, status,
+                        message, export, layout_toggle, layout_select, font, theme, flex_wrap="nowrap",
+                        sizing_mode="stretch_width", height=50, styles={"overflow": "hidden"})
     # the live plots first, all on screen at 1280×720 (mixing bars, a_j, energy, errors with the overfitting mark);
     # their equations and "What this shows" cards below them, so the error traces are seen without scrolling
     mixing_view, traces_view = MixingView(session=session, thumbnails=prior.thumbnails()), TracesView(session=session)
@@ -172,12 +235,20 @@ def build():
     overfitting_view = OverfittingView(session=session)
     # the branch diagram and the metastability alarm beside the heatmap, for a mixture (issue 28)
     metastability_view = MetastabilityView(session=session)
-    side = pn.Column(metastability_view, mixing_view, traces_view, overfitting_view, prior.slice_panel(),
-                     regression_view, evidence_card,
-                     mixing_view.explanation(), traces_view.explanation(), styles=SIDE_STYLE, margin=0,
-                     stylesheets=NO_SHRINK,
-                     css_classes=["bft-side"])
-    hero = pn.Column(canvas, styles=HERO_STYLE, margin=0, sizing_mode="stretch_both", css_classes=["bft-hero-box"])
+    # the live plots as tiles: two abreast in the presenter layout (mixing | traces, then the overfitting curve |
+    # the branches, the alarms at the top of theirs), all on screen at 1280x720; the rest in full rows below
+    def tile(view, full=False):
+        return pn.Column(view, sizing_mode="stretch_width", margin=0, styles={} if full else TILE_STYLE)
+    alarms = pn.Column(overfitting_view.alarm, metastability_view.alarm_row(), sizing_mode="stretch_width",
+                       margin=0, css_classes=["bft-alarms"])
+    side = pn.FlexBox(tile(alarms, full=True), tile(mixing_view), tile(traces_view), tile(overfitting_view),
+                      tile(metastability_view),
+                      *(tile(v, full=True) for v in (traces_view.playback, prior.slice_panel(), regression_view,
+                                                     evidence_card, mixing_view.explanation(),
+                                                     traces_view.explanation())),
+                      flex_wrap="wrap", styles=SIDE_STYLE, margin=0, stylesheets=NO_SHRINK, css_classes=["bft-side"])
+    hero = pn.Column(canvas, styles=HERO_STYLE, margin=0, sizing_mode="stretch_both", css_classes=["bft-hero-box"],
+                     stylesheets=NO_SHRINK)
     live = pn.FlexBox(hero, side, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["bft-live"])
     # dynamic: a tab is drawn when it is opened (the first time about 0.6 s, then ~0.1 s), so that a preset load
     # lays out the plots on screen only, not the hidden prior samples and sweep (preset loads: 450-650 -> 300-500 ms)
@@ -205,6 +276,13 @@ def build():
     SharePanel.sync_url(session)
     install_browser_patches(pn.state.curdoc)
     pn.state.curdoc.js_on_event("document_ready", CustomJS(args=dict(labels=ARIA), code=ARIA_JS))
+    # the layout, font size and theme of the link (read above by sync_url), on the page before its first paint
+    pn.state.curdoc.js_on_event("document_ready", CustomJS(
+        args=dict(layout=session.layout, size=session.font_size, dark=session.theme == "dark", css=DARK_SHADOW_CSS),
+        code=INITIAL_JS))
+    if session.font_size != DEFAULT_FONT or session.theme == "dark":  # the plots exist in the document once loaded
+        pn.state.onload(lambda: (apply_fonts(pn.state.curdoc, session.font_size),
+                                 apply_theme(pn.state.curdoc, session.theme == "dark")))
     pn.state.on_session_destroyed(lambda ctx: session.close())
     pn.state.onload(lambda: session.start_run(warm=False, play=True))
     return layout

@@ -249,6 +249,12 @@ class BFTSession(param.Parameterized):
     click_mode: param.Selector = param.Selector(default="add", objects=["add", "remove"], label="a click on the canvas")
     frame_ms = param.Integer(60, bounds=(0, 1000), label="animation: ms per iteration")
     live = param.Boolean(True, label="re-solve on every change")
+    layout: param.Selector = param.Selector(default="auto", objects=configuration.LAYOUTS, label="layout",
+                                            doc="The screen layout (app.configuration.LAYOUTS); in the link.")
+    theme: param.Selector = param.Selector(default="light", objects=configuration.THEMES, label="theme",
+                                           doc="Light, or dark high contrast; in the link.")
+    font_size = param.Integer(configuration.DEFAULT_FONT, bounds=configuration.FONT_SIZES, label="font size (px)",
+                              doc="Size of the plots' and the page's text; in the link.")
     labels = param.Dict({}, doc="The axes' names in the user's words and units (the document's labels: a CSV "
                         "header's), {} for plain x and y.")
     preset = param.String("", regex=r"^[\w .-]{0,64}$", doc="Name of the last preset loaded ('' when edited by hand).")
@@ -761,20 +767,21 @@ class BFTSession(param.Parameterized):
         if rec is None or self.pump.shown_key != grid_key(cfg):
             return
         energy, mixing = float(rec.energy), None if rec.mixing is None else [float(a) for a in rec.mixing]
+        ended = bool(getattr(rec, "converged", True))
         self.work.start("metastability", lambda task: metastability.restarts(cfg, cancel=task.cancelled.is_set),
-                        lambda _task, result: self._metastable_done(cfg, energy, mixing, result),
+                        lambda _task, result: self._metastable_done(cfg, energy, mixing, ended, result),
                         budget_s=RUN_COMPUTE_S)
         if not self.pump.served:
             self.work.wait("metastability")
         if self._branches_stale(cfg):
             self.compute_branches()
 
-    def _metastable_done(self, cfg, energy, mixing, result):
+    def _metastable_done(self, cfg, energy, mixing, ended, result):
         if isinstance(result, BaseException) or not isinstance(result, list) or not self._still(cfg):
             return
         self._restart_fields = {r["start"]: r.pop("field") for r in result}
         self.metastable = {"energy": energy, "beta": float(cfg.get("beta", 1.0)), "restarts": result,
-                           "verdict": metastability.verdict(energy, mixing, result)}
+                           "verdict": metastability.verdict(energy, mixing, result, ended)}
 
     @staticmethod
     def _without_beta(cfg: dict) -> dict:

@@ -153,7 +153,10 @@ class DataCanvas(pn.viewable.Viewer):
         self.ack_source.on_change("tags", lambda attr, old, new: new and s.pump.ack_frame(int(new[0])))
         self.figure = fig
         fig.sizing_mode = "stretch_both"
-        fig.min_height, fig.min_width = 260, 260
+        fig.min_width = 260
+        # as tall as the layout makes it (CSS variable --bft-plot-min of app.main: the presenter gives it the window,
+        # the workbench at least 260 px)
+        fig.styles = {"min-height": "var(--bft-plot-min, 260px)"}
         self.pane = pn.pane.Bokeh(fig, sizing_mode="stretch_both", min_height=260)
         self._shown = {}  # what the browser already has, so that a frame sends only what changed
         self.show_heldout = pn.widgets.Checkbox(label=f"show {HELD_OUT_N} held-out test points (true density)",

@@ -13,11 +13,13 @@ from ..transport import TextOnlyStr
 
 PALETTE = Viridis256          # heatmaps: perceptually uniform
 SERIES = Category10_10        # line series: distinct hues
-FONT = "13px"
+#: Text of the plots: 16 px, what the back row of a lecture hall reads from a projector (issue 28); the size
+#: control of the header changes every plot of a page (app.main.apply_fonts).
+FONT = "16px"
 PLOT_HEIGHT = 250
 TOOLS = "pan,wheel_zoom,box_zoom,reset,save"
 #: The legend of the line plots (HoloViews: ``legend_position="top_left", legend_opts=LEGEND``).
-LEGEND = dict(label_text_font_size="11px", background_fill_alpha=0.6, click_policy="hide", spacing=0, padding=4)
+LEGEND = dict(label_text_font_size=FONT, background_fill_alpha=0.6, click_policy="hide", spacing=0, padding=4)
 
 
 #: Accessible names of the main controls (screen readers, keyboard users, and tests that find them by label): by the
@@ -55,10 +57,10 @@ def label_axes(fig, labels: dict, x: str = "x", y: str = "y") -> None:
 def style_figure(fig) -> None:
     """The look of :func:`make_figure` on a Bokeh figure made elsewhere (by HoloViews: :func:`hv_look`)."""
     if fig.title is not None:
-        fig.title.text_font_size = "14px"
+        fig.title.text_font_size = FONT
     for ax in (fig.xaxis, fig.yaxis):
         ax.axis_label_text_font_size = FONT
-        ax.major_label_text_font_size = "12px"
+        ax.major_label_text_font_size = FONT
         ax.axis_label_text_font_style = "normal"
     fig.toolbar.logo = None
     fig.toolbar.active_scroll = None  # the mouse wheel scrolls the page; zoom by picking the wheel tool

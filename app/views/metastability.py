@@ -60,7 +60,7 @@ class MetastabilityView(pn.viewable.Viewer):
         self.jump.on_click(user_action(lambda _e: self.session.jump_to_lower()))
         self.lines = ColumnDataSource(branch_lines(None), name="bft-branches")
         self.dot = ColumnDataSource(dict(beta=[1.0], a=[0.5]), name="bft-branch-dot")
-        f = make_figure("branches: a₁ against β, from each start", "β (log scale)", "a₁", height=170,
+        f = make_figure("branches: a₁ vs β", "β (log scale)", "a₁", height=140,
                         x_axis_type="log", y_range=Range1d(-0.05, 1.05), x_range=Range1d(0.1, 10.0),
                         name="bft-branch-plot")
         f.yaxis.ticker.desired_num_ticks = 3
@@ -95,8 +95,8 @@ class MetastabilityView(pn.viewable.Viewer):
         betas = [float(b) for b in doc.get("betas", [])]
         if betas:
             _set(self.figure.x_range, start=min(betas) / 1.15, end=max(betas) * 1.15)
-        done = "" if doc.get("complete") else " (filling in…)"
-        self.figure.title.text = f"branches: a₁ against β, from each start{done}"
+        done = "" if doc.get("complete") else " …"
+        self.figure.title.text = f"branches: a₁ vs β{done}"
         self._dot()
         self.plot.visible = True
 
@@ -109,6 +109,9 @@ class MetastabilityView(pn.viewable.Viewer):
         if {k: list(v) for k, v in self.dot.data.items()} != new:
             self.dot.data = new
 
+    def alarm_row(self):
+        """The alarm and its button, which the layout (app.main) puts at the top of the live plots."""
+        return pn.Row(self.alarm, self.jump, sizing_mode="stretch_width", margin=0)
+
     def __panel__(self):
-        return pn.Column(pn.Row(self.alarm, self.jump, sizing_mode="stretch_width", margin=0), self.plot,
-                         sizing_mode="stretch_width", css_classes=["bft-metastability"])
+        return pn.Column(self.plot, sizing_mode="stretch_width", css_classes=["bft-metastability"])

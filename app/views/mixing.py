@@ -36,14 +36,14 @@ class MixingView(pn.viewable.Viewer):
         super().__init__(**params)
         self.bars = ColumnDataSource(dict(name=[], value=[], color=[]), name="bft-mixing-source")
         bar = make_figure("mixing coefficients", "component", "weight", x_range=FactorRange(factors=["–"]),
-                          y_range=(0, 1.05), tools="save", height=135, name="bft-mixing-bars")
+                          y_range=(0, 1.05), tools="save", height=110, name="bft-mixing-bars")
         bar.sizing_mode = "stretch_width"
         bar.vbar(x="name", top="value", width=0.7, color="color", source=self.bars)
         bar.xaxis.major_label_orientation = 0.5
         bar.xaxis.axis_label = None  # the tick labels name the components
         bar.xgrid.grid_line_color = None
         self.trace = ColumnDataSource(dict(iteration=[]))
-        tr = make_figure("a_j over the iterations", "iteration", "a_j", y_range=(-0.02, 1.02), height=125,
+        tr = make_figure("a_j over the iterations", "iteration", "a_j", y_range=(-0.02, 1.02), height=115,
                          name="bft-mixing-trace")
         tr.xaxis.axis_label = None  # the traces below share the iteration axis and name it
         self.lines = [tr.line("iteration", f"a{j}", source=self.trace, color=SERIES[j], line_width=2.5,

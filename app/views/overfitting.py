@@ -41,7 +41,7 @@ class OverfittingView(pn.viewable.Viewer):
         super().__init__(**params)
         self.alarm = pn.pane.HTML("", sizing_mode="stretch_width", margin=(2, 5), css_classes=["bft-overfit-alarm"])
         self.source = ColumnDataSource(dict(lam=[], train=[], held=[]), name="bft-overfit-scan")
-        f = make_figure("held-out error against λ", "λ", "error", height=150, x_axis_type="log",
+        f = make_figure("held-out error against λ", "λ", "error", height=140, x_axis_type="log",
                         name="bft-overfit-curve")
         f.yaxis.ticker.desired_num_ticks = 4
         f.line("lam", "train", source=self.source, color=SERIES[1], line_width=2, legend_label="training")
@@ -77,9 +77,9 @@ class OverfittingView(pn.viewable.Viewer):
         new = dict(lam=lams, train=train, held=held)
         if {k: list(v) for k, v in self.source.data.items()} != new:
             self.source.data = new
-        what = {"truth": "held-out error (true density)", "cv": "held-out error (cross-validation)",
-                "evidence": "−ln evidence per datum (no held-out data)"}[scan["kind"]]
-        self.figure.title.text = f"{what} against λ" + (" (filling in…)" if diag.get("partial") else "")
+        what = {"truth": "λ curve (true density)", "cv": "λ curve (cross-validated)",
+                "evidence": "λ curve (−ln evidence)"}[scan["kind"]]
+        self.figure.title.text = what + (" …" if diag.get("partial") else "")
         for item in self.figure.legend[0].items:
             if item.renderers and item.renderers[0] is self.held_line:
                 item.label = {"value": "held-out" if scan["kind"] != "evidence" else "−ln evidence / n"}
@@ -92,4 +92,5 @@ class OverfittingView(pn.viewable.Viewer):
         self.plot.visible = True
 
     def __panel__(self):
-        return pn.Column(self.alarm, self.plot, sizing_mode="stretch_width", css_classes=["bft-overfitting"])
+        """The curve alone: the layout (app.main) puts the alarm (:attr:`alarm`) at the top of the live plots."""
+        return pn.Column(self.plot, sizing_mode="stretch_width", css_classes=["bft-overfitting"])

@@ -86,8 +86,8 @@ def plateaus(history):
 
 
 class TracesView(pn.viewable.Viewer):
-    """Two stacked plots sharing the iteration axis: energy above, training/test error below, and the playback
-    row above them (:attr:`playback`: the pace of the animation and the history scrubber).
+    """Two stacked plots sharing the iteration axis: energy above, training/test error below; the playback row
+    (:attr:`playback`: the pace of the animation and the history scrubber) is placed by the layout (app.main).
 
     The traces move with every frame of the heatmap (the runner updates ``history`` in the same frame and message,
     app.runner.SECONDARY_FRAME_S).  The early-stopping marker sits on the test-error curve only.  The legend of the
@@ -103,13 +103,13 @@ class TracesView(pn.viewable.Viewer):
         # Ranges set here, not DataRange1d: a browser that computes a data range sends it back to the server, three
         # messages per update of the traces for every session
         self.x_range, self.y_ranges = Range1d(0, 1), (Range1d(0, 1), Range1d(0, 1))
-        top = make_figure("energy E", "iteration", "energy", height=115, min_border_left=TRACE_BORDER,
+        top = make_figure("energy E", "iteration", "energy", height=110, min_border_left=TRACE_BORDER,
                           name="bft-energy", x_range=self.x_range, y_range=self.y_ranges[0])
         top.xaxis.axis_label = None
         top.yaxis.ticker.desired_num_ticks = ENERGY_TICKS
         top.line("iteration", "energy", source=self.source, color=SERIES[0], line_width=2.5)
         top.scatter("iteration", "energy", source=self.source, color=SERIES[0], size=5)
-        bottom = make_figure(None, "iteration", "error", height=160, x_range=self.x_range, name="bft-errors",
+        bottom = make_figure(None, "iteration", "error", height=140, x_range=self.x_range, name="bft-errors",
                              y_range=self.y_ranges[1], min_border_left=TRACE_BORDER)
         bottom.line("iteration", "train_error", source=self.source, color=SERIES[1], line_width=2.5,
                     legend_label="training error")
@@ -211,5 +211,5 @@ class TracesView(pn.viewable.Viewer):
         return teaching(EQUATION, TEXT)
 
     def __panel__(self):
-        return pn.Column(self.playback, pn.pane.Bokeh(self.top, sizing_mode="stretch_width"),
+        return pn.Column(pn.pane.Bokeh(self.top, sizing_mode="stretch_width"),
                          pn.pane.Bokeh(self.bottom, sizing_mode="stretch_width"), sizing_mode="stretch_width")

@@ -105,9 +105,10 @@ def _tolerance(energy: float) -> float:
     return ENERGY_REL_TOL * (1.0 + abs(energy))
 
 
-def verdict(energy: float, mixing, found: list[dict]) -> dict | None:
+def verdict(energy: float, mixing, found: list[dict], converged: bool = True) -> dict | None:
     """The alarm for a current solution of ``energy`` and ``mixing`` against the restarts ``found``: the lowest
-    one that is lower by more than the energy's rounding and is another solution; None when there is none.
+    one that is lower by more than the energy's rounding and is another solution; None when there is none.  For a
+    run that ended on its iteration limit (``converged`` False) the message says "not converged" instead.
 
     ``{"message", "delta", "start", "label", "energy", "mixing"}``, the message e.g. "metastable: a solution with
     energy lower by 12.3 exists (from cold)"."""
@@ -127,7 +128,12 @@ def verdict(energy: float, mixing, found: list[dict]) -> dict | None:
     if best is None:
         return None
     delta = energy - best["energy"]
-    return {"message": f"metastable: a solution with energy lower by {delta:.3g} exists (from {best['label']})",
+    if converged:
+        message = f"metastable: a solution with energy lower by {delta:.3g} exists (from {best['label']})"
+    else:  # a run stopped by its iteration limit is not at a solution: say so, not "metastable"
+        message = (f"not converged: a solution with energy lower by {delta:.3g} exists (from {best['label']}); "
+                   f"run longer or use Newton")
+    return {"message": message, "converged": bool(converged),
             "delta": delta, "start": best["start"], "label": best["label"], "energy": best["energy"],
             "mixing": list(best["mixing"])}
 

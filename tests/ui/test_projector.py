@@ -1,0 +1,102 @@
+"""Issue 28, a screen made for a projector, in a real browser: the presenter layout at 1280x720 (the hero plot at
+least 35 % of the screen, the traces, the lambda curve and the alarms on screen without scrolling), the layout,
+theme and font size in the share link, and the layout control."""
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+
+from app.harness import wait_for_app, wait_until
+
+from .test_lecture_traces import fresh
+
+pytestmark = pytest.mark.ui
+
+#: Boxes (left, top, width, height) of named Bokeh models and of the alarms (found through the shadow roots).
+JS_BOXES = """(names) => { const out = {};
+  for (const d of Bokeh.documents) for (const n of names) { const m = d.get_model_by_name(n); if (!m) continue;
+    const v = Bokeh.index.find_one(m); if (!v) continue; const r = v.el.getBoundingClientRect();
+    out[n] = [r.left, r.top, r.width, r.height]; }
+  const find = (root, sel) => { const e = root.querySelector(sel); if (e) return e;
+    for (const el of root.querySelectorAll('*')) if (el.shadowRoot) { const f = find(el.shadowRoot, sel); if (f) return f; }
+    return null; };
+  for (const id of ['overfitting-alarm', 'metastability-alarm']) { const e = find(document, `[data-testid=${id}]`);
+    if (e) { const r = e.getBoundingClientRect(); out[id] = [r.left, r.top, r.width, r.height]; } }
+  return out; }"""
+PLOTS = ["bft-canvas", "bft-energy", "bft-errors", "bft-overfit-curve"]
+
+
+def boxes(page, names):
+    return page.evaluate(JS_BOXES, names)
+
+
+def query(page) -> dict:
+    return dict(parse_qsl(urlsplit(page.evaluate("() => window.location.href")).query))
+
+
+def test_presenter_at_1280x720_hero_and_diagnosis_on_screen(browser, server):
+    ctx, pg = fresh(browser, server[0] + "?preset=overfitting&lam=0.01")
+    try:
+        assert pg.viewport_size == {"width": 1280, "height": 720}
+        want = PLOTS + ["overfitting-alarm"]
+        b = wait_until(lambda: (lambda b: b if all(k in b for k in want) else None)(boxes(pg, PLOTS)), timeout=90)
+        assert pg.evaluate("() => window.scrollY") == 0
+        left, top, w, h = b["bft-canvas"]
+        assert w * h >= 0.35 * 1280 * 720, (w, h)
+        for name in want:
+            x, y, bw, bh = b[name]
+            assert 0 <= x and x + bw <= 1280 and 0 <= y and y + bh <= 720, (name, b[name])
+        # the layout was chosen by the window: no class forced on <body>
+        assert pg.evaluate("() => document.body.className.includes('bft-presenter')") is False
+        assert query(pg)["layout"] == "auto"
+    finally:
+        ctx.close()
+
+
+def test_the_workbench_from_the_link_and_the_layout_button(browser, server):
+    ctx, pg = fresh(browser, server[0] + "?layout=workbench")
+    try:
+        assert pg.evaluate("() => document.body.classList.contains('bft-workbench')")
+        small = boxes(pg, ["bft-canvas"])["bft-canvas"]
+        assert small[2] * small[3] < 0.35 * 1280 * 720  # the workbench's narrower hero
+        pg.locator(".bft-layout-toggle button").click()
+        wait_until(lambda: query(pg).get("layout") == "presenter")
+        assert pg.evaluate("() => document.body.classList.contains('bft-presenter')")
+        wait_until(lambda: (lambda b: b[2] * b[3] >= 0.35 * 1280 * 720)(boxes(pg, ["bft-canvas"])["bft-canvas"]))
+        pg.locator(".bft-layout-toggle button").click()
+        wait_until(lambda: query(pg).get("layout") == "workbench")
+    finally:
+        ctx.close()
+
+
+def test_theme_and_font_size_travel_in_the_link(browser, server):
+    ctx, pg = fresh(browser, server[0] + "?theme=dark&font_size=20")
+    try:
+        assert pg.evaluate("() => document.body.classList.contains('bft-dark')")
+        font = pg.evaluate("""() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-energy');
+          if (m) return [m.background_fill_color, m.left[0].major_label_text_font_size]; } }""")
+        assert font == ["#000000", "20px"]
+        assert pg.evaluate("() => getComputedStyle(document.body).getPropertyValue('--bft-font').trim()") == "20px"
+        assert query(pg)["theme"] == "dark" and query(pg)["font_size"] == "20"
+        pg.locator(".bft-theme button").click()
+        wait_until(lambda: query(pg).get("theme") == "light")
+        assert not pg.evaluate("() => document.body.classList.contains('bft-dark')")
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("size", [(1920, 1080)])
+def test_presenter_at_1920x1080(browser, server, size):
+    ctx = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    pg = ctx.new_page()
+    try:
+        pg.goto(server[0] + "?preset=overfitting&lam=0.01")
+        wait_for_app(pg)
+        want = PLOTS + ["overfitting-alarm"]
+        b = wait_until(lambda: (lambda b: b if all(k in b for k in want) else None)(boxes(pg, PLOTS)), timeout=90)
+        w, h = b["bft-canvas"][2:]
+        assert w * h >= 0.35 * size[0] * size[1]
+        for name in want:
+            x, y, bw, bh = b[name]
+            assert x + bw <= size[0] and y + bh <= size[1], name
+    finally:
+        ctx.close()
