@@ -230,7 +230,16 @@ def build():
     evidence_card = pn.Card(evidence_view, title="Evidence: choose λ from the data", collapsed=True,
                             sizing_mode="stretch_width", margin=(5, 0), css_classes=["bft-evidence-card"],
                             header_background="#f3f3f3")
-    evidence_card.param.watch(user_action(lambda event: evidence_view.set_active(not event.new)), "collapsed")
+    # the posterior on the hero plot (issue 28): the band of h(x) on the heatmap, draws of h on a regression curve;
+    # computed with the evidence (app.views.evidence), while this toggle is on or the evidence card is open
+    uncertainty = pn.widgets.Checkbox(name="posterior band / samples on the plot", margin=(22, 5, 0, 10),
+                                      css_classes=["bft-uncertainty"])
+    canvas.extras.append(uncertainty)
+
+    def follow_posterior(_event=None):
+        evidence_view.set_active(uncertainty.value or not evidence_card.collapsed)
+    evidence_card.param.watch(user_action(follow_posterior), "collapsed")
+    uncertainty.param.watch(user_action(follow_posterior), "value")
     # the overfitting alarm and its curve right under the traces (issue 28): on screen at 1280x720
     overfitting_view = OverfittingView(session=session)
     # the branch diagram and the metastability alarm beside the heatmap, for a mixture (issue 28)

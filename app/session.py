@@ -161,13 +161,17 @@ def _evidence_job(cfg: dict, values, field) -> tuple[dict, dict | None]:
     return path, post
 
 
-def _figure_png(cfg: dict, record, exact, size: tuple[int, int]) -> bytes:
+def _figure_png(cfg: dict, record, exact, size: tuple[int, int], screen: dict | None = None) -> bytes:
     """PNG of the fit figure of ``record`` (a regression's exact posterior is computed when the run has not ended:
-    closed form)."""
+    closed form); with ``screen`` ({"traces", "title", "alarms"}), the whole presenter screen around it
+    (:func:`bftcore.outputs.figures.presenter_png`)."""
     kind = kind_of(cfg)
     if kind.has_exact and exact is None:
         exact = kind.exact(cfg)
-    return figures.fit_png(cfg, record_document(cfg, record, exact), size)
+    doc = record_document(cfg, record, exact)
+    if screen is None:
+        return figures.fit_png(cfg, doc, size)
+    return figures.presenter_png(cfg, doc, screen["traces"], screen["title"], screen["alarms"], size)
 
 
 #: How the message names a hyperparameter chosen by the evidence (as its control does).
@@ -640,17 +644,37 @@ class BFTSession(param.Parameterized):
         self.pump.solve(max_records)
 
     # ===================================================================== figure export
+    def screen(self) -> dict:
+        """What the presenter screen shows besides the fit, for its PNG: the run's traces, the lambda curve, the
+        title and the alarms' words."""
+        hist = self.history
+        traces = {"iteration": [int(r.iteration) for r in hist], "energy": [r.energy for r in hist],
+                  "train_error": [r.train_error for r in hist], "test_error": [r.test_error for r in hist],
+                  "scan": (self.overfitting or {}).get("scan")}
+        alarms = [v["message"] for v in ((self.overfitting or {}).get("verdict"),
+                                         (self.metastable or {}).get("verdict")) if v]
+        return {"traces": traces, "title": self.screen_title(), "alarms": alarms}
+
+    def screen_title(self) -> str:
+        """The title of the screen: the problem's name (its preset, else "your problem") and its hyperparameters."""
+        name = presets.TITLES.get(self.preset, self.preset) if self.preset else "your problem"
+        beta = f", β = {self.beta:g}" if len(self.template_kinds()) + len(self.file_templates) >= 2 else ""
+        return f"bftcore · {name} · λ = {self.lam:g}{beta} · {len(self.data)} points"
+
     async def figure_png(self, size: tuple[int, int] = figures.PROJECTOR_SIZE) -> io.BytesIO:
-        """The figure of the iteration on screen as PNG (the *PNG (1920×1080)* button): the same declaration as the
-        CLI's ``--png`` (:func:`bftcore.outputs.figures.fit_figure`), rendered on the heavy worker thread when served.
-        A failure is said on the message line and raised (the download then does not start)."""
+        """The presenter screen as PNG (the *PNG (1920×1080)* button): the fit's figure, the same declaration as
+        the CLI's ``--png`` (:func:`bftcore.outputs.figures.fit_figure`), with the title, the alarms, the traces
+        and the lambda curve around it (:func:`bftcore.outputs.figures.presenter_png`), rendered on the heavy worker
+        thread when served.  A failure is said on the message line and raised (the download then does not
+        start)."""
         rec = self.record
         try:
             if rec is None:
                 raise ValueError("nothing to export yet: the fit has not drawn its first iteration")
             cfg = api.validate_config(self.to_config())
             exact = (self.result or {}).get("exact")
-            return io.BytesIO(await self.work.compute(_figure_png, cfg, rec, exact, size, budget_s=RUN_COMPUTE_S))
+            return io.BytesIO(await self.work.compute(_figure_png, cfg, rec, exact, size, self.screen(),
+                                                      budget_s=RUN_COMPUTE_S))
         except Exception as e:
             self.message = f"The PNG export failed: {e}"
             raise

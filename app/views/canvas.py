@@ -162,6 +162,8 @@ class DataCanvas(pn.viewable.Viewer):
         self.show_heldout = pn.widgets.Checkbox(label=f"show {HELD_OUT_N} held-out test points (true density)",
                                                 value=False, margin=(0, 10), css_classes=["bft-heldout-toggle"])
         self.show_heldout.param.watch(self._update_heldout, "value")
+        #: More toggles of the hero's form row, placed by the layout (app.main: the posterior band and draws).
+        self.extras: list = []
         s.param.watch(self._update_image, ["record", "display", "truth", "model"] + GRID_PARAMS)
         s.param.watch(self._update_points, ["data"])
         s.param.watch(self._update_ranges, ["model", "data", "templates", "file_templates", "const_value",
@@ -377,7 +379,7 @@ class DataCanvas(pn.viewable.Viewer):
         # a flex box that wraps: one line from 640 px up; on a phone the toggle goes below the form instead of
         # widening the hero past the window (as Rows, the form and the equation beside its card made the hero 480 px
         # wide at 390 and the canvas was clipped)
-        form = pn.FlexBox(self.x_in, self.y_in, self.add_button, self.show_heldout, flex_wrap="wrap",
+        form = pn.FlexBox(self.x_in, self.y_in, self.add_button, self.show_heldout, *self.extras, flex_wrap="wrap",
                           align_items="flex-start", sizing_mode="stretch_width", margin=0,
                           styles={"min-width": "0", "min-height": "40px"}, css_classes=["bft-add-form"])
         explain = pn.FlexBox(self.equation, self.card, flex_wrap="wrap", align_items="flex-start", margin=0,

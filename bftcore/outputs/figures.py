@@ -530,3 +530,73 @@ def learning_curve_axes(doc: dict, size: tuple[int, int] = FIGURE_SIZE) -> Axes:
 def bootstrap_axes(cfg: dict, doc: dict, size: tuple[int, int] = FIGURE_SIZE) -> Axes:
     """The axis transform of :func:`bootstrap_png`."""
     return render_png(bootstrap_figure(cfg, doc), size)[1]
+
+
+# ============================================================================================ the presenter screen
+#: Where the parts of :func:`presenter_png` go, as fractions of its size: the header (title and alarms), the fit
+#: (left) and the traces (right) below it.
+PRESENTER_HEADER = 0.12
+PRESENTER_SPLIT = 0.6
+
+
+def _header_figure(hv, title: str, lines: Sequence[str]):
+    """A strip of text: the title, then one line per alarm (dark red), on blank axes."""
+    n = 1 + len(lines)
+    texts = [hv.Text(0.0, 1.0 - 0.5 / n, str(title), halign="left", valign="center", fontsize=44)
+             .opts(backend=_MPL, color="black")]
+    for k, line in enumerate(lines):
+        texts.append(hv.Text(0.0, 1.0 - (k + 1.5) / n, str(line), halign="left", valign="center", fontsize=32)
+                     .opts(backend=_MPL, color="#8b0000"))
+    return hv.Overlay(texts).opts(backend=_MPL, xaxis=None, yaxis=None, xlim=(0, 1), ylim=(0, 1), aspect="auto",
+                                  show_frame=False, fig_bounds=(0.01, 0.0, 0.99, 1.0))
+
+
+def traces_figure(traces: dict):
+    """The traces of a run and, when given, the lambda curve, one above the other: ``traces`` has ``iteration``,
+    ``energy``, ``train_error``, ``test_error`` (lists, None where unknown) and optionally ``scan`` (the lambda
+    scan of :func:`bftcore.studies.diagnosis.lambda_scan`: ``lambda``, ``train``, ``held_out``, ``current``)."""
+    hv = _hv()
+    it = np.asarray(traces.get("iteration", []), dtype=float)
+
+    def series(key):
+        return np.array([np.nan if v is None else float(v) for v in traces.get(key, [])], dtype=float)
+
+    opts = dict(backend=_MPL, aspect="auto", show_grid=True, fontscale=1.2, legend_position="top_right")
+    plots = [hv.Overlay([_curve(hv, it, series("energy"), "energy E", color=PALETTE[0], linewidth=2.5)])
+             .opts(title="energy", xlabel="iteration", ylabel="E", **opts)]
+    errors = [_curve(hv, it, series("train_error"), "training error", color=PALETTE[1], linewidth=2.5)]
+    if np.any(np.isfinite(series("test_error"))):
+        errors.append(_curve(hv, it, series("test_error"), "test error", color=PALETTE[2], linewidth=2.5))
+    plots.append(hv.Overlay(errors).opts(title="errors", xlabel="iteration", ylabel="error", **opts))
+    scan = traces.get("scan")
+    if scan:
+        lam = np.asarray(scan["lambda"], dtype=float)
+        layers = [_curve(hv, lam, scan["train"], "training", color=PALETTE[1], linewidth=2.5),
+                  _curve(hv, lam, scan["held_out"], "held-out", color=PALETTE[2], linewidth=2.5),
+                  hv.VLine(float(scan["current"])).opts(backend=_MPL, color="black", linestyle="--")]
+        plots.append(hv.Overlay(layers).opts(title="error against lambda (dashed: now)", xlabel="lambda",
+                                             ylabel="error", logx=True, **opts))
+    return hv.Layout(plots).cols(1).opts(backend=_MPL, sublabel_format="", vspace=0.45)
+
+
+@_quiet
+def presenter_png(cfg: dict, doc: dict, traces: dict, title: str, alarms: Sequence[str] = (),
+                  size: tuple[int, int] = PROJECTOR_SIZE) -> bytes:
+    """The whole presenter screen as one PNG of exactly ``size``: the title and the alarms across the top, the fit's
+    figure (:func:`fit_figure`) on the left, the traces and the lambda curve (:func:`traces_figure`) on the
+    right.  Each part is drawn by :func:`render_png` at its own size and placed, never scaled."""
+    from PIL import Image
+    hv = _hv()
+    width, height = (int(v) for v in size)
+    head = max(100, round(height * PRESENTER_HEADER))
+    left = round(width * PRESENTER_SPLIT)
+    parts = [(_header_figure(hv, title, list(alarms)), (width, head), (0, 0)),
+             (fit_figure(cfg, doc), (left, height - head), (0, head)),
+             (traces_figure(traces), (width - left, height - head), (left, head))]
+    canvas = Image.new("RGB", (width, height), "white")
+    for figure, part, at in parts:
+        png, _ = render_png(figure, part)
+        canvas.paste(Image.open(io.BytesIO(png)).convert("RGB"), at)
+    out = io.BytesIO()
+    canvas.save(out, format="PNG")
+    return out.getvalue()

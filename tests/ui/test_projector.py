@@ -5,7 +5,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from app.harness import wait_for_app, wait_until
+from app.harness import column, wait_for_app, wait_until
 
 from .test_lecture_traces import fresh
 
@@ -100,3 +100,13 @@ def test_presenter_at_1920x1080(browser, server, size):
             assert x + bw <= size[0] and y + bh <= size[1], name
     finally:
         ctx.close()
+
+
+def test_the_posterior_band_toggle_draws_on_the_hero(page):
+    def band():
+        return len(column(page, "bft-posterior-band", "x") or [])
+    assert band() == 0
+    page.locator(".bft-uncertainty input").check()
+    wait_until(lambda: band() > 0, timeout=90)
+    page.locator(".bft-uncertainty input").uncheck()
+    wait_until(lambda: band() == 0, timeout=30)
