@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import panel as pn
 import param
+from bokeh.models import CustomJS
 
 from bftcore.models import presets as catalogue
 
 from ..session import BFTSession, preset_catalogue
-from ..transport import user_action
+from ..transport import OPTION_TITLES_JS, user_action
 from .common import markdown_text
 
 NO_PRESET = "(choose a preset)"
@@ -23,15 +24,23 @@ def title(name: str) -> str:
 
 
 def menu_groups(prefix: str = "") -> dict:
-    """The presets as Select ``groups``: chapter -> {title: value}, the value being the preset's name (``prefix``
-    before it); a preset of the catalogue in no chapter comes last, under "Other"."""
+    """The presets as Select ``groups``: chapter -> {name: name} (``prefix`` before each), a preset of the catalogue
+    in no chapter last, under "Other".  BokehJS writes an option's label as its HTML value, and links and tests
+    select a preset by its name: the labels stay the names, and the page shows each option's title instead
+    (:data:`app.transport.OPTION_TITLES_JS`, with :func:`option_titles`)."""
     known = preset_catalogue()
-    groups = {group: {title(n): prefix + n for n in names if n in known} for group, names in catalogue.GROUPS.items()}
+    groups = {group: {prefix + n: prefix + n for n in names if n in known} for group, names in catalogue.GROUPS.items()}
     placed = {n for names in catalogue.GROUPS.values() for n in names}
-    other = {title(n): prefix + n for n in known if n not in placed}
+    other = {prefix + n: prefix + n for n in known if n not in placed}
     if other:
         groups["Other"] = other
     return {g: items for g, items in groups.items() if items}
+
+
+def option_titles() -> dict:
+    """Option value -> the text the page shows for it: each preset's title, in the menu and in the guide."""
+    return {**{n: title(n) for n in preset_catalogue()},
+            **{GUIDE_PREFIX + n: title(n) for n in preset_catalogue()}}
 
 
 def origin_text(session: BFTSession) -> str:
@@ -75,6 +84,10 @@ class PresetsView(pn.viewable.Viewer):
         self.session.param.watch(self._on_session_preset, ["preset", "edited", "origin"])
         self._on_session_preset()
         self._build_guide()
+        doc = pn.state.curdoc
+        if doc is not None:  # served: the options show the titles (menu_groups)
+            doc.js_on_event("document_ready", CustomJS(args=dict(
+                titles=option_titles(), classes=["bft-preset", "bft-preset-guide-select"]), code=OPTION_TITLES_JS))
 
     def _build_guide(self):
         """Read a preset before loading it: a second menu that only shows the title and the explanation, and a
@@ -85,12 +98,14 @@ class PresetsView(pn.viewable.Viewer):
                                               css_classes=["bft-preset-guide-select"])
         self.guide_text = pn.pane.Markdown("", width=270, styles={"font-size": "13px"},
                                            css_classes=["bft-preset-guide-text"])
-        self.guide_load = pn.widgets.Button(label="Load this preset", color="primary", width=150,
+        self.guide_load = pn.widgets.Button(label="Load the example shown", color="primary", width=150,
                                             css_classes=["bft-preset-guide-load"])
         self.guide_select.param.watch(lambda _e: self._show_guide(), "value")
         self.guide_load.on_click(lambda _e: self._load_guided())
         self._show_guide()
-        self.guide = pn.Card(self.guide_select, self.guide_text, self.guide_load, title="Preset guide: read first",
+        # (no "preset" in its names: a button named "...preset..." is found by get_by_role(name="Reset") too)
+        self.guide = pn.Card(self.guide_select, self.guide_text, self.guide_load,
+                             title="Read first: what each example shows",
                              collapsed=True, width=290, header_background="#f3f3f3", margin=(5, 5),
                              css_classes=["bft-preset-guide"])
 
