@@ -310,6 +310,10 @@ class BFTSession(param.Parameterized):
     learning_stale = param.Boolean(False, doc="The problem changed since the finished curve on screen was computed.")
     edited = param.Boolean(False, doc="The problem was changed by the user since the page opened or a preset was "
                                       "loaded (the presets view says 'Edited by hand' only then).")
+    origin = param.Dict({}, doc="Where the problem on screen comes from, for the words under the preset menu "
+                        "(app.views.presets): {'preset': name} or {'file': the uploaded file's name, outside text} or "
+                        "{} (the starting problem); with 'edited': True once changed by hand since, and "
+                        "'evidence_lambda': lambda while 'Choose λ by evidence' set it last.")
     message = param.String("", doc="Last message to the user (errors, refused input); cleared by the next change "
                                    "of the problem.")
     status = param.String("")
@@ -419,7 +423,7 @@ class BFTSession(param.Parameterized):
         self._push_undo()
         self._quiet = True
         try:
-            self.param.update(**values, preset=preset, edited=False)
+            self.param.update(**values, preset=preset, edited=False, origin={"preset": preset} if preset else {})
         finally:
             self._quiet = False
         kept = []
@@ -570,6 +574,8 @@ class BFTSession(param.Parameterized):
             self.preset = ""
         if not self.edited:
             self.edited = True
+        if not self.origin.get("edited") or "evidence_lambda" in self.origin:
+            self.origin = {**{k: v for k, v in self.origin.items() if k != "evidence_lambda"}, "edited": True}
         if self.live:
             self.start_run(warm=not any(e.name in self.COLD_RESTART for e in events), play=True)
 
@@ -888,7 +894,9 @@ class BFTSession(param.Parameterized):
         if "best" not in ev:
             self.message = ev.get("error") or "No evidence path yet: open the Evidence tab and wait for the curve."
             return
-        self.lam = float(ev["best"]["lambda"])
+        origin, lam = dict(self.origin), float(ev["best"]["lambda"])
+        self.lam = lam
+        self.origin = {**origin, "evidence_lambda": lam}  # the change of lambda is not an edit by hand
 
     def run_sweep(self, beta_min: float = 0.1, beta_max: float = 10.0, n: int = 25):
         """Sweep beta up and down (bftcore.api.sweep_document); in a worker thread when served."""

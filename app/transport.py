@@ -460,21 +460,121 @@ class TextOnlyStr(pn.pane.Str):
 
 
 #: Run once a page is ready: the accessible names of the main controls (``labels``: css class -> name) set on the
-#: elements BokehJS made for their models.  BokehJS has no public way from a model to its view's element: this reads
-#: ``Bokeh.documents[..]._all_models`` and ``Bokeh.index.find_one``; tests/ui/test_presenter.py fails if a control
-#: loses its name.
+#: elements BokehJS made for their models, and every slider's handle (noUiSlider's ``.noUi-handle``, which has the
+#: role "slider" and no name) named by its slider's title.  BokehJS has no public way from a model to its view's
+#: element: this reads ``Bokeh.documents[..]._all_models`` and ``Bokeh.index.find_one``; tests/ui/test_presenter.py
+#: and tests/ui/test_keyboard.py fail if a control loses its name.  Controls drawn later (a tab opened later, a
+#: widget made visible, a slider drawn again) get their names too: the naming runs again after every patch from the
+#: server (the views it adds are built asynchronously: once soon, once later) and when a slider's handles change.
 ARIA_JS = """
-for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
-  const classes = m.css_classes || [];
-  const name = m.name === "bft-canvas" ? "bft-canvas-plot" : classes.find((c) => c in labels);
-  if (!name || !(name in labels)) continue;
-  const v = Bokeh.index.find_one(m);
-  if (!v) continue;
-  const el = name === "bft-canvas-plot" ? v.el
-    : (v.button_el || (v.shadow_el && v.shadow_el.querySelector("input, select, button")) || v.el);
-  el.setAttribute("aria-label", labels[name]);
-  // the spinner's arrow buttons out of the Tab order: Tab goes x -> y -> "Add point" (the arrow keys still step)
-  if (v.shadow_el) for (const b of v.shadow_el.querySelectorAll(".bk-spin-btn")) b.setAttribute("tabindex", "-1");
-  if (name === "bft-canvas-plot") el.setAttribute("role", "img");
+if (!window.__bftAria) {
+  const observer = new MutationObserver(() => window.__bftAriaSoon());
+  const observed = new WeakSet();
+  const set = (el, name, value) => { if (el.getAttribute(name) !== value) el.setAttribute(name, value); };
+  window.__bftAria = () => {
+    if (window.__bftOptionTitles) window.__bftOptionTitles();
+    for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
+      const classes = m.css_classes || [];
+      const name = m.name === "bft-canvas" ? "bft-canvas-plot" : classes.find((c) => c in labels);
+      const slider = typeof m.title === "string" && "start" in m && "end" in m && "step" in m;
+      const check = typeof m.label === "string" && "active" in m;   // a checkbox with its label beside it
+      if (!slider && !check && !(name && name in labels)) continue;
+      const v = Bokeh.index.find_one(m);
+      if (!v) continue;
+      if (name && name in labels) {
+        const el = name === "bft-canvas-plot" ? v.el
+          : (v.button_el || (v.shadow_el && v.shadow_el.querySelector("input, select, button")) || v.el);
+        set(el, "aria-label", labels[name]);
+        // the spinner's arrow buttons out of the Tab order: Tab goes x -> y -> "Add point" (arrow keys still step)
+        if (v.shadow_el) for (const b of v.shadow_el.querySelectorAll(".bk-spin-btn")) set(b, "tabindex", "-1");
+        if (name === "bft-canvas-plot") set(el, "role", "img");
+      }
+      if (check && v.shadow_el) {
+        const box = v.shadow_el.querySelector("input[type=checkbox]");
+        if (box && m.label && !box.getAttribute("aria-label")) set(box, "aria-label", m.label);
+      }
+      if (slider && v.shadow_el) {
+        const title = (m.title || m.name || "value").replace(/[:\\s]+$/, "");
+        const handles = v.shadow_el.querySelectorAll(".noUi-handle");
+        handles.forEach((h, i) => set(h, "aria-label",
+                                      handles.length > 1 ? `${title} (${i ? "upper" : "lower"} end)` : title));
+        if (!observed.has(v.shadow_el)) { observed.add(v.shadow_el); observer.observe(v.shadow_el, {childList: true}); }
+      }
+    }
+  };
+  let timer = null;
+  window.__bftAriaSoon = () => {
+    if (timer === null) timer = setTimeout(() => { timer = null; window.__bftAria(); }, 50);
+  };
+  for (const d of Bokeh.documents) {
+    const apply = d.apply_json_patch;
+    d.apply_json_patch = function (...args) {
+      try { return apply.apply(this, args); } finally {
+        window.__bftAriaSoon(); setTimeout(() => window.__bftAria(), 1000);
+      }
+    };
+  }
+}
+window.__bftAria();
+"""
+
+#: The text of the options, in the selects with a css class in ``classes``, whose value is a name (``titles``: value
+#: -> text; app.views.presets: a preset's title for its name).  BokehJS writes each option's label as its HTML value,
+#: so the server's labels are the names, which links and tests select by; here each option shows its title.  Run
+#: again after every patch (with the accessible names).
+OPTION_TITLES_JS = """
+window.__bftOptionTitles = () => {
+  for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
+    if (!(m.css_classes || []).some((c) => classes.includes(c))) continue;
+    const v = Bokeh.index.find_one(m);
+    if (!v || !v.shadow_el) continue;
+    for (const o of v.shadow_el.querySelectorAll("option"))
+      if (o.value in titles && o.textContent !== titles[o.value]) o.textContent = titles[o.value];
+  }
+};
+window.__bftOptionTitles();
+"""
+
+#: Keyboard shortcuts (``keys``: key -> css class of the control it presses; app.views.controls.SHORTCUTS): a key
+#: clicks the button (or the toggle's button) of the model with that class, when there is one.  Never while the focus
+#: is in a text field, a menu or an editable element (the key is then typed there), and never with Alt or Meta (the
+#: browser's own); Ctrl+Z is Undo.  Each such control says its key in ``aria-keyshortcuts``.
+SHORTCUTS_JS = """
+const find = (cls) => {
+  for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
+    if (!(m.css_classes || []).includes(cls)) continue;
+    const v = Bokeh.index.find_one(m);
+    if (!v) continue;
+    return v.button_el || (v.shadow_el && v.shadow_el.querySelector("button, input")) || null;
+  }
+  return null;
+};
+const mark = () => {  // "U Control+Z": every key of a control, as aria-keyshortcuts writes them
+  const by = {};
+  for (const [key, cls] of Object.entries(keys))
+    (by[cls] = by[cls] || []).push(key.replace(/(^|[+])([a-z])$/, (_, a, c) => a + c.toUpperCase()));
+  for (const [cls, list] of Object.entries(by)) {
+    const el = find(cls), value = list.join(" ");
+    if (el && el.getAttribute("aria-keyshortcuts") !== value) el.setAttribute("aria-keyshortcuts", value);
+  }
+};
+mark();
+setTimeout(mark, 1000);
+if (!window.__bftKeys) {
+  window.__bftKeys = true;
+  document.addEventListener("keydown", (e) => {
+    if (e.defaultPrevented || e.altKey || e.metaKey || e.repeat || e.isComposing) return;
+    const target = e.composedPath()[0];
+    if (target && target.nodeType === 1 && (target.isContentEditable
+        || target.matches("input:not([type=checkbox]):not([type=radio]):not([type=button]), select, textarea")))
+      return;
+    const key = (e.ctrlKey ? "Control+" : "") + (e.key.length === 1 ? e.key.toLowerCase() : e.key);
+    const cls = keys[key];
+    if (!cls) return;
+    const el = find(cls);
+    if (!el || el.disabled) return;
+    e.preventDefault();
+    el.click();
+  });
 }
 """

@@ -16,14 +16,27 @@ from functools import partial
 
 import panel as pn
 import param
-from bokeh.models import CustomJSTickFormatter
+from bokeh.models import CustomJS, CustomJSTickFormatter
 
 from bftcore.foundations.templates import KINDS, describe, kinds
 
 from ..configuration import CUSTOM_GRID
 from ..session import MENU_KINDS, BFTSession
-from ..transport import user_action
+from ..transport import SHORTCUTS_JS, user_action
 from .common import markdown_text
+
+#: Keyboard shortcuts of the page (key as KeyboardEvent.key, "Control+" before it with Ctrl) -> css class of the
+#: control the key presses (app.transport.SHORTCUTS_JS; not while typing in a field or a menu).  "l" toggles the
+#: presenter layout, when the page has a control of that class.
+SHORTCUTS = {"r": "bft-run", "s": "bft-step", "p": "bft-pause", "u": "bft-undo", "Control+z": "bft-undo",
+             "l": "bft-layout-toggle"}
+
+
+def install_shortcuts(doc) -> None:
+    """The keyboard shortcuts (:data:`SHORTCUTS`) on a served page, once it is ready."""
+    if doc is not None:
+        doc.js_on_event("document_ready", CustomJS(args=dict(keys=SHORTCUTS), code=SHORTCUTS_JS))
+
 
 #: Sliders whose change starts a solve send their value on release only (value_throttled).
 THROTTLED = dict(throttled=True)
@@ -145,16 +158,21 @@ class Controls(pn.viewable.Viewer):
                 fn()
             return click
 
-        self.run = pn.widgets.Button(label="▶ Run", color="success", width=62)
-        self.step = pn.widgets.Button(label="Step", width=58)
-        self.pause = pn.widgets.Button(label="❚❚ Pause", width=72)
+        self.run = pn.widgets.Button(label="▶ Run", color="success", width=62, css_classes=["bft-run"],
+                                     description="Run the solver, animated (key R)")
+        self.step = pn.widgets.Button(label="Step", width=58, css_classes=["bft-step"],
+                                      description="One iteration of the solver (key S)")
+        self.pause = pn.widgets.Button(label="❚❚ Pause", width=72, css_classes=["bft-pause"],
+                                       description="Pause the animation (key P)")
         self.reset = pn.widgets.Button(label="Reset", width=62)
         self.run.on_click(action(s.play))
         self.step.on_click(action(s.step))
         self.pause.on_click(action(s.pause))
         self.reset.on_click(action(lambda: s.reset(play=False)))
         self.clear = pn.widgets.Button(label="Clear points", width=110)
-        self.undo = pn.widgets.Button(label="Undo", width=70)
+        self.undo = pn.widgets.Button(label="Undo", width=70, css_classes=["bft-undo"],
+                                      description="Undo the last change of the data (key U or Ctrl+Z)")
+        install_shortcuts(pn.state.curdoc)
         self.clear.on_click(action(s.clear_points))
         self.undo.on_click(action(s.undo))
         self.widgets = {

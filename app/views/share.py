@@ -351,6 +351,8 @@ def read_url(session: BFTSession, search: str) -> None:
     if accepted:
         session.param.update(**accepted)
     _restore_preset(session, query.get("preset", ""))
+    if session.edited and session.preset == "" and query.get("preset") in preset_catalogue():
+        session.origin = {"preset": query["preset"], "edited": True}  # "Edited by hand from <the preset>"
     if notes:
         session.message = "From the link: " + "; ".join(notes) + "."
 
@@ -466,8 +468,12 @@ def load_upload(session: BFTSession, raw, filename=None) -> bool:
     page's upload refuses an empty file or one over :data:`MAX_UPLOAD_BYTES` before this: :class:`UploadInput`.)"""
     name = filename if isinstance(filename, str) and filename.strip() else ""
     if is_table(name, raw):
-        return load_table(session, raw, _short(name, 60) if name else "the table")
-    return session.load_config(raw)
+        loaded = load_table(session, raw, _short(name, 60) if name else "the table")
+    else:
+        loaded = session.load_config(raw)
+    if loaded:  # the line under the preset menu: "Your data: <name>" (outside text, shown as text there)
+        session.origin = {"file": _short(name, 60) if name else "an uploaded file"}
+    return loaded
 
 
 class UploadInput(JSComponent):

@@ -223,6 +223,39 @@ def _catalogue() -> dict:
     return out
 
 
+#: What each preset shows, in a few words: the preset menu's label (the menu's values stay the names).
+TITLES = {
+    "fig14": "Fig 14: two points, smoothness prior on ln P",
+    "fig15": "Fig 15: two points, prior on P itself (P ≥ 0 active)",
+    "fig16": "Fig 16: two points, third-order prior on ln P",
+    "fig17": "Fig 17: two points, third-order prior on P",
+    "fig21": "Fig 21: 50 points, smoothness prior, no template",
+    "fig22": "Fig 22: Fig 21 from the kernel start: compare solvers",
+    "fig23": "Fig 23: mixture of two templates, started at t₁",
+    "fig24": "Fig 24: mixture started at t₂: the start decides",
+    "fig25": "Fig 25: mixture started from a uniform L",
+    "fig26": "Fig 26: too large λ: the prior overrules the data",
+    "fig27": "Fig 27: overfitting with too small λ",
+    "fig28": "Fig 28: stuck in the metastable t₂ solution",
+    "overfitting": "Overfitting: the test error rises while the energy falls",
+    "metastable_mixture": "Metastability: a plateau near t₂, then decay to t₁",
+    "fig7": "Fig 7 [001]: one datum, two templates, a bifurcation in β",
+    "two_trends": "Two linear trends: hysteresis of a regression mixture",
+    "old_faithful": "Old Faithful: waiting time against eruption length (min)",
+    "motorcycle": "Motorcycle crash test: head acceleration (g) against time (ms)",
+}
+
+#: The preset menu's chapters (of the paper, Sect. 7.4, and of [001]), in the menu's order: title -> preset names.
+#: Every preset is in exactly one.
+GROUPS = {
+    "§7.4.1 Gaussian prior (Figs 14–17, 21–22)": ["fig14", "fig15", "fig16", "fig17", "fig21", "fig22"],
+    "§7.4.2 Gaussian mixture prior (Figs 23–28)": ["fig23", "fig24", "fig25", "fig26", "fig27", "fig28"],
+    "Teaching demos: overfitting, metastability": ["overfitting", "metastable_mixture"],
+    "Regression with mixture priors [001]": ["fig7", "two_trends"],
+    "Real data in its own units": ["old_faithful", "motorcycle"],
+}
+
+
 #: name -> (configuration, two or three sentences for a class): every preset the CLI and the dashboard offer.
 #: Treat it as read-only; a caller that changes a configuration copies it first.
 PRESETS = _catalogue()
