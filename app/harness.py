@@ -145,11 +145,14 @@ JS_WAIT_IMAGE_CHANGE = """(n) => new Promise((resolve) => { const done = () => {
 
 
 # An init script (Playwright's ``add_init_script``): records when the page first shows a heatmap of the solver (the
-# image source holds more than the placeholder of zeros the page is built with), in the page's clock
-# (``__bftFirstHeatmap``, ms since the navigation started) and in the epoch (``__bftFirstHeatmapEpoch``, ms, to compare
-# with a clock outside the browser).  Polls every 5 ms, which bounds the error.
+# image source holds more than the placeholder of zeros the page is built with, and the canvas' view has finished
+# drawing), in the page's clock (``__bftFirstHeatmap``, ms since the navigation started) and in the epoch
+# (``__bftFirstHeatmapEpoch``, ms, to compare with a clock outside the browser).  Polls every 5 ms, which bounds the
+# error.
 JS_FIRST_HEATMAP = """(() => { const poll = setInterval(() => { if (!window.Bokeh || !Bokeh.documents) return;
   for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-image-source'); if (!m) continue;
+    const fig = d.get_model_by_name('bft-canvas'); const v = fig && Bokeh.index.find_one(fig);
+    if (!v || !v.has_finished()) continue;
     const a = m.data.image && m.data.image[0]; if (!a) continue;
     const f = (a.flat && !ArrayBuffer.isView(a)) ? a.flat(Infinity) : a;
     for (let k = 0; k < f.length; k++) if (f[k] !== 0) { const t = performance.now(); window.__bftFirstHeatmap = t;
