@@ -36,6 +36,8 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
 SERVER_PIDS: dict[str, int] = {}
 #: Log file of each running `panel serve` of :func:`panel_server`, by its app URL (to wait for its events).
 SERVER_LOGS: dict[str, str] = {}
+#: When each running `panel serve` of :func:`panel_server` was started (``time.time()``), by its app URL.
+SERVER_STARTED: dict[str, float] = {}
 
 
 def free_port() -> int:
@@ -45,15 +47,17 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def panel_server(port: int | None = None, log_path: str | None = None, extra_args=()):
+def panel_server(port: int | None = None, log_path: str | None = None, extra_args=(), poll_s: float = 0.3):
     """`panel serve` of the installed app (:data:`APP_DIR`) bound to 127.0.0.1, run from the temporary directory
     (so it imports ``app`` and ``bftcore`` as installed, not from a working directory); yields (url, log file path,
     by default in the temporary directory); stops the server afterwards.  Start-up is detected by polling the
-    server's ``/liveness`` endpoint (``--liveness``), which creates no session."""
+    server's ``/liveness`` endpoint (``--liveness``, every ``poll_s`` seconds), which creates no session.  The
+    process's start time (``time.time()`` just before it was started) is in :data:`SERVER_STARTED`."""
     port = port or free_port()
     log_path = log_path or str(Path(tempfile.gettempdir()) / f"bft-panel-serve-{port}.log")
     cmd = [sys.executable, "-m", "panel", "serve", str(APP_DIR), "--port", str(port), "--address", "127.0.0.1",
            "--allow-websocket-origin", f"127.0.0.1:{port}", "--liveness", *extra_args]
+    started = time.time()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/app"
@@ -67,12 +71,13 @@ def panel_server(port: int | None = None, log_path: str | None = None, extra_arg
             except Exception:
                 if proc.poll() is not None or time.time() > deadline:
                     raise RuntimeError(f"panel serve did not start; log:\n{Path(log_path).read_text()}")
-                time.sleep(0.3)
-        SERVER_PIDS[url], SERVER_LOGS[url] = proc.pid, log_path
+                time.sleep(poll_s)
+        SERVER_PIDS[url], SERVER_LOGS[url], SERVER_STARTED[url] = proc.pid, log_path, started
         yield url, log_path
     finally:
         SERVER_PIDS.pop(url, None)
         SERVER_LOGS.pop(url, None)
+        SERVER_STARTED.pop(url, None)
         proc.terminate()
         try:
             proc.wait(10)
@@ -138,6 +143,20 @@ JS_WAIT_IMAGE_CHANGE = """(n) => new Promise((resolve) => { const done = () => {
   if (window.__bftImageChanges.length > n) { resolve(window.__bftImageChanges[n]); return true; } return false; };
   if (!done()) { const w = () => { if (!done()) window.__bftWaiters.push(w); }; window.__bftWaiters.push(w); } })"""
 
+
+# An init script (Playwright's ``add_init_script``): records when the page first shows a heatmap of the solver (the
+# image source holds more than the placeholder of zeros the page is built with, and the canvas' view has finished
+# drawing), in the page's clock (``__bftFirstHeatmap``, ms since the navigation started) and in the epoch
+# (``__bftFirstHeatmapEpoch``, ms, to compare with a clock outside the browser).  Polls every 5 ms, which bounds the
+# error.
+JS_FIRST_HEATMAP = """(() => { const poll = setInterval(() => { if (!window.Bokeh || !Bokeh.documents) return;
+  for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-image-source'); if (!m) continue;
+    const fig = d.get_model_by_name('bft-canvas'); const v = fig && Bokeh.index.find_one(fig);
+    if (!v || !v.has_finished()) continue;
+    const a = m.data.image && m.data.image[0]; if (!a) continue;
+    const f = (a.flat && !ArrayBuffer.isView(a)) ? a.flat(Infinity) : a;
+    for (let k = 0; k < f.length; k++) if (f[k] !== 0) { const t = performance.now(); window.__bftFirstHeatmap = t;
+      window.__bftFirstHeatmapEpoch = performance.timeOrigin + t; clearInterval(poll); return; } } }, 5); })();"""
 
 # The traces hold more than the start: the first solve, which runs on load, has shown its iterations.
 JS_TRACES_READY = """() => { for (const d of Bokeh.documents) { const m = d.get_model_by_name('bft-traces-source');
