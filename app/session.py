@@ -871,7 +871,7 @@ class BFTSession(param.Parameterized):
         traces show the descent, and the alarm's check runs again at its end)."""
         verdict = (self.metastable or {}).get("verdict")
         field = self._restart_fields.get(verdict["start"]) if verdict else None
-        if field is None:
+        if verdict is None or field is None:
             self.message = "No lower solution to jump to: wait for the metastability check."
             return False
         try:

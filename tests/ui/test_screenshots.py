@@ -54,3 +54,24 @@ def test_screenshots(page):
     # each view drew something of its own, and nothing went wrong in the page while it did
     assert len(set(shots.values())) == len(shots)
     assert page.errors == []
+
+
+#: Issue 28: both layouts in both themes, and the metastability alarm, each from its link (1280x720).
+LAYOUT_SHOTS = {"presenter-light.png": "?preset=overfitting&lam=0.01",
+                "presenter-dark.png": "?preset=overfitting&lam=0.01&theme=dark",
+                "workbench-light.png": "?preset=fig27&layout=workbench",
+                "workbench-dark.png": "?preset=old_faithful&layout=workbench&theme=dark",
+                "metastable.png": "?preset=fig28"}
+
+
+def test_layout_screenshots(browser, server):
+    from .test_lecture_traces import fresh
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name, link in LAYOUT_SHOTS.items():
+        ctx, pg = fresh(browser, server[0] + link)
+        try:
+            time.sleep(12)  # the run, the diagnosis and the branches end (a picture, not a test condition)
+            pg.screenshot(path=str(OUT / name))
+        finally:
+            ctx.close()
+        assert (OUT / name).stat().st_size > 20_000
