@@ -71,3 +71,11 @@ def test_a_link_edited_from_a_preset_says_so():
     view = PresetsView(session=s)
     read_url(s, "?preset=fig27&lam=0.3")
     assert s.preset == "" and view.explain.object.startswith("*Edited by hand from Fig 27: ")
+
+
+def test_colour_bar_exponent_and_title():
+    from app.views.canvas import colour_exponent, colour_title
+    assert colour_exponent(0, 0.25) == 0 and colour_exponent(0, 1500) == 0
+    assert colour_exponent(0, 1e-3) == -3 and colour_exponent(0, 8e-4) == -4 and colour_exponent(0, 2.5e6) == 6
+    assert colour_exponent(-3e-5, 0) == -5 and colour_exponent(0, 0) == 0
+    assert colour_title("P", -3) == "P ×10⁻³" and colour_title("ln P", 0) == "ln P"

@@ -10,11 +10,13 @@ static figures (the CLI's ``--png``, the *PNG (1920×1080)* button) are HoloView
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import panel as pn
 import param
 from bokeh.events import DoubleTap, Tap
-from bokeh.models import ColorBar, ColumnDataSource, CustomJS, LabelSet, LinearColorMapper
+from bokeh.models import ColorBar, ColumnDataSource, CustomJS, CustomJSTickFormatter, LabelSet, LinearColorMapper
 
 from bftcore.api import empirical_density
 from bftcore.foundations.templates import paper_true_density, template_values
@@ -23,7 +25,7 @@ from bftcore.models.presets import sample_paper_data
 from ..configuration import X_RANGE, Y_RANGE
 from ..session import BFTSession
 from ..transport import user_action
-from .common import PALETTE, SERIES, label_axes, make_figure
+from .common import FONT, PALETTE, SERIES, label_axes, make_figure
 from .common import set_changed as _set
 
 GRID_PARAMS = ["x_min", "x_max", "nx", "y_min", "y_max", "ny"]
@@ -60,6 +62,29 @@ def nice_floor(v: float) -> float:
     k = np.floor(np.log10(v))
     m = v / 10.0 ** k
     return float(f"{next(n for n in reversed(NICE) if n <= m * (1 + 1e-12)):g}e{int(k)}")
+
+
+#: The colour bar's labels: the tick times ``scale`` (a power of ten the title names), rounded to what the float
+#: holds (0.0008 reads "8", not "8.000e-4").
+COLOUR_TICKS_JS = "return String(Number((tick * scale).toPrecision(6)));"
+
+
+def colour_exponent(lo: float, hi: float) -> int:
+    """The power of ten the colour bar's title takes out of its labels: 0 while the largest magnitude of the scale
+    is from 0.01 to 10 000 (labels such as 0.25 or 1500 read as they are), else that magnitude's exponent, so that
+    a density in user units (1e-3 per minute, 1e6 per dollar) reads "0.2, 0.4 ... ×10⁻³"."""
+    top = max(abs(float(lo)), abs(float(hi)))
+    if not math.isfinite(top) or top == 0.0 or 1e-2 <= top < 1e4:
+        return 0
+    return int(math.floor(math.log10(top)))
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def colour_title(label: str, exponent: int) -> str:
+    """The colour bar's title: its label and, when the labels are scaled, the factor (``P ×10⁻³``)."""
+    return label if exponent == 0 else f"{label} ×10{str(exponent).translate(_SUPERSCRIPT)}"
 
 
 def colour_range(arr) -> tuple[float, float]:
@@ -100,8 +125,9 @@ class DataCanvas(pn.viewable.Viewer):
                                              name="bft-image-source")
         self.image = fig.image(image="image", x="x", y="y", dw="dw", dh="dh", source=self.image_source,
                                color_mapper=self.mapper)
-        self.colorbar = ColorBar(color_mapper=self.mapper, width=10, title="P", title_text_font_size="12px",
-                                 major_label_text_font_size="11px")
+        self.colour_labels = CustomJSTickFormatter(code=COLOUR_TICKS_JS, args=dict(scale=1.0))
+        self.colorbar = ColorBar(color_mapper=self.mapper, width=10, title="P", title_text_font_size=FONT,
+                                 major_label_text_font_size=FONT, formatter=self.colour_labels)
         fig.add_layout(self.colorbar, "right")
         self.curve_source = ColumnDataSource(dict(x=[], h=[]), name="bft-curve-source")
         self.curve = fig.line("x", "h", source=self.curve_source, color="orange", line_width=3, visible=False,
@@ -359,7 +385,10 @@ class DataCanvas(pn.viewable.Viewer):
         _set(self.colorbar, visible=True)
         lo, hi = colour_range(arr)
         _set(self.mapper, low=lo, high=hi)
-        _set(self.colorbar, title=label)
+        k = colour_exponent(lo, hi)
+        if self.colour_labels.args.get("scale") != 10.0 ** -k:
+            self.colour_labels.args = dict(scale=10.0 ** -k)
+        _set(self.colorbar, title=colour_title(label, k))
         placement = (g.x.min - g.hx / 2, g.y.min - g.hy / 2, g.x.n * g.hx, g.y.n * g.hy)
         image = np.ascontiguousarray(arr.T)
         if self._shown.get("placement") == placement:

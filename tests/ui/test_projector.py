@@ -110,3 +110,24 @@ def test_the_posterior_band_toggle_draws_on_the_hero(page):
     wait_until(lambda: band() > 0, timeout=90)
     page.locator(".bft-uncertainty input").uncheck()
     wait_until(lambda: band() == 0, timeout=30)
+
+
+def test_colour_bar_reads_in_any_units(browser, server):
+    """Data in thousands of units: the density is about 1e-4 per unit; the colour bar's title takes the power of
+    ten out and its labels read 0.5, 1, 1.5 (was 1.000e-4, 5.000e-5)."""
+    ctx, pg = fresh(browser, server[0] + "?y_min=0&y_max=15000&data=[[3,3000],[7,12000]]")
+    try:
+        def bar():
+            return pg.evaluate("""() => { for (const d of Bokeh.documents) for (const m of d._all_models.values())
+              if (m.type === 'ColorBar' || (m.constructor && m.constructor.name === 'ColorBar')) {
+                const lo = m.color_mapper.low, hi = m.color_mapper.high;
+                const ticks = [lo, (lo + hi) / 2, hi];
+                return [m.title, m.formatter.doFormat(ticks, {loc: 0}), hi]; } return null; }""")
+        wait_until(lambda: (bar() or ["P"])[0] != "P", timeout=60)
+        title, labels, hi = bar()
+        assert title.startswith("P ×10⁻") and 1e-6 < hi < 1e-2
+        assert all(len(t) <= 4 and "e" not in t for t in labels), labels
+        exponent = int(title.split("×10")[1].translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")))
+        assert float(labels[-1]) * 10.0 ** exponent == pytest.approx(hi)
+    finally:
+        ctx.close()
