@@ -4,10 +4,11 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, FactorRange
+from bokeh.models import ColumnDataSource, FactorRange, Range1d
 
 from ..session import BFTSession
 from .common import SERIES, legend_outside, make_figure, teaching
+from .common import set_changed as _set
 
 EQUATION = (r"$a_j = \frac{p_j\, e^{-\beta\lambda E_{0j}}}{\sum_k p_k\, e^{-\beta\lambda E_{0k}}}$, "
             r"$E_{0j} = \frac12 (L - t_j, K (L - t_j))$ (718)")
@@ -43,8 +44,10 @@ class MixingView(pn.viewable.Viewer):
         bar.xaxis.axis_label = None  # the tick labels name the components
         bar.xgrid.grid_line_color = None
         self.trace = ColumnDataSource(dict(iteration=[]))
+        # the iteration axis is set by the server (_update_trace): without templates the trace has no data, and an
+        # automatic range of no data logged "could not set initial ranges" at every page load
         tr = make_figure("a_j over the iterations", "iteration", "a_j", y_range=(-0.02, 1.02), height=115,
-                         name="bft-mixing-trace")
+                         x_range=Range1d(0, 1), name="bft-mixing-trace")
         tr.xaxis.axis_label = None  # the traces below share the iteration axis and name it
         self.lines = [tr.line("iteration", f"a{j}", source=self.trace, color=SERIES[j], line_width=2.5,
                               legend_label=f"a{j + 1}", visible=False) for j in range(N_TRACED)]
@@ -117,6 +120,8 @@ class MixingView(pn.viewable.Viewer):
         elif len(hist) > n_shown:
             self.trace.stream(self._columns(hist[n_shown:], k))
         self._run_id, self._labels = s.run_id, labels
+        last = int(hist[-1].iteration) if (k and hist) else 0
+        _set(self.trace_fig.x_range, start=0, end=max(1, last))
         for j, line in enumerate(self.lines):
             if line.visible != (j < k):
                 line.visible = j < k

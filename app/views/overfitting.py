@@ -13,7 +13,7 @@ import math
 
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource, Span
+from bokeh.models import ColumnDataSource, Range1d, Span
 
 from ..session import BFTSession
 from .common import SERIES, legend_outside, make_figure
@@ -41,8 +41,10 @@ class OverfittingView(pn.viewable.Viewer):
         super().__init__(**params)
         self.alarm = pn.pane.HTML("", sizing_mode="stretch_width", margin=(2, 5), css_classes=["bft-overfit-alarm"])
         self.source = ColumnDataSource(dict(lam=[], train=[], held=[]), name="bft-overfit-scan")
+        # ranges set by the server (_update): an automatic range of no data logged "could not set initial ranges"
+        # (and, on the log axis, two more warnings) at every page load
         f = make_figure("held-out error against λ", "λ", "error", height=140, x_axis_type="log",
-                        name="bft-overfit-curve")
+                        x_range=Range1d(0.01, 10.0), y_range=Range1d(0.0, 1.0), name="bft-overfit-curve")
         f.yaxis.ticker.desired_num_ticks = 4
         f.line("lam", "train", source=self.source, color=SERIES[1], line_width=2, legend_label="training")
         f.scatter("lam", "held", source=self.source, color=SERIES[2], size=5)
@@ -84,6 +86,13 @@ class OverfittingView(pn.viewable.Viewer):
             if item.renderers and item.renderers[0] is self.held_line:
                 item.label = {"value": "held-out" if scan["kind"] != "evidence" else "−ln evidence / n"}
         _set(self.current, location=float(s.lam))
+        xs = [v for v in lams + [float(s.lam)] if v > 0 and math.isfinite(v)]
+        ys = [v for v in held + train if math.isfinite(v)]
+        if xs:
+            _set(self.figure.x_range, start=min(xs) / 1.3, end=max(xs) * 1.3)
+        if ys:
+            pad = 0.08 * (max(ys) - min(ys)) or 0.1 * (abs(max(ys)) or 1.0)
+            _set(self.figure.y_range, start=min(ys) - pad, end=max(ys) + pad)
         finite = [(v, lam) for v, lam in zip(held, lams) if math.isfinite(v)]
         if finite and not diag.get("partial"):
             _set(self.best, location=min(finite)[1], visible=True)

@@ -193,7 +193,9 @@ class PriorView(pn.viewable.Viewer):
                                  name="bft-slice-x0")
         fig.add_layout(self.slice_where)
         fig.sizing_mode = "stretch_width"
-        self.slice = ColumnDataSource(dict(y=[], p=[], p_true=[]), name="bft-slice-source")
+        # a flat start until the mouse hovers the density: an automatic range of no data logged "could not set
+        # initial ranges" at every page load
+        self.slice = ColumnDataSource(dict(y=[0.0, 1.0], p=[0.0, 0.0], p_true=[0.0, 0.0]), name="bft-slice-source")
         fig.line("y", "p", source=self.slice, color=SERIES[1], line_width=3, legend_label="learned")
         fig.scatter("y", "p", source=self.slice, color=SERIES[1], size=6)
         self.truth_line = fig.line("y", "p_true", source=self.slice, color="black", line_dash="dashed",

@@ -4,12 +4,12 @@ from __future__ import annotations
 import numpy as np
 import panel as pn
 import param
-from bokeh.models import ColumnDataSource
+from bokeh.models import ColumnDataSource, Range1d
 
 from bftcore.foundations.metrics import regression_function
 from bftcore.foundations.templates import paper_true_density, template_values
 
-from ..configuration import Y_RANGE
+from ..configuration import X_RANGE, Y_RANGE
 from ..session import BFTSession
 from .common import SERIES, label_axes, legend_outside, make_figure, teaching
 
@@ -59,7 +59,10 @@ class RegressionView(pn.viewable.Viewer):
 
     def __init__(self, **params):
         super().__init__(**params)
-        fig = make_figure("regression function h(x)", "x", "y = h(x)", y_range=(Y_RANGE[0] - 0.5, Y_RANGE[1] + 0.5))
+        # both ranges set by the server (from the grid, _update): an automatic x range of no data logged "could not
+        # set initial ranges" at every page load
+        fig = make_figure("regression function h(x)", "x", "y = h(x)", y_range=(Y_RANGE[0] - 0.5, Y_RANGE[1] + 0.5),
+                          x_range=Range1d(X_RANGE[0] - 0.5, X_RANGE[1] + 0.5))
         self.band = ColumnDataSource(dict(x=[], lo=[], hi=[]))
         self.curve = ColumnDataSource(dict(x=[], h=[]), name="bft-regression-source")
         self.truth = ColumnDataSource(dict(x=[], h=[]))
@@ -119,6 +122,8 @@ class RegressionView(pn.viewable.Viewer):
                 item.visible = not s.kind.y_on_grid
             if item.renderers and item.renderers[0] is self.truth_line:
                 item.visible = truth is not None
+        xpad = 0.5 * (g.hx if g.x.n > 1 else 1.0)
+        self.figure.x_range.update(start=g.x.min - xpad, end=g.x.max + xpad)
         if not s.kind.y_on_grid:
             self.figure.title.text = "regression: MAP h(x), exact predictive mean and templates"
             ys = [_curve(t, x) for t in s.template_specs()[0]]

@@ -131,3 +131,25 @@ def test_colour_bar_reads_in_any_units(browser, server):
         assert float(labels[-1]) * 10.0 ** exponent == pytest.approx(hi)
     finally:
         ctx.close()
+
+
+@pytest.mark.parametrize("link", ["", "?preset=fig27", "?preset=metastable_mixture", "?preset=motorcycle",
+                                  "?preset=two_trends&layout=workbench&theme=dark"])
+def test_no_console_warnings_on_load(browser, server, link):
+    """Each page load logged 14-20 BokehJS warnings ("could not set initial ranges": plots of no data yet)."""
+    import time
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    pg = ctx.new_page()
+    logged = []
+    # Chromium's own software-GL notes ("GL Driver Message ... GPU stall due to ReadPixels") are the headless
+    # browser's, not the page's
+    pg.on("console", lambda m: logged.append((m.type, m.text))
+          if m.type in ("warning", "error") and "GL Driver Message" not in m.text else None)
+    try:
+        pg.goto(server[0] + link)
+        wait_for_app(pg)
+        wait_until(lambda: "iteration" in pg.get_by_text("iteration ").first.inner_text(), timeout=60)
+        time.sleep(2)  # what the run's first frames log (a warning is logged when a plot is first drawn)
+        assert logged == []
+    finally:
+        ctx.close()
