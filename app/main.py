@@ -95,7 +95,25 @@ const presenter = b.contains('bft-presenter') || (!b.contains('bft-workbench') &
 select.value = presenter ? 'workbench' : 'presenter';
 """
 #: The font size control's callback: the page's text (the plots' fonts are set by the server, :func:`apply_fonts`).
-FONT_JS = "document.body.style.setProperty('--bft-font', cb_obj.value + 'px');"
+FONT_JS = """
+document.body.style.setProperty('--bft-font', cb_obj.value + 'px');
+if (!window.__bftFontSheet) {
+  // every component draws its text in its own shadow root at Bokeh's --bokeh-font-size (12 px) or a size of its
+  // own: a sheet adopted by each root (and by those made later: app.transport re-applies it after each patch)
+  // sets them all to the size control's value
+  const sheet = new CSSStyleSheet();
+  sheet.replaceSync(':host { --bokeh-font-size: var(--bft-font, 16px) !important; '
+                    + 'font-size: var(--bft-font, 16px) !important; }');
+  window.__bftFontSheet = sheet;
+  window.__bftApplyFont = () => {
+    const walk = (root) => { for (const el of root.querySelectorAll('*')) { const r = el.shadowRoot; if (!r) continue;
+      if (!r.adoptedStyleSheets.includes(sheet)) r.adoptedStyleSheets = [...r.adoptedStyleSheets, sheet];
+      walk(r); } };
+    walk(document);
+  };
+}
+window.__bftApplyFont();
+"""
 #: A column of fixed height that scrolls: its children keep their own heights instead of being squeezed into it or
 #: capped at its height (BokehJS gives every element max-height: 100%, and a flex column shrinks its children: the
 #: controls drew over the share panel below them, and a click on "Solver and grid" hit the share panel).
@@ -187,7 +205,7 @@ def build():
     presets = PresetsView(session=session)
     share = SharePanel(session=session)
     status = LiveText(margin=(12, 10, 0, 10), width=310, height=24, name="bft-status").follow(session, "status")
-    count = LiveText(margin=(12, 10, 0, 10), width=90, height=24, name="bft-count").follow(
+    count = LiveText(margin=(12, 10, 0, 10), width=100, height=24, name="bft-count").follow(
         session, "data", lambda d: f"{len(d)} points")
     # the message line: one line of fixed height, always there (empty when there is nothing to say)
     message = LiveText(height=24, margin=(12, 10, 0, 10), css_classes=["bft-message"], name="bft-message",
@@ -201,7 +219,7 @@ def build():
                       "value")
     session.param.watch(lambda event: (setattr(theme, "value", event.new == "dark"),
                                        apply_theme(pn.state.curdoc, event.new == "dark")), "theme")
-    layout_select = pn.widgets.Select.from_param(session.param.layout, name="", width=110, margin=(10, 5, 0, 5),
+    layout_select = pn.widgets.Select.from_param(session.param.layout, name="", width=120, margin=(8, 5, 0, 5),
                                                  css_classes=["bft-layout"])
     layout_select.jscallback(value=LAYOUT_JS)
     layout_toggle = pn.widgets.Button(label="⇆ layout", width=90, margin=(8, 5, 0, 5),
@@ -217,9 +235,13 @@ def build():
                                      label="⤓ PNG (1920×1080)", width=150, margin=(8, 10, 0, 10),
                                      css_classes=["bft-export"],
                                      description="download the fit's figure as a PNG at projector resolution")
-    header = pn.FlexBox(pn.pane.Markdown("### bftcore · Bayesian field theory", margin=(0, 10)), count, status,
-                        message, export, layout_toggle, layout_select, font, theme, flex_wrap="nowrap",
+    title = pn.pane.HTML("<b>bftcore · Bayesian field theory</b>", margin=(12, 10, 0, 10),
+                         styles={"font-size": "18px", "white-space": "nowrap"})
+    header = pn.FlexBox(title, count, status, message, export, layout_toggle, theme, flex_wrap="nowrap",
                         sizing_mode="stretch_width", height=50, styles={"overflow": "hidden"})
+    screen = pn.Column(pn.pane.Markdown("**Screen**", margin=(0, 10)),
+                       pn.Row(pn.pane.Markdown("layout", margin=(14, 5, 0, 10)), layout_select,
+                              pn.pane.Markdown("text (px)", margin=(14, 5, 0, 10)), font), margin=0)
     # the live plots first, all on screen at 1280×720 (mixing bars, a_j, energy, errors with the overfitting mark);
     # their equations and "What this shows" cards below them, so the error traces are seen without scrolling
     mixing_view, traces_view = MixingView(session=session, thumbnails=prior.thumbnails()), TracesView(session=session)
@@ -278,7 +300,7 @@ def build():
     tab_opened(tabs.active)
     tabs.param.watch(lambda event: tab_opened(event.new), "active")
     sidebar = pn.Column(pn.pane.Markdown("**Presets**", margin=(0, 10)), presets, controls,
-                        pn.pane.Markdown("**Share and export**", margin=(0, 10)), share,
+                        screen, pn.pane.Markdown("**Share and export**", margin=(0, 10)), share,
                         styles=SIDEBAR_STYLE, margin=0, stylesheets=NO_SHRINK, css_classes=["bft-sidebar"])
     layout = pn.Column(header, pn.FlexBox(sidebar, tabs, flex_wrap="wrap", sizing_mode="stretch_width"),
                        sizing_mode="stretch_width")

@@ -394,6 +394,8 @@ if (layout && doc && typeof layout.invalidate_layout === "function" && typeof la
       for (const [root, restyle] of roots) (restyle ? invalidate : compute).call(root);
       if (window.__bftDark && window.__bftApplyDark && !window.__bftDarkTimer)  // new elements get the dark theme
         window.__bftDarkTimer = setTimeout(() => { window.__bftDarkTimer = null; window.__bftApplyDark(); }, 300);
+      if (window.__bftApplyFont && !window.__bftFontTimer)  // ... and the font size (app.main.FONT_JS)
+        window.__bftFontTimer = setTimeout(() => { window.__bftFontTimer = null; window.__bftApplyFont(); }, 300);
     }
   };
   layout.__bft_patched = true;

@@ -161,7 +161,7 @@ class DataCanvas(pn.viewable.Viewer):
         # the legend, not the canvas) and the data under it
         legend = fig.legend[0]
         fig.center.remove(legend)
-        legend.update(orientation="horizontal", location="top_left", label_text_font_size="12px",
+        legend.update(orientation="horizontal", location="top_left", label_text_font_size=FONT,
                       background_fill_alpha=0, border_line_color=None, padding=0, margin=2, spacing=12)
         fig.add_layout(legend, "above")
         # Tap events reach the server without a TapTool; the tool would also hit-test and select glyphs on every

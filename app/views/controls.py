@@ -158,19 +158,19 @@ class Controls(pn.viewable.Viewer):
                 fn()
             return click
 
-        self.run = pn.widgets.Button(label="▶ Run", color="success", width=62, css_classes=["bft-run"],
+        self.run = pn.widgets.Button(label="▶ Run", color="success", width=74, css_classes=["bft-run"],
                                      description="Run the solver, animated (key R)")
-        self.step = pn.widgets.Button(label="Step", width=58, css_classes=["bft-step"],
+        self.step = pn.widgets.Button(label="Step", width=66, css_classes=["bft-step"],
                                       description="One iteration of the solver (key S)")
-        self.pause = pn.widgets.Button(label="❚❚ Pause", width=72, css_classes=["bft-pause"],
+        self.pause = pn.widgets.Button(label="❚❚ Pause", width=92, css_classes=["bft-pause"],
                                        description="Pause the animation (key P)")
-        self.reset = pn.widgets.Button(label="Reset", width=62)
+        self.reset = pn.widgets.Button(label="Reset", width=72)
         self.run.on_click(action(s.play))
         self.step.on_click(action(s.step))
         self.pause.on_click(action(s.pause))
         self.reset.on_click(action(lambda: s.reset(play=False)))
-        self.clear = pn.widgets.Button(label="Clear points", width=110)
-        self.undo = pn.widgets.Button(label="Undo", width=70, css_classes=["bft-undo"],
+        self.clear = pn.widgets.Button(label="Clear points", width=124)
+        self.undo = pn.widgets.Button(label="Undo", width=76, css_classes=["bft-undo"],
                                       description="Undo the last change of the data (key U or Ctrl+Z)")
         install_shortcuts(pn.state.curdoc)
         self.clear.on_click(action(s.clear_points))
@@ -276,8 +276,10 @@ class Controls(pn.viewable.Viewer):
         w = self.widgets
         h = lambda t: pn.pane.Markdown(f"**{t}**", margin=(8, 10, 0, 10))  # noqa: E731
         return pn.Column(
-            pn.Row(self.run, self.step, self.pause, self.reset),
-            pn.Row(self.clear, self.undo), w["live"],  # own line: beside the buttons its label was cut at 1280 px
+            # the buttons wrap onto a second line when the page's text is large (the font size control, app.main)
+            pn.FlexBox(self.run, self.step, self.pause, self.reset, self.clear, self.undo, flex_wrap="wrap",
+                       width=310, margin=0, styles={"column-gap": "0px"}),
+            w["live"],  # own line: beside the buttons its label was cut at 1280 px
             h("Canvas"), w["click_mode"], w["display"],
             pn.Accordion(
                 ("Model and prior", pn.Column(w["model"], w["lam"], w["lam_x"], w["lam_y"], w["l0"],

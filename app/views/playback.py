@@ -23,9 +23,9 @@ class Playback(pn.viewable.Viewer):
     def __init__(self, **params):
         super().__init__(**params)
         s = self.session
-        self.pace = pn.widgets.IntSlider.from_param(s.param.frame_ms, label="pace: ms per iteration", step=10,
-                                                    width=140, css_classes=["bft-pace"], margin=(0, 10))
-        self.scrubber = pn.widgets.IntSlider(label="replay iteration", start=0, end=1, value=0, step=1, width=150,
+        self.pace = pn.widgets.IntSlider.from_param(s.param.frame_ms, label="pace (ms)", step=10,
+                                                    width=170, css_classes=["bft-pace"], margin=(0, 10))
+        self.scrubber = pn.widgets.IntSlider(label="replay", start=0, end=1, value=0, step=1, width=170,
                                              disabled=True, css_classes=["bft-scrubber"], margin=(0, 5))
         self.back = pn.widgets.Button(label="◀", width=36, disabled=True, css_classes=["bft-scrub-back"],
                                       margin=(14, 2, 0, 2))

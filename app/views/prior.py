@@ -36,7 +36,7 @@ from bftcore.foundations.templates import paper_true_density, template_values
 
 from ..session import BFTSession
 from ..transport import after_user_action
-from .common import PALETTE, SERIES, Shown, hv_name, hv_pane, make_figure, markdown_text
+from .common import FONT, PALETTE, SERIES, Shown, hv_name, hv_pane, make_figure, markdown_text
 
 #: Templates drawn (a file may have more; the first ones are shown) and random fields drawn from the prior.
 MAX_THUMBS, N_SAMPLES = 6, 4
@@ -201,7 +201,7 @@ class PriorView(pn.viewable.Viewer):
         self.truth_line = fig.line("y", "p_true", source=self.slice, color="black", line_dash="dashed",
                                    line_width=2, legend_label="true")
         fig.legend.location = "top_right"
-        fig.legend.label_text_font_size = "11px"
+        fig.legend.label_text_font_size = FONT
         fig.legend.background_fill_alpha = 0.5
         self.slice_fig = fig
         # computed in the browser and only shown there: not sent back to the server (each frame sent the slice, its
