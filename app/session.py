@@ -733,8 +733,8 @@ class BFTSession(param.Parameterized):
     def check_overfitting(self):
         """The overfitting diagnosis of the current problem (:mod:`bftcore.studies.diagnosis`: held-out error at
         this lambda against the best over a scan), on the heavy lane when served, the newest request only; the
-        result lands in ``overfitting``.  Nothing for a problem it does not apply to (a regression, a prior on P,
-        fewer than five data)."""
+        result lands in ``overfitting``.  Nothing for a problem it does not apply to (a prior on P, fewer than five
+        data)."""
         try:
             cfg = api.validate_config(self.to_config())
         except ValueError:

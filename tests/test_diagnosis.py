@@ -78,7 +78,10 @@ def test_no_alarm_at_the_presets_own_lambda(name):
 
 def test_too_few_data_or_another_model_get_no_diagnosis():
     assert not diagnosis.applies(preset("fig14"))                       # two data
-    assert not diagnosis.applies(preset("two_trends"))                  # a regression
+    assert diagnosis.applies(preset("two_trends"))                      # a regression with five data
+    on_p = preset("fig21")
+    on_p["prior"]["field"] = "P"
+    assert not diagnosis.applies(on_p)                                  # a prior on P
     with pytest.raises(ValueError, match="at least"):
         diagnosis.lambda_scan(preset("fig14"))
 
@@ -121,3 +124,50 @@ def test_the_session_shows_the_partial_curve_before_the_verdict():
     assert states and states[-1].get("partial") is None and states[-1]["verdict"] is not None
     partial = [st for st in states[:-1] if st and st.get("partial")]
     assert partial and all(st["verdict"] is None for st in partial)
+
+
+def _sine_regression(lam: float, n: int = 40, truth: bool = True) -> dict:
+    """A regression of n noisy points of a sine on [0, 10] (one zero template), with the sine as its truth."""
+    rng = np.random.default_rng(3)
+    x = np.sort(rng.uniform(0.0, 10.0, n))
+    y = np.sin(x) + 0.3 * rng.standard_normal(n)
+    cfg = {"model": "regression", "grid": {"x": {"min": 0.0, "max": 10.0, "n": 101, "boundary": "neumann"}},
+           "data": np.column_stack([x, y]).tolist(),
+           "prior": {"lambda": lam, "l0": 0.0, "l2": 1.0, "l4": 0.0, "l6": 0.0},
+           "templates": [{"kind": "constant", "value": 0.0}], "solver": {"method": "newton", "max_iter": 50}}
+    if truth:
+        cfg["truth"] = {"kind": "array", "values": np.sin(np.linspace(0.0, 10.0, 101)).tolist()}
+    return cfg
+
+
+def test_a_regression_with_a_truth_overfits_at_a_tiny_lambda_and_its_held_out_error_is_the_test_error():
+    scan = diagnosis.lambda_scan(_sine_regression(1e-6))
+    assert scan["kind"] == "truth"
+    # a second route: each held-out error is the fit's own test error against the truth
+    for lam, held in zip(scan["lambda"][::4], scan["held_out"][::4]):
+        fit = api.run(diagnosis._with(_sine_regression(lam), lam))
+        assert held == pytest.approx(float(fit.last.test_error), rel=1e-9)
+    verdict = diagnosis.diagnose(scan)
+    assert verdict["verdict"] == "overfitting" and verdict["message"].startswith("overfitting (true function)")
+
+
+def test_a_regression_without_a_truth_is_cross_validated_by_an_explicit_loop():
+    cfg = _sine_regression(1e-6, n=25, truth=False)
+    scan = diagnosis.lambda_scan(cfg, lambdas=[1e-6, 1.0])
+    assert scan["kind"] == "cv"
+    pts = np.asarray(cfg["data"])
+    order = np.random.default_rng(0).permutation(len(pts))
+    losses = np.zeros(len(pts))
+    nodes = np.linspace(0.0, 10.0, 101)
+    for fold in range(diagnosis.CV_FOLDS):
+        test = order[fold::diagnosis.CV_FOLDS]
+        train = np.setdiff1d(order, test)
+        fit = api.run(diagnosis._with(cfg, 1.0, pts[train].tolist()))
+        ix = np.argmin(np.abs(nodes[None, :] - pts[test, :1]), axis=1)
+        losses[test] = 0.5 * (np.asarray(fit.h)[ix] - pts[test, 1]) ** 2
+    assert scan["held_out"][1] == pytest.approx(losses.mean(), rel=1e-9)
+
+
+def test_no_alarm_between_neighbours_of_the_scan():
+    scan = diagnosis.lambda_scan(preset("two_trends"))  # five points: lambda 0.88 against 1 "differs" at 2 se
+    assert diagnosis.diagnose(scan) is None

@@ -27,10 +27,15 @@ compares solutions:
   best lambda and ``2 se``, the margin the difference had to beat, e.g. ``overfitting (true density): held-out
   error 6.77 against 3.25 at lambda = 0.5 (+-0.2); raise lambda``.
 
+**Regression** (:func:`applies` takes it too): the scan's lambdas span the exact evidence path's default range; the
+held-out error is (h - h_true)^2 / 2 per x node against a truth (the fit's test error is their mean), else per
+held-out datum (h(x_d) - y_d)^2 / 2 at its node, by the same K-fold cross-validation.
+
 Decisions: the paired standard error, not that of each mean, because the errors of two fits to the same data are
 strongly correlated; columns as the units of the truth's test error, because it has no sampling noise of its own
-and what varies is how well each x is fitted.  Conditional densities with a prior on L only (the scan's warm
-starts and the held-out loss need L); a regression, or a prior on P, gets no diagnosis (``None``).
+and what varies is how well each x is fitted.  Densities with a prior on L only (the scan's warm starts and the
+held-out loss need L); a prior on P gets no diagnosis (``None``).  The best lambda must lie :data:`MIN_DECADES`
+decades or more from the current one: neighbouring lambdas are the same regularisation for a class.
 """
 from __future__ import annotations
 
@@ -57,20 +62,56 @@ MIN_DATA = 5
 #: Largest grid cross-validated without a truth: above it (a fitted 30 x 40 grid of a user's table) 5 folds x 14
 #: lambdas took 13 s for Old Faithful, so the evidence stands in (one path, about a second).
 CV_MAX_NODES = 600
+#: The best lambda must be this many decades from the current one (a factor of about 3): neighbours on the scan are
+#: the same regularisation for a class, and their tiny, consistent differences pass a paired test (five points of
+#: the two_trends regression, lambda 0.88 against 1: "significant" at 2 se and meaningless).
+MIN_DECADES = 0.5
 #: Without a truth on a larger grid: the evidence's verdict needs the best lambda's log evidence above the current
 #: one's by this much (a Bayes factor of 20, "strong" on Kass and Raftery's scale).
 EVIDENCE_MARGIN = math.log(20.0)
 
 
 def applies(cfg: dict) -> bool:
-    """Whether the document gets the diagnosis: a density with a prior on L and at least :data:`MIN_DATA` data."""
-    return cfg["model"] == "density" and cfg["prior"]["field"] == "L" and len(cfg["data"]) >= MIN_DATA
+    """Whether the document gets the diagnosis: at least :data:`MIN_DATA` data, and a regression or a density with
+    a prior on L."""
+    if len(cfg["data"]) < MIN_DATA:
+        return False
+    return cfg["model"] == "regression" or (cfg["model"] == "density" and cfg["prior"]["field"] == "L")
+
+
+def _regression(cfg: dict) -> bool:
+    return cfg["model"] == "regression"
 
 
 def scan_values(cfg: Valid, n: int = SCAN_POINTS) -> np.ndarray:
-    """``n`` lambdas log-spaced over the evidence's range for this document, with its own lambda, ascending."""
-    values = evidence.default_values(build_density(cfg), "lambda", n)
+    """``n`` lambdas log-spaced over the evidence's range for this document, with its own lambda, ascending (a
+    regression's range: its exact evidence path's default, from a prior weaker than the data to one stronger)."""
+    if _regression(cfg):
+        path = np.asarray(api.evidence_document(cfg)["lambda"], dtype=float)
+        values = np.geomspace(path.min(), path.max(), n)
+    else:
+        values = evidence.default_values(build_density(cfg), "lambda", n)
     return np.unique(np.append(values, float(cfg["prior"]["lambda"])))
+
+
+def _truth_units(cfg: dict, fit, grid) -> list | None:
+    """The held-out error of a fit against the truth, per unit (module text), or None without a truth: a density's
+    test error per x column, a regression's (h - h_true)^2 / 2 per x node (its test error is their mean)."""
+    if _regression(cfg):
+        truth = fit.model.truth
+        return None if truth is None else (0.5 * (np.asarray(fit.h) - truth) ** 2).tolist()
+    P_true = fit.problem.P_true
+    return None if P_true is None else (-np.sum(P_true * fit.L, axis=1) * grid.hy).tolist()
+
+
+def _held_out_losses(cfg: dict, fit, grid, pts: np.ndarray) -> np.ndarray:
+    """The loss of each held-out datum under a fit to the other folds: -L at its node (density), or
+    (h(x_d) - y_d)^2 / 2 at its x node (regression)."""
+    if _regression(cfg):
+        h = np.asarray(fit.h)
+        return 0.5 * (h[fit.model.axis.snap(pts[:, 0])] - pts[:, 1]) ** 2
+    ix, iy = grid.snap(pts)
+    return -fit.L[ix, iy]
 
 
 #: The scan's solver: Newton to the MAP, whatever learning algorithm the document shows (Fig 27's 50 iterations of
@@ -118,29 +159,29 @@ def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Calla
     end (they need every fold)."""
     cfg = checked(config)
     if not applies(cfg):
-        raise ValueError(f"the overfitting diagnosis is for a density with a prior on L and at least {MIN_DATA} "
-                         f"data")
+        raise ValueError(f"the overfitting diagnosis is for a regression, or a density with a prior on L, with at "
+                         f"least {MIN_DATA} data")
     lams = scan_values(cfg) if lambdas is None else np.unique(np.asarray(lambdas, dtype=float))
-    grid = grid_from_config(cfg)
+    grid = None if _regression(cfg) else grid_from_config(cfg)
     nan = math.nan
     doc = {"lambda": lams.tolist(), "train": [nan] * lams.size, "held_out": [nan] * lams.size,
-           "units": [None] * lams.size, "current": float(cfg["prior"]["lambda"])}
-    if cfg["truth"] is None and grid.size > CV_MAX_NODES:  # no held-out data worth their cost: the evidence
+           "units": [None] * lams.size, "current": float(cfg["prior"]["lambda"]), "model": cfg["model"]}
+    truth = cfg.get("truth") is not None
+    if not truth and grid is not None and grid.size > CV_MAX_NODES:  # held-out data not worth their cost
         return _evidence_scan(cfg, doc)
-    doc["kind"] = "truth" if cfg["truth"] is not None else "cv"
+    doc["kind"] = "truth" if truth else "cv"
 
     def fitted(k: int, f) -> None:
         doc["train"][k] = float(f.last.train_error)
-        P_true = f.problem.P_true
-        if P_true is not None:
-            cols = -np.sum(P_true * f.L, axis=1) * grid.hy
-            doc["units"][k] = cols.tolist()
-            doc["held_out"][k] = float(np.mean(cols))
+        units = _truth_units(cfg, f, grid)
+        if units is not None:
+            doc["units"][k] = units
+            doc["held_out"][k] = float(np.mean(units))
         if progress is not None:
             progress(copy.deepcopy(doc))
 
-    fits = _fits(cfg, lams, cancel, fitted)
-    if doc["kind"] == "truth" and any(f is not None and f.problem.P_true is not None for f in fits):
+    _fits(cfg, lams, cancel, fitted)
+    if truth and any(u is not None for u in doc["units"]):
         return doc
     doc["kind"] = "cv"
     pts = np.asarray(cfg["data"], dtype=float)
@@ -151,10 +192,9 @@ def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Calla
         test = order[fold::k_folds]
         train = np.setdiff1d(order, test)
         fold_cfg = _with(cfg, lams[0], pts[train].tolist())
-        ix, iy = grid.snap(pts[test])
         for k, f in enumerate(_fits(fold_cfg, lams, cancel)):
             if f is not None:
-                losses[k, test] = -f.L[ix, iy]
+                losses[k, test] = _held_out_losses(cfg, f, grid, pts[test])
     for k in range(lams.size):
         row = losses[k]
         if np.all(np.isfinite(row)):
@@ -183,7 +223,7 @@ def _evidence_verdict(scan: dict, lams: np.ndarray, cur: int) -> dict | None:
         return None
     best = int(np.nanargmax(logev))
     gap = float(logev[best] - logev[cur])
-    if best == cur or not gap > EVIDENCE_MARGIN:
+    if best == cur or not gap > EVIDENCE_MARGIN or _near(lams, best, cur):
         return None
     over = lams[best] > lams[cur]
     verdict = "overfitting" if over else "underfitting"
@@ -195,10 +235,15 @@ def _evidence_verdict(scan: dict, lams: np.ndarray, cur: int) -> dict | None:
             "margin": EVIDENCE_MARGIN}
 
 
+def _near(lams: np.ndarray, best: int, cur: int) -> bool:
+    return abs(math.log10(lams[best] / lams[cur])) < MIN_DECADES
+
+
 def diagnose(scan: dict) -> dict | None:
     """The verdict of a scan (module text): ``{"verdict": "overfitting" | "underfitting", "message", "current",
     "best", "held_out", "best_held_out", "margin"}`` when the current lambda's held-out error exceeds the best by
-    more than :data:`SIGNIFICANCE` standard errors of the paired differences, else None."""
+    more than :data:`SIGNIFICANCE` standard errors of the paired differences and the best lambda is at least
+    :data:`MIN_DECADES` decades away, else None."""
     lams = np.asarray(scan["lambda"], dtype=float)
     held = np.asarray(scan["held_out"], dtype=float)
     cur = int(np.argmin(np.abs(np.log(lams) - math.log(scan["current"]))))
@@ -207,7 +252,7 @@ def diagnose(scan: dict) -> dict | None:
     if not np.isfinite(held[cur]) or scan["units"][cur] is None or not np.any(np.isfinite(held)):
         return None
     best = int(np.nanargmin(held))
-    if best == cur:
+    if best == cur or _near(lams, best, cur):
         return None
     diff = np.asarray(scan["units"][cur], dtype=float) - np.asarray(scan["units"][best], dtype=float)
     d = float(np.mean(diff))
@@ -217,7 +262,8 @@ def diagnose(scan: dict) -> dict | None:
         return None
     over = lams[best] > lams[cur]
     verdict = "overfitting" if over else "underfitting"
-    source = "true density" if scan["kind"] == "truth" else f"{CV_FOLDS}-fold cross-validation"
+    truth = "true function" if scan.get("model") == "regression" else "true density"
+    source = truth if scan["kind"] == "truth" else f"{CV_FOLDS}-fold cross-validation"
     message = (f"{verdict} ({source}): held-out error {held[cur]:.3g} against {held[best]:.3g} at lambda = "
                f"{lams[best]:.3g} (\u00b1{margin:.2g}); {'raise' if over else 'lower'} lambda")
     return {"verdict": verdict, "message": message, "current": float(lams[cur]), "best": float(lams[best]),
