@@ -502,7 +502,32 @@ if (!window.__bftAria) {
                                       handles.length > 1 ? `${title} (${i ? "upper" : "lower"} end)` : title));
         if (!observed.has(v.shadow_el)) { observed.add(v.shadow_el); observer.observe(v.shadow_el, {childList: true}); }
       }
+      // a plot's focusable event layer (its tools' keyboard target) named by the plot's title
+      if (m.title && typeof m.title.text === "string" && "renderers" in m) {
+        const pv = Bokeh.index.find_one(m);
+        let ev = pv && ((pv.canvas_view && pv.canvas_view.events_el) || (pv.canvas && pv.canvas.events_el));
+        if (!ev && pv && pv.shadow_el) for (const host of pv.shadow_el.querySelectorAll("*")) {
+          ev = host.shadowRoot && host.shadowRoot.querySelector(".bk-events");
+          if (ev) break;
+        }
+        if (ev) set(ev, "aria-label", `plot: ${m.title.text || m.name || "figure"}`);
+      }
     }
+    // card and accordion headers by the text of their title (inside the title's own shadow root), and the
+    // spinners' arrow buttons (out of the Tab order: the arrow keys step the focused number)
+    const text = (el) => { let t = ""; for (const n of el.childNodes) t += n.nodeType === 3 ? n.textContent
+      : (n.nodeType === 1 ? text(n) + (n.shadowRoot ? text(n.shadowRoot) : "") : ""); return t; };
+    const walk = (root) => { for (const el of root.querySelectorAll("*")) {
+      if (el.matches("button.card-header, button.accordion-header")) {
+        const t = text(el).replace(/\\s+/g, " ").trim();
+        if (t) set(el, "aria-label", t);
+      } else if (el.matches("button.bk-spin-btn")) {
+        set(el, "aria-label", el.classList.contains("bk-spin-btn-up") ? "increase" : "decrease");
+        set(el, "tabindex", "-1");
+      }
+      if (el.shadowRoot) walk(el.shadowRoot);
+    } };
+    walk(document);
   };
   let timer = null;
   window.__bftAriaSoon = () => {

@@ -95,7 +95,7 @@ def test_without_a_truth_on_a_large_grid_the_evidence_stands_in_and_says_so():
 
 
 def test_the_alarm_shows_the_message_as_text():
-    from app.views.overfitting import alarm_html
+    from app.views.overfitting import alarm_html_of as alarm_html
     html = alarm_html({"message": "<script>alert(1)</script> & more"})
     assert 'data-testid="overfitting-alarm"' in html and "<script>" not in html and "&lt;script&gt;" in html
     assert alarm_html(None) == ""

@@ -1,6 +1,7 @@
 """Shared look of the plots: sizes readable on a 1280×720 projector, one perceptually uniform palette."""
 from __future__ import annotations
 
+import html
 import re
 
 import holoviews.plotting.bokeh  # noqa: F401 - the backend of the dashboard's HoloViews plots (the export's is matplotlib)
@@ -43,6 +44,10 @@ def make_figure(title: str, x_label: str, y_label: str, **kw):
     fig = figure(title=title, x_axis_label=x_label, y_axis_label=y_label, sizing_mode="stretch_width",
                  toolbar_location="right", **kw)
     style_figure(fig)
+    # four ticks along x: at 16 px, the default six ran into each other on a 220 px tile ("0 5101520")
+    for ax in fig.xaxis:
+        if hasattr(ax.ticker, "desired_num_ticks"):
+            ax.ticker.desired_num_ticks = 4
     return fig
 
 
@@ -134,6 +139,22 @@ def hv_pane(obj, **kw) -> pn.pane.HoloViews:
     return pn.pane.HoloViews(obj, backend="bokeh", **kw)
 
 
+#: The alarms' looks (issue 28): amber for overfitting, purple for metastability; dark text on a pale ground, which
+#: stays readable on the dark theme's black page as well.
+ALARM_STYLES = {"overfitting-alarm": "background:#fff3cd;color:#5c3c00;border:2px solid #b35900",
+                "metastability-alarm": "background:#f3e8ff;color:#3b0a66;border:2px solid #6a1b9a"}
+
+
+def alarm_html(testid: str, verdict: dict | None) -> str:
+    """An alarm's markup for a verdict, the element with ``data-testid=testid`` (its message escaped: the words
+    reach the page as text, never as markup), or '' when there is none."""
+    if not verdict:
+        return ""
+    style = f"{ALARM_STYLES[testid]};border-radius:6px;padding:6px 10px;font-size:16px;font-weight:600"
+    return (f'<div data-testid="{testid}" role="alert" style="{style}">'
+            f"{html.escape(str(verdict['message']))}</div>")
+
+
 def set_changed(obj, **props):
     """Assign only the properties whose value differs: keeps per-frame updates to what really changed."""
     changed = {k: v for k, v in props.items() if getattr(obj, k) != v}
@@ -156,7 +177,8 @@ def teaching(equation: str, text: str) -> pn.Column:
         sizing_mode="stretch_width", margin=0)
 
 
-__all__ = ["ARIA", "HV_OVERLAY", "LEGEND", "PALETTE", "SERIES", "Cividis256", "Shown", "hv_look",
+__all__ = ["ALARM_STYLES", "ARIA", "alarm_html", "HV_OVERLAY", "LEGEND", "PALETTE", "SERIES", "Cividis256", "Shown",
+           "hv_look",
            "hv_name", "hv_pane", "make_figure", "style_figure",
            "legend_outside", "html_text", "markdown_text",
            "set_changed", "teaching"]

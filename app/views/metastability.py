@@ -10,27 +10,19 @@ solution is known; its words come from bftcore and reach the page as text (escap
 """
 from __future__ import annotations
 
-import html
-
 import panel as pn
 import param
 from bokeh.models import ColumnDataSource, Range1d
 
 from ..session import BFTSession
 from ..transport import user_action
-from .common import SERIES, legend_outside, make_figure
+from .common import SERIES, alarm_html, legend_outside, make_figure
 from .common import set_changed as _set
 
-ALARM_STYLE = ("background:#f3e8ff;color:#3b0a66;border:2px solid #6a1b9a;border-radius:6px;padding:6px 10px;"
-               "font-size:16px;font-weight:600")
 
-
-def alarm_html(verdict: dict | None) -> str:
-    """The alarm's markup for a verdict (its message escaped), or '' when there is none."""
-    if not verdict:
-        return ""
-    return (f'<div data-testid="metastability-alarm" role="alert" style="{ALARM_STYLE}">'
-            f"{html.escape(str(verdict['message']))}</div>")
+def alarm_html_of(verdict: dict | None) -> str:
+    """The alarm's markup for a verdict (:func:`app.views.common.alarm_html`), or '' when there is none."""
+    return alarm_html("metastability-alarm", verdict)
 
 
 def branch_lines(doc: dict | None) -> dict:
@@ -79,7 +71,7 @@ class MetastabilityView(pn.viewable.Viewer):
 
     def _alarm(self, *_):
         verdict = (self.session.metastable or {}).get("verdict")
-        text = alarm_html(verdict)
+        text = alarm_html_of(verdict)
         if self.alarm.object != text:
             self.alarm.object = text
         self.alarm.visible = self.jump.visible = bool(text)

@@ -8,7 +8,6 @@ and reach the page as text (escaped), never as markup.
 """
 from __future__ import annotations
 
-import html
 import math
 
 import panel as pn
@@ -16,19 +15,13 @@ import param
 from bokeh.models import ColumnDataSource, Range1d, Span
 
 from ..session import BFTSession
-from .common import SERIES, legend_outside, make_figure
+from .common import SERIES, alarm_html, legend_outside, make_figure
 from .common import set_changed as _set
 
-ALARM_STYLE = ("background:#fff3cd;color:#5c3c00;border:2px solid #b35900;border-radius:6px;padding:6px 10px;"
-               "font-size:16px;font-weight:600")
 
-
-def alarm_html(verdict: dict | None) -> str:
-    """The alarm's markup for a verdict (its message escaped), or '' when there is none."""
-    if not verdict:
-        return ""
-    return (f'<div data-testid="overfitting-alarm" role="alert" style="{ALARM_STYLE}">'
-            f"{html.escape(str(verdict['message']))}</div>")
+def alarm_html_of(verdict: dict | None) -> str:
+    """The alarm's markup for a verdict (:func:`app.views.common.alarm_html`), or '' when there is none."""
+    return alarm_html("overfitting-alarm", verdict)
 
 
 class OverfittingView(pn.viewable.Viewer):
@@ -66,7 +59,7 @@ class OverfittingView(pn.viewable.Viewer):
         diag = s.overfitting
         scan = diag["scan"] if diag else None
         verdict = diag["verdict"] if diag else None
-        text = alarm_html(verdict)
+        text = alarm_html_of(verdict)
         if self.alarm.object != text:
             self.alarm.object = text
         self.alarm.visible = bool(text)
