@@ -99,7 +99,7 @@ def test_keys_undo_step_run_and_pause_but_not_while_typing(browser, server):
           '[aria-keyshortcuts]')) o[el.textContent.trim()] = el.getAttribute('aria-keyshortcuts');
           for (const el of r.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot); }; walk(document);
           return o; }""")
-        assert shortcuts == {"▶ Run": "R", "Step": "S", "❚❚ Pause": "P", "Undo": "U Control+Z"}
+        assert shortcuts == {"▶ Run": "R", "Step": "S", "❚❚ Pause": "P", "Undo": "U Control+Z", "⇆ layout": "L"}
         pg.keyboard.press("p")  # the run started on load: paused
         pg.get_by_role("button", name="Reset").click()
         wait_until(lambda: iteration(pg) == 0, timeout=120)

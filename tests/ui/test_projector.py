@@ -64,6 +64,9 @@ def test_the_workbench_from_the_link_and_the_layout_button(browser, server):
         wait_until(lambda: (lambda b: b[2] * b[3] >= 0.35 * 1280 * 720)(boxes(pg, ["bft-canvas"])["bft-canvas"]))
         pg.locator(".bft-layout-toggle button").click()
         wait_until(lambda: query(pg).get("layout") == "workbench")
+        pg.locator("body").click(position={"x": 5, "y": 700})  # the focus on the page, not on a control
+        pg.keyboard.press("l")  # the shortcut of the layout button
+        wait_until(lambda: query(pg).get("layout") == "presenter")
     finally:
         ctx.close()
 
