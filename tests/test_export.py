@@ -469,7 +469,7 @@ def test_write_outputs_refuses_a_target_that_is_not_a_regular_file_before_writin
 
 
 def test_the_dashboard_exports_the_figure_of_the_record_on_screen():
-    """The dashboard's PNG (1920x1080) is the fit figure of the session's record: the same document the CLI draws
+    """The dashboard's PNG (1920x1080) holds the fit figure of the session's record: the same document the CLI draws
     (density: P, L, h, sd of the record; regression: h of the record and the exact posterior)."""
     import asyncio
 
@@ -491,7 +491,10 @@ def test_the_dashboard_exports_the_figure_of_the_record_on_screen():
             assert np.allclose(shown["regression"]["h"], doc["regression"]["h"], atol=1e-6)
         else:
             assert np.allclose(shown["h"], doc["h"], atol=1e-6)
-        assert png == figures.fit_png(cfg, shown, figures.PROJECTOR_SIZE)
+        # issue 28: the whole presenter screen around that figure (title, alarms, traces, lambda curve)
+        screen = s.screen()
+        assert png == figures.presenter_png(cfg, shown, screen["traces"], screen["title"], screen["alarms"],
+                                            figures.PROJECTOR_SIZE)
     s = BFTSession(live=False)
     s.record = None
     with pytest.raises(ValueError, match="nothing to export yet"):
