@@ -83,7 +83,8 @@ def _bind(widget, session, name, to_session, to_widget):
         if widget.value != pos:
             widget.value = pos
 
-    widget.param.watch(push, "value_throttled")
+    # a user action: the first frame of the run the new value starts goes out in the same message (issue 28)
+    widget.param.watch(user_action(push), "value_throttled")
     session.param.watch(pull, [name])
     pull()
     return widget
