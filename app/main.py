@@ -129,6 +129,14 @@ def apply_theme(doc, dark: bool) -> None:
             cb.update(background_fill_color=c["bg"], major_label_text_color=c["fg"], title_text_color=c["fg"])
 
 
+def later(obj):
+    """``obj`` drawn once the page has loaded (Panel's ``defer_load``), not in the page's first document: what is
+    off screen or hidden at first (the template thumbnails without templates, the closed evidence card, the
+    regression panel of a density, the explanations below the plots) kept 40 % of the page's models and a second of
+    its first drawing from the first heatmap (issue 28)."""
+    return pn.param.ParamFunction(lambda: obj, defer_load=True, sizing_mode="stretch_width", margin=0)
+
+
 def build():
     session = BFTSession(doc=pn.state.curdoc)
     canvas = DataCanvas(session=session)
@@ -158,7 +166,8 @@ def build():
                         styles={"overflow": "hidden"})
     # the live plots first, all on screen at 1280×720 (mixing bars, a_j, energy, errors with the overfitting mark);
     # their equations and "What this shows" cards below them, so the error traces are seen without scrolling
-    mixing_view, traces_view = MixingView(session=session, thumbnails=prior.thumbnails()), TracesView(session=session)
+    mixing_view = MixingView(session=session, thumbnails=later(prior.thumbnails()))
+    traces_view = TracesView(session=session)
     regression_view = RegressionView(session=session)
     evidence_view = EvidenceView(session=session, canvas=canvas, regression=regression_view)
     # beside the heatmap, so that its curve and the band on the heatmap follow the clicks; it computes only while
@@ -169,8 +178,9 @@ def build():
     evidence_card.param.watch(user_action(lambda event: evidence_view.set_active(not event.new)), "collapsed")
     # the overfitting alarm and its curve right under the traces (issue 28): on screen at 1280x720
     overfitting_view = OverfittingView(session=session)
-    side = pn.Column(mixing_view, traces_view, overfitting_view, prior.slice_panel(), regression_view, evidence_card,
-                     mixing_view.explanation(), traces_view.explanation(), styles=SIDE_STYLE, margin=0,
+    side = pn.Column(mixing_view, traces_view, overfitting_view, prior.slice_panel(), later(regression_view),
+                     later(evidence_card), later(mixing_view.explanation()), later(traces_view.explanation()),
+                     styles=SIDE_STYLE, margin=0,
                      stylesheets=NO_SHRINK,
                      css_classes=["bft-side"])
     hero = pn.Column(canvas, styles=HERO_STYLE, margin=0, sizing_mode="stretch_both", css_classes=["bft-hero-box"])
@@ -179,7 +189,9 @@ def build():
     # lays out the plots on screen only, not the hidden prior samples and sweep (preset loads: 450-650 -> 300-500 ms)
     sweep_view = SweepView(session=session)
     tabs = pn.Tabs(("Live fit", live), ("Prior", prior.samples_panel()), ("β sweep", sweep_view),
-                   ("Learning curve", LearningView(session=session)),
+                   # built when first opened (its figures cost every new page 0.25 s of server time otherwise)
+                   ("Learning curve", pn.param.ParamFunction(lambda: LearningView(session=session), lazy=True,
+                                                                      sizing_mode="stretch_width", margin=0)),
                    ("About", pn.pane.Markdown(ABOUT, max_width=800)), dynamic=True, sizing_mode="stretch_width",
                    styles={"flex": "1 1 420px", "min-width": "min(420px, 100%)"},
                    # the tab's column at most the window: BokehJS' "auto" track took the content's min-content width
@@ -202,7 +214,10 @@ def build():
     install_browser_patches(pn.state.curdoc)
     pn.state.curdoc.js_on_event("document_ready", CustomJS(args=dict(labels=ARIA), code=ARIA_JS))
     pn.state.on_session_destroyed(lambda ctx: session.close())
-    pn.state.onload(lambda: session.start_run(warm=False, play=True))
+    # the first frame now, in the document the browser loads (issue 28: a new tab showed its first heatmap only
+    # after it had been drawn and had told the server so); the run plays on once the page has loaded
+    session.first_frame()
+    pn.state.onload(session.play)
     return layout
 
 

@@ -592,6 +592,17 @@ class BFTSession(param.Parameterized):
             self.step()
         return True
 
+    def first_frame(self) -> bool:
+        """Start the run of the page being built and show its first frame now, without playing it
+        (:meth:`app.runner.FramePump.first_frame`): the first heatmap travels in the page's first document.
+        :meth:`play` (on the page's load) plays it on.  False when nothing was shown (the run, if any, then starts
+        from iteration 0 on play)."""
+        try:
+            cfg = api.validate_config(self.to_config())
+        except ValueError:
+            return False  # play says why (start_run)
+        return self.pump.start(cfg) and self.pump.first_frame()
+
     def reset(self, play: bool = False):
         """Restart from the configured initialisation (no warm start) and show iteration 0."""
         self.start_run(warm=False, play=play)
