@@ -22,7 +22,7 @@ from bftcore.foundations.templates import KINDS, describe, kinds
 
 from ..configuration import CUSTOM_GRID
 from ..session import MENU_KINDS, BFTSession
-from ..transport import user_action
+from ..transport import user_action, without_debounce
 from .common import markdown_text
 
 #: Sliders whose change starts a solve send their value on release only (value_throttled).
@@ -83,8 +83,10 @@ def _bind(widget, session, name, to_session, to_widget):
         if widget.value != pos:
             widget.value = pos
 
-    # a user action: the first frame of the run the new value starts goes out in the same message (issue 28)
+    # a user action: the first frame of the run the new value starts goes out in the same message, and at once
+    # (issue 28)
     widget.param.watch(user_action(push), "value_throttled")
+    without_debounce(widget, "value", "value_throttled")
     session.param.watch(pull, [name])
     pull()
     return widget
