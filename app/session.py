@@ -55,7 +55,7 @@ from .configuration import (
     menu_kinds,
 )
 from .runner import RUN_COMPUTE_S, FramePump, grid_key, trial_start
-from .transport import check_value, ruled
+from .transport import after_user_action, check_value, ruled
 from .work import LONG, Background, Task
 
 #: Wall-clock budget of one learning curve on the server (the budget of bftcore.foundations.limits for one run).
@@ -682,6 +682,13 @@ class BFTSession(param.Parameterized):
         self.evidence, self.posterior = result
 
     def _drop_overfitting(self, *_):
+        if self.overfitting is not None:
+            # just after the message that answers a user's change (its first frame): the curve it hides lays the
+            # page out again, and in that message it kept the browser from the new heatmap for 100-150 ms (issue 28)
+            if not after_user_action(self.pump.doc, self._drop_overfitting_now):
+                self.overfitting = None
+
+    def _drop_overfitting_now(self):
         if self.overfitting is not None:
             self.overfitting = None
 
