@@ -132,8 +132,8 @@ def apply_theme(doc, dark: bool) -> None:
 def later(obj):
     """``obj`` drawn once the page has loaded (Panel's ``defer_load``), not in the page's first document: what is
     off screen or hidden at first (the template thumbnails without templates, the closed evidence card, the
-    regression panel of a density, the explanations below the plots) kept 40 % of the page's models and a second of
-    its first drawing from the first heatmap (issue 28)."""
+    regression panel of a density, the explanations below the plots) were 443 of the page's 1044 models, built,
+    sent and drawn before the first heatmap (issue 28; docs/latency.md)."""
     return pn.param.ParamFunction(lambda: obj, defer_load=True, sizing_mode="stretch_width", margin=0)
 
 
