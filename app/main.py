@@ -197,6 +197,14 @@ def apply_fonts(doc, size: int) -> None:
             cb.update(major_label_text_font_size=px, title_text_font_size=px)
 
 
+def later(obj):
+    """``obj`` drawn once the page has loaded (Panel's ``defer_load``), not in the page's first document: what is
+    off screen or hidden at first (the template thumbnails without templates, the closed evidence card, the
+    regression panel of a density, the explanations below the plots) were 443 of the page's 1044 models, built,
+    sent and drawn before the first heatmap (issue 28; docs/latency.md)."""
+    return pn.param.ParamFunction(lambda: obj, defer_load=True, sizing_mode="stretch_width", margin=0)
+
+
 def build():
     session = BFTSession(doc=pn.state.curdoc)
     canvas = DataCanvas(session=session)
@@ -244,7 +252,8 @@ def build():
                               pn.pane.Markdown("text (px)", margin=(14, 5, 0, 10)), font), margin=0)
     # the live plots first, all on screen at 1280×720 (mixing bars, a_j, energy, errors with the overfitting mark);
     # their equations and "What this shows" cards below them, so the error traces are seen without scrolling
-    mixing_view, traces_view = MixingView(session=session, thumbnails=prior.thumbnails()), TracesView(session=session)
+    mixing_view = MixingView(session=session, thumbnails=later(prior.thumbnails()))
+    traces_view = TracesView(session=session)
     regression_view = RegressionView(session=session)
     evidence_view = EvidenceView(session=session, canvas=canvas, regression=regression_view)
     # beside the heatmap, so that its curve and the band on the heatmap follow the clicks; it computes only while
@@ -274,9 +283,9 @@ def build():
                        margin=0, css_classes=["bft-alarms"])
     side = pn.FlexBox(tile(alarms, full=True), tile(mixing_view), tile(traces_view), tile(overfitting_view),
                       tile(metastability_view),
-                      *(tile(v, full=True) for v in (traces_view.playback, prior.slice_panel(), regression_view,
-                                                     evidence_card, mixing_view.explanation(),
-                                                     traces_view.explanation())),
+                      *(tile(v, full=True) for v in (traces_view.playback, prior.slice_panel(), later(regression_view),
+                                                     later(evidence_card), later(mixing_view.explanation()),
+                                                     later(traces_view.explanation()))),
                       flex_wrap="wrap", styles=SIDE_STYLE, margin=0, stylesheets=NO_SHRINK, css_classes=["bft-side"])
     hero = pn.Column(canvas, styles=HERO_STYLE, margin=0, sizing_mode="stretch_both", css_classes=["bft-hero-box"],
                      stylesheets=NO_SHRINK)
@@ -285,7 +294,9 @@ def build():
     # lays out the plots on screen only, not the hidden prior samples and sweep (preset loads: 450-650 -> 300-500 ms)
     sweep_view = SweepView(session=session)
     tabs = pn.Tabs(("Live fit", live), ("Prior", prior.samples_panel()), ("β sweep", sweep_view),
-                   ("Learning curve", LearningView(session=session)),
+                   # built when first opened (its figures cost every new page 0.25 s of server time otherwise)
+                   ("Learning curve", pn.param.ParamFunction(lambda: LearningView(session=session), lazy=True,
+                                                                      sizing_mode="stretch_width", margin=0)),
                    ("About", pn.pane.Markdown(ABOUT, max_width=800)), dynamic=True, sizing_mode="stretch_width",
                    styles={"flex": "1 1 420px", "min-width": "min(420px, 100%)"},
                    # the tab's column at most the window: BokehJS' "auto" track took the content's min-content width
@@ -315,7 +326,10 @@ def build():
         pn.state.onload(lambda: (apply_fonts(pn.state.curdoc, session.font_size),
                                  apply_theme(pn.state.curdoc, session.theme == "dark")))
     pn.state.on_session_destroyed(lambda ctx: session.close())
-    pn.state.onload(lambda: session.start_run(warm=False, play=True))
+    # the first frame now, in the document the browser loads (issue 28: a new tab showed its first heatmap only
+    # after it had been drawn and had told the server so); the run plays on once the page has loaded
+    session.first_frame()
+    pn.state.onload(session.play)
     return layout
 
 

@@ -472,7 +472,22 @@ class FramePump:
         run = self.run
         if run is None or run.pushed or run.done or not self.playing or not _is_quick(run.cfg):
             return
-        recs = []
+        if self._first_frame(run):
+            run.answered = True
+
+    def first_frame(self) -> bool:
+        """The first frame of the current run, computed now and not played: a page being built shows its first
+        heatmap in the document the browser loads, instead of after the page has been drawn, has told the server
+        it is ready and has waited for a frame of the runner (issue 28: 1-1.5 s of a new tab).  :meth:`play`
+        then goes on from iteration 2.  Quick runs only (:data:`QUICK_NODES`); False when nothing was shown."""
+        run = self.run
+        if run is None or run.pushed or run.done or not _is_quick(run.cfg):
+            return False
+        return self._first_frame(run)
+
+    def _first_frame(self, run) -> bool:
+        """Compute iterations 0 and 1 of ``run`` on this thread and apply them as its first frame."""
+        recs: list = []
         try:
             while not recs or recs[-1].iteration < 1:
                 rec, spent = _timed_next(run.gen)
@@ -485,10 +500,12 @@ class FramePump:
             run.done = True
             self.apply_frame(run, recs)
             self.apply_frame(run, [], error=e)
-            return
-        if recs:
-            self.apply_frame(run, recs)
-            run.pushed, run.pushed_at, run.answered = True, time.perf_counter(), True
+            return False
+        if not recs:
+            return False
+        self.apply_frame(run, recs)
+        run.pushed, run.pushed_at = True, time.perf_counter()
+        return True
 
     # --- records -> what the views watch ----------------------------------------------------------------------
     def apply_frame(self, run, recs, finished=False, exact=None, error=None, flush=False):

@@ -55,7 +55,7 @@ from .configuration import (
     menu_kinds,
 )
 from .runner import RUN_COMPUTE_S, FramePump, grid_key, trial_start
-from .transport import check_value, ruled
+from .transport import after_user_action, check_value, ruled
 from .work import LONG, Background, Task
 
 #: Wall-clock budget of one learning curve on the server (the budget of bftcore.foundations.limits for one run).
@@ -621,6 +621,17 @@ class BFTSession(param.Parameterized):
             self.step()
         return True
 
+    def first_frame(self) -> bool:
+        """Start the run of the page being built and show its first frame now, without playing it
+        (:meth:`app.runner.FramePump.first_frame`): the first heatmap travels in the page's first document.
+        :meth:`play` (on the page's load) plays it on.  False when nothing was shown (the run, if any, then starts
+        from iteration 0 on play)."""
+        try:
+            cfg = api.validate_config(self.to_config())
+        except ValueError:
+            return False  # play says why (start_run)
+        return self.pump.start(cfg) and self.pump.first_frame()
+
     def reset(self, play: bool = False):
         """Restart from the configured initialisation (no warm start) and show iteration 0."""
         self.start_run(warm=False, play=play)
@@ -719,9 +730,18 @@ class BFTSession(param.Parameterized):
             return
         self.evidence, self.posterior = result
 
+    def _drop(self, name: str) -> None:
+        """Set the result ``name`` (a diagnosis, the branches) to None just after the message that answers a user's
+        change (its first frame): what it hides lays the page out again, and in that message it kept the browser
+        from the new heatmap for 100-150 ms (issue 28); at once outside a user's action."""
+        def now():
+            if getattr(self, name) is not None:
+                setattr(self, name, None)
+        if getattr(self, name) is not None and not after_user_action(self.pump.doc, now):
+            now()
+
     def _drop_overfitting(self, *_):
-        if self.overfitting is not None:
-            self.overfitting = None
+        self._drop("overfitting")
 
     def _converged_check(self, event):
         # served sessions only: a notebook or a test asks with check_overfitting() and check_metastability() (a
@@ -770,12 +790,10 @@ class BFTSession(param.Parameterized):
     # ===================================================================== metastability (issue 28)
     def _drop_metastable(self, *_):
         self._restart_fields = {}
-        if self.metastable is not None:
-            self.metastable = None
+        self._drop("metastable")
 
     def _drop_branches(self, *_):
-        if self.branches is not None:
-            self.branches = None
+        self._drop("branches")
         self.work.cancel("branches")
 
     def check_metastability(self):

@@ -258,6 +258,20 @@ def user_action(fn):
     return handler
 
 
+def without_debounce(widget, *attrs: str) -> None:
+    """Let the browser's changes of ``attrs`` of ``widget`` reach the session at the next tick of the event loop,
+    without Panel's debounce.
+
+    Panel waits ``Syncable._debounce`` (50 ms) after a property change from the browser before it applies it, so
+    that a burst of changes is applied once.  A slider's released value (``value_throttled``) is already one change
+    per release or arrow key, and the run it starts waited those 50 ms before its first frame (issue 28: half of the
+    λ slider's 71 ms).  Panel exempts the properties a widget lists in ``_priority_changes`` (its Tabulator's
+    ``data``): ``attrs`` are added to that list of this widget.  Both are private; tests/test_internals.py fails when
+    Panel no longer schedules such a change at once.  Every attribute that arrives with the released value (the
+    slider's ``value``, sent in the same burst) must be listed: a change that waits takes the others with it."""
+    widget._priority_changes = [*type(widget)._priority_changes, *attrs]
+
+
 # --------------------------------------------------------------------------------------------------- param
 def check_value(parameter, value) -> None:
     """Raise what ``parameter`` raises for ``value`` (bounds, type, the app's own rules of a Parameter subclass)

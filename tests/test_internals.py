@@ -69,3 +69,32 @@ def test_the_text_only_pane_sends_its_escaped_text_to_its_model_alone():
     assert "<img" not in inner_html(model) and "&lt;img src=x" in inner_html(model)
     line.set("a <b>second</b> message")
     assert "<b>" not in inner_html(model) and "a &lt;b&gt;second" in inner_html(model)
+
+
+def test_without_debounce_applies_a_browser_change_at_once_and_others_after_panels_debounce(monkeypatch):
+    """app.transport.without_debounce: Panel schedules the listed properties' changes from the browser at once (a
+    task on the event loop) instead of after its debounce (a timeout callback); other widgets keep the debounce."""
+    import panel as pn
+    from bokeh.document import Document
+
+    from app.transport import without_debounce
+
+    class Served:  # what Panel asks of a served document's session context here: that there is one
+        pass
+
+    def change(widget):
+        doc = Document()
+        model = widget.get_root(doc)
+        scheduled = []
+        doc._session_context = lambda: Served()
+        doc.add_timeout_callback = lambda cb, ms: scheduled.append(("after", ms))
+        monkeypatch.setattr(param.parameterized, "async_executor", lambda cb: scheduled.append(("at once", None)))
+        widget._server_change(doc, model.ref["id"], None, "value", 0, 3)
+        widget._server_change(doc, model.ref["id"], None, "value_throttled", 0, 3)
+        return scheduled
+
+    quick = pn.widgets.IntSlider(start=0, end=10, value=0)
+    without_debounce(quick, "value", "value_throttled")
+    assert change(quick) == [("at once", None)]  # the second change joins the first one's pending batch
+    plain = pn.widgets.IntSlider(start=0, end=10, value=0)
+    assert change(plain) == [("after", type(plain)._debounce)]

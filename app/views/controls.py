@@ -22,7 +22,7 @@ from bftcore.foundations.templates import KINDS, describe, kinds
 
 from ..configuration import CUSTOM_GRID
 from ..session import MENU_KINDS, BFTSession
-from ..transport import SHORTCUTS_JS, user_action
+from ..transport import SHORTCUTS_JS, user_action, without_debounce
 from .common import markdown_text
 
 #: Keyboard shortcuts of the page (key as KeyboardEvent.key, "Control+" before it with Ctrl) -> css class of the
@@ -96,7 +96,10 @@ def _bind(widget, session, name, to_session, to_widget):
         if widget.value != pos:
             widget.value = pos
 
-    widget.param.watch(push, "value_throttled")
+    # a user action: the first frame of the run the new value starts goes out in the same message, and at once
+    # (issue 28)
+    widget.param.watch(user_action(push), "value_throttled")
+    without_debounce(widget, "value", "value_throttled")
     session.param.watch(pull, [name])
     pull()
     return widget
