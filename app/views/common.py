@@ -44,10 +44,10 @@ def make_figure(title: str, x_label: str, y_label: str, **kw):
     fig = figure(title=title, x_axis_label=x_label, y_axis_label=y_label, sizing_mode="stretch_width",
                  toolbar_location="right", **kw)
     style_figure(fig)
-    # four ticks along x: at 16 px, the default six ran into each other on a 220 px tile ("0 5101520")
+    # three ticks along x: at 16 px, the default six ran into each other on a 220 px tile ("0 5101520")
     for ax in fig.xaxis:
         if hasattr(ax.ticker, "desired_num_ticks"):
-            ax.ticker.desired_num_ticks = 4
+            ax.ticker.desired_num_ticks = 3
     return fig
 
 

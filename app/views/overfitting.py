@@ -72,8 +72,7 @@ class OverfittingView(pn.viewable.Viewer):
         new = dict(lam=lams, train=train, held=held)
         if {k: list(v) for k, v in self.source.data.items()} != new:
             self.source.data = new
-        truth = "true function" if scan.get("model") == "regression" else "true density"
-        what = {"truth": f"λ curve ({truth})", "cv": "λ curve (cross-validated)",
+        what = {"truth": f"λ curve ({scan.get('truth_name', 'true density')})", "cv": "λ curve (cross-validated)",
                 "evidence": "λ curve (−ln evidence)"}[scan["kind"]]
         self.figure.title.text = what + (" …" if diag.get("partial") else "")
         for item in self.figure.legend[0].items:

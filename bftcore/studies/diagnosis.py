@@ -46,7 +46,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import api
-from ..foundations.config import Valid, checked, copy_document, grid_from_config
+from ..foundations.config import Valid, checked, copy_document, grid_from_config, kind_of
 from ..models import evidence
 from ..models.density import build_density
 
@@ -76,11 +76,12 @@ def applies(cfg: dict) -> bool:
     a prior on L."""
     if len(cfg["data"]) < MIN_DATA:
         return False
-    return cfg["model"] == "regression" or (cfg["model"] == "density" and cfg["prior"]["field"] == "L")
+    return _regression(cfg) or cfg["prior"]["field"] == "L"
 
 
 def _regression(cfg: dict) -> bool:
-    return cfg["model"] == "regression"
+    """A function of x (a regression), not a density on the (x, y) grid: by the document's kind."""
+    return not kind_of(cfg).y_on_grid
 
 
 def scan_values(cfg: Valid, n: int = SCAN_POINTS) -> np.ndarray:
@@ -165,7 +166,8 @@ def lambda_scan(config: dict, lambdas=None, folds: int = CV_FOLDS, cancel: Calla
     grid = None if _regression(cfg) else grid_from_config(cfg)
     nan = math.nan
     doc = {"lambda": lams.tolist(), "train": [nan] * lams.size, "held_out": [nan] * lams.size,
-           "units": [None] * lams.size, "current": float(cfg["prior"]["lambda"]), "model": cfg["model"]}
+           "units": [None] * lams.size, "current": float(cfg["prior"]["lambda"]),
+           "truth_name": "true function" if _regression(cfg) else "true density"}
     truth = cfg.get("truth") is not None
     if not truth and grid is not None and grid.size > CV_MAX_NODES:  # held-out data not worth their cost
         return _evidence_scan(cfg, doc)
@@ -262,8 +264,7 @@ def diagnose(scan: dict) -> dict | None:
         return None
     over = lams[best] > lams[cur]
     verdict = "overfitting" if over else "underfitting"
-    truth = "true function" if scan.get("model") == "regression" else "true density"
-    source = truth if scan["kind"] == "truth" else f"{CV_FOLDS}-fold cross-validation"
+    source = scan.get("truth_name", "true density") if scan["kind"] == "truth" else f"{CV_FOLDS}-fold cross-validation"
     message = (f"{verdict} ({source}): held-out error {held[cur]:.3g} against {held[best]:.3g} at lambda = "
                f"{lams[best]:.3g} (\u00b1{margin:.2g}); {'raise' if over else 'lower'} lambda")
     return {"verdict": verdict, "message": message, "current": float(lams[cur]), "best": float(lams[best]),

@@ -54,7 +54,7 @@ def applies(cfg: dict) -> bool:
 def starts(cfg: dict) -> list[tuple[str, str]]:
     """(init name, label) of each start: every template, then cold."""
     n = len(cfg.get("templates") or [])
-    cold = "average" if cfg.get("model") == "regression" else "uniform"
+    cold = "uniform" if kind_of(cfg).y_on_grid else "average"  # a density's flat L; a regression's average (41)
     return [(f"template:{j}", f"template {j + 1}") for j in range(n)] + [(cold, "cold")]
 
 
