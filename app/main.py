@@ -205,13 +205,9 @@ def later(obj):
     return pn.param.ParamFunction(lambda: obj, defer_load=True, sizing_mode="stretch_width", margin=0)
 
 
-def build():
-    session = BFTSession(doc=pn.state.curdoc)
-    canvas = DataCanvas(session=session)
-    prior = PriorView(session=session, canvas=canvas)
-    controls = Controls(session=session)
-    presets = PresetsView(session=session)
-    share = SharePanel(session=session)
+def header_and_screen(session: BFTSession):
+    """The header (title, points, status, message, the PNG export, the layout button, the theme) and the sidebar's
+    *Screen* controls (layout and text size), each following the session's parameter of the same name."""
     status = LiveText(margin=(12, 10, 0, 10), width=310, height=24, name="bft-status").follow(session, "status")
     count = LiveText(margin=(12, 10, 0, 10), width=100, height=24, name="bft-count").follow(
         session, "data", lambda d: f"{len(d)} points")
@@ -225,8 +221,10 @@ def build():
     # the theme is the session's (in the link): the toggle and the parameter follow each other
     theme.param.watch(user_action(lambda event: setattr(session, "theme", "dark" if event.new else "light")),
                       "value")
-    session.param.watch(lambda event: (setattr(theme, "value", event.new == "dark"),
-                                       apply_theme(pn.state.curdoc, event.new == "dark")), "theme")
+    def follow_theme(event) -> None:
+        theme.value = event.new == "dark"
+        apply_theme(pn.state.curdoc, event.new == "dark")
+    session.param.watch(follow_theme, "theme")
     layout_select = pn.widgets.Select.from_param(session.param.layout, name="", width=120, margin=(8, 5, 0, 5),
                                                  css_classes=["bft-layout"])
     layout_select.jscallback(value=LAYOUT_JS)
@@ -250,6 +248,17 @@ def build():
     screen = pn.Column(pn.pane.Markdown("**Screen**", margin=(0, 10)),
                        pn.Row(pn.pane.Markdown("layout", margin=(14, 5, 0, 10)), layout_select,
                               pn.pane.Markdown("text (px)", margin=(14, 5, 0, 10)), font), margin=0)
+    return header, screen
+
+
+def build():
+    session = BFTSession(doc=pn.state.curdoc)
+    canvas = DataCanvas(session=session)
+    prior = PriorView(session=session, canvas=canvas)
+    controls = Controls(session=session)
+    presets = PresetsView(session=session)
+    share = SharePanel(session=session)
+    header, screen = header_and_screen(session)
     # the live plots first, all on screen at 1280×720 (mixing bars, a_j, energy, errors with the overfitting mark);
     # their equations and "What this shows" cards below them, so the error traces are seen without scrolling
     mixing_view = MixingView(session=session, thumbnails=later(prior.thumbnails()))
