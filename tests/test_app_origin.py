@@ -79,3 +79,15 @@ def test_colour_bar_exponent_and_title():
     assert colour_exponent(0, 1e-3) == -3 and colour_exponent(0, 8e-4) == -4 and colour_exponent(0, 2.5e6) == 6
     assert colour_exponent(-3e-5, 0) == -5 and colour_exponent(0, 0) == 0
     assert colour_title("P", -3) == "P ×10⁻³" and colour_title("ln P", 0) == "ln P"
+
+
+def test_a_link_with_a_bad_layout_theme_or_font_size_is_refused_by_name_and_the_rest_kept():
+    from app.session import BFTSession
+    from app.views.share import read_url
+    s = BFTSession()
+    read_url(s, "?layout=sideways&theme=purple&font_size=1000&lam=0.5")
+    assert (s.layout, s.theme, s.font_size, s.lam) == ("auto", "light", 16, 0.5)
+    for words in ("ignored layout=sideways", "ignored theme=purple", "ignored font_size=1000"):
+        assert words in s.message
+    read_url(s, "?layout=workbench&theme=dark&font_size=20")
+    assert (s.layout, s.theme, s.font_size) == ("workbench", "dark", 20)
