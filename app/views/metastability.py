@@ -62,6 +62,9 @@ class MetastabilityView(pn.viewable.Viewer):
                   legend_label="now")
         legend_outside(f)
         self.figure = f
+        # hidden until there is something to draw: on the figure itself too (a Bokeh pane's figure is the model
+        # Panel sends, and it arrived visible with an empty plot under a hidden pane)
+        f.visible = False
         self.plot = pn.pane.Bokeh(f, sizing_mode="stretch_width", visible=False)
         self.session.param.watch(self._alarm, ["metastable"])
         self.session.param.watch(self._branches, ["branches"])
@@ -79,7 +82,7 @@ class MetastabilityView(pn.viewable.Viewer):
     def _branches(self, *_):
         doc = self.session.branches
         if doc is None:
-            self.plot.visible = False
+            self._show(False)
             return
         lines = branch_lines(doc)
         if {k: list(v) for k, v in self.lines.data.items()} != lines:
@@ -90,7 +93,7 @@ class MetastabilityView(pn.viewable.Viewer):
         done = "" if doc.get("complete") else " …"
         self.figure.title.text = f"branches: a₁ vs β{done}"
         self._dot()
-        self.plot.visible = True
+        self._show(True)
 
     def _dot(self, *_):
         rec = self.session.record
@@ -104,6 +107,11 @@ class MetastabilityView(pn.viewable.Viewer):
     def alarm_row(self):
         """The alarm and its button, which the layout (app.main) puts at the top of the live plots."""
         return pn.Row(self.alarm, self.jump, sizing_mode="stretch_width", margin=0)
+
+    def _show(self, shown: bool) -> None:
+        _set(self.figure, visible=shown)
+        if self.plot.visible != shown:
+            self.plot.visible = shown
 
     def __panel__(self):
         return pn.Column(self.plot, sizing_mode="stretch_width", css_classes=["bft-metastability"])

@@ -50,6 +50,9 @@ class OverfittingView(pn.viewable.Viewer):
         f.add_layout(self.current)
         f.add_layout(self.best)
         self.figure = f
+        # hidden until there is something to draw: on the figure itself too (a Bokeh pane's figure is the model
+        # Panel sends, and it arrived visible with an empty plot under a hidden pane)
+        f.visible = False
         self.plot = pn.pane.Bokeh(f, sizing_mode="stretch_width", visible=False)
         self.session.param.watch(self._update, ["overfitting", "lam"])
         self._update()
@@ -64,7 +67,7 @@ class OverfittingView(pn.viewable.Viewer):
             self.alarm.object = text
         self.alarm.visible = bool(text)
         if scan is None:
-            self.plot.visible = False
+            self._show(False)
             return
         lams = [float(v) for v in scan["lambda"]]
         held = [float(v) for v in scan["held_out"]]
@@ -91,7 +94,12 @@ class OverfittingView(pn.viewable.Viewer):
             _set(self.best, location=min(finite)[1], visible=True)
         elif self.best.visible:
             self.best.visible = False
-        self.plot.visible = True
+        self._show(True)
+
+    def _show(self, shown: bool) -> None:
+        _set(self.figure, visible=shown)
+        if self.plot.visible != shown:
+            self.plot.visible = shown
 
     def __panel__(self):
         """The curve alone: the layout (app.main) puts the alarm (:attr:`alarm`) at the top of the live plots."""
