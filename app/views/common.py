@@ -5,6 +5,7 @@ import html
 import re
 
 import holoviews.plotting.bokeh  # noqa: F401 - the backend of the dashboard's HoloViews plots (the export's is matplotlib)
+import numpy as np
 import panel as pn
 from bokeh.models import PlainText
 from bokeh.palettes import Category10_10, Cividis256, Viridis256
@@ -155,6 +156,40 @@ def alarm_html(testid: str, verdict: dict | None) -> str:
             f"{html.escape(str(verdict['message']))}</div>")
 
 
+def _same(a, b) -> bool:
+    """Whether two columns of a source hold the same values (text, numbers with NaN equal to NaN, or one array per
+    line of a multi_line)."""
+    if len(a) != len(b):
+        return False
+    if len(a) and isinstance(a[0], str):
+        return list(a) == list(b)
+    if len(a) and np.ndim(a[0]) > 0:  # multi_line columns: one array per line
+        return all(_same(u, v) for u, v in zip(a, b))
+    return np.array_equal(np.asarray(a, float), np.asarray(b, float), equal_nan=True)
+
+
+def replace_data(source, data) -> None:
+    """Send a source's columns only when they differ from what the browser has: a click changes the data points,
+    not the truth or the templates, and every column sent costs the page a repaint."""
+    old = source.data
+    if set(old) != set(data) or not all(_same(old[k], v) for k, v in data.items()):
+        source.data = data
+
+
+def hidden_until_drawn(fig, **kw) -> pn.pane.Bokeh:
+    """A pane for ``fig``, hidden with it until :func:`show_drawn` shows both: a Bokeh pane's figure is the model
+    Panel sends, and it arrived visible (an empty plot) under a hidden pane."""
+    fig.visible = False
+    return pn.pane.Bokeh(fig, visible=False, **kw)
+
+
+def show_drawn(pane: pn.pane.Bokeh, shown: bool) -> None:
+    """Show or hide a pane of :func:`hidden_until_drawn` and its figure together."""
+    set_changed(pane.object, visible=shown)
+    if pane.visible != shown:
+        pane.visible = shown
+
+
 def set_changed(obj, **props):
     """Assign only the properties whose value differs: keeps per-frame updates to what really changed."""
     changed = {k: v for k, v in props.items() if getattr(obj, k) != v}
@@ -181,7 +216,7 @@ __all__ = ["ALARM_STYLES", "ARIA", "alarm_html", "HV_OVERLAY", "LEGEND", "PALETT
            "hv_look",
            "hv_name", "hv_pane", "make_figure", "style_figure",
            "legend_outside", "html_text", "markdown_text",
-           "set_changed", "teaching"]
+           "set_changed", "teaching", "replace_data", "hidden_until_drawn", "show_drawn"]
 
 
 # Text from outside (a link, an upload, a CSV header or cell, a file name, an error that quotes one) is shown as

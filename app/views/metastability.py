@@ -16,7 +16,7 @@ from bokeh.models import ColumnDataSource, Range1d
 
 from ..session import BFTSession
 from ..transport import user_action
-from .common import SERIES, alarm_html, legend_outside, make_figure
+from .common import SERIES, alarm_html, hidden_until_drawn, legend_outside, make_figure, replace_data, show_drawn
 from .common import set_changed as _set
 
 
@@ -62,10 +62,7 @@ class MetastabilityView(pn.viewable.Viewer):
                   legend_label="now")
         legend_outside(f)
         self.figure = f
-        # hidden until there is something to draw: on the figure itself too (a Bokeh pane's figure is the model
-        # Panel sends, and it arrived visible with an empty plot under a hidden pane)
-        f.visible = False
-        self.plot = pn.pane.Bokeh(f, sizing_mode="stretch_width", visible=False)
+        self.plot = hidden_until_drawn(f, sizing_mode="stretch_width")
         self.session.param.watch(self._alarm, ["metastable"])
         self.session.param.watch(self._branches, ["branches"])
         self.session.param.watch(self._dot, ["record", "beta"])
@@ -82,18 +79,17 @@ class MetastabilityView(pn.viewable.Viewer):
     def _branches(self, *_):
         doc = self.session.branches
         if doc is None:
-            self._show(False)
+            show_drawn(self.plot, False)
             return
         lines = branch_lines(doc)
-        if {k: list(v) for k, v in self.lines.data.items()} != lines:
-            self.lines.data = lines
+        replace_data(self.lines, lines)
         betas = [float(b) for b in doc.get("betas", [])]
         if betas:
             _set(self.figure.x_range, start=min(betas) / 1.15, end=max(betas) * 1.15)
         done = "" if doc.get("complete") else " …"
         self.figure.title.text = f"branches: a₁ vs β{done}"
         self._dot()
-        self._show(True)
+        show_drawn(self.plot, True)
 
     def _dot(self, *_):
         rec = self.session.record
@@ -101,17 +97,11 @@ class MetastabilityView(pn.viewable.Viewer):
         if mixing is None or len(mixing) == 0:
             return
         new = dict(beta=[float(self.session.beta)], a=[float(mixing[0])])
-        if {k: list(v) for k, v in self.dot.data.items()} != new:
-            self.dot.data = new
+        replace_data(self.dot, new)
 
     def alarm_row(self):
         """The alarm and its button, which the layout (app.main) puts at the top of the live plots."""
         return pn.Row(self.alarm, self.jump, sizing_mode="stretch_width", margin=0)
-
-    def _show(self, shown: bool) -> None:
-        _set(self.figure, visible=shown)
-        if self.plot.visible != shown:
-            self.plot.visible = shown
 
     def __panel__(self):
         return pn.Column(self.plot, sizing_mode="stretch_width", css_classes=["bft-metastability"])

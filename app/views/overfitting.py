@@ -15,7 +15,7 @@ import param
 from bokeh.models import ColumnDataSource, Range1d, Span
 
 from ..session import BFTSession
-from .common import SERIES, alarm_html, legend_outside, make_figure
+from .common import SERIES, alarm_html, hidden_until_drawn, legend_outside, make_figure, replace_data, show_drawn
 from .common import set_changed as _set
 
 
@@ -50,10 +50,7 @@ class OverfittingView(pn.viewable.Viewer):
         f.add_layout(self.current)
         f.add_layout(self.best)
         self.figure = f
-        # hidden until there is something to draw: on the figure itself too (a Bokeh pane's figure is the model
-        # Panel sends, and it arrived visible with an empty plot under a hidden pane)
-        f.visible = False
-        self.plot = pn.pane.Bokeh(f, sizing_mode="stretch_width", visible=False)
+        self.plot = hidden_until_drawn(f, sizing_mode="stretch_width")
         self.session.param.watch(self._update, ["overfitting", "lam"])
         self._update()
 
@@ -67,14 +64,13 @@ class OverfittingView(pn.viewable.Viewer):
             self.alarm.object = text
         self.alarm.visible = bool(text)
         if scan is None:
-            self._show(False)
+            show_drawn(self.plot, False)
             return
         lams = [float(v) for v in scan["lambda"]]
         held = [float(v) for v in scan["held_out"]]
         train = [float(v) for v in scan["train"]]
         new = dict(lam=lams, train=train, held=held)
-        if {k: list(v) for k, v in self.source.data.items()} != new:
-            self.source.data = new
+        replace_data(self.source, new)
         what = {"truth": f"λ curve ({scan.get('truth_name', 'true density')})", "cv": "λ curve (cross-validated)",
                 "evidence": "λ curve (−ln evidence)"}[scan["kind"]]
         self.figure.title.text = what + (" …" if diag.get("partial") else "")
@@ -94,12 +90,7 @@ class OverfittingView(pn.viewable.Viewer):
             _set(self.best, location=min(finite)[1], visible=True)
         elif self.best.visible:
             self.best.visible = False
-        self._show(True)
-
-    def _show(self, shown: bool) -> None:
-        _set(self.figure, visible=shown)
-        if self.plot.visible != shown:
-            self.plot.visible = shown
+        show_drawn(self.plot, True)
 
     def __panel__(self):
         """The curve alone: the layout (app.main) puts the alarm (:attr:`alarm`) at the top of the live plots."""

@@ -11,7 +11,7 @@ from bftcore.foundations.templates import paper_true_density, template_values
 
 from ..configuration import X_RANGE, Y_RANGE
 from ..session import BFTSession
-from .common import SERIES, label_axes, legend_outside, make_figure, teaching
+from .common import SERIES, label_axes, legend_outside, make_figure, replace_data, teaching
 
 EQUATION_DENSITY = (r"$h(x) = \int y\,p(y|x)\,dy$ (709), band $h \pm \sigma(x)$, "
                     r"$\sigma^2(x) = \int (y-h(x))^2 p(y|x)\,dy$")
@@ -34,24 +34,6 @@ def _curve(spec, x):
             template_values(spec, x)
     except ValueError:
         return None
-
-
-def _same(a, b) -> bool:
-    if len(a) != len(b):
-        return False
-    if len(a) and isinstance(a[0], str):
-        return list(a) == list(b)
-    if len(a) and np.ndim(a[0]) > 0:  # multi_line columns: one array per line
-        return all(_same(u, v) for u, v in zip(a, b))
-    return np.array_equal(np.asarray(a, float), np.asarray(b, float))
-
-
-def _replace(source, data):
-    """Send a source's columns only when they differ from what the browser has: a click changes the data points,
-    not the truth or the templates, and every column sent costs the page a repaint."""
-    old = source.data
-    if set(old) != set(data) or not all(_same(old[k], v) for k, v in data.items()):
-        source.data = data
 
 
 class RegressionView(pn.viewable.Viewer):
@@ -110,13 +92,13 @@ class RegressionView(pn.viewable.Viewer):
         s, g = self.session, self.session.grid
         x = g.x.nodes
         pts = np.asarray(s.data, float).reshape(-1, 2)
-        _replace(self.points, dict(x=pts[:, 0], y=pts[:, 1]))
+        replace_data(self.points, dict(x=pts[:, 0], y=pts[:, 1]))
         truth = None
         if not s.kind.y_on_grid and s.regression_truth is not None:
             truth = _curve(s.regression_truth, x)
         elif s.kind.y_on_grid and s.truth == "paper":
             truth = regression_function(paper_true_density(g), g)[0]
-        _replace(self.truth, dict(x=x if truth is not None else [], h=truth if truth is not None else []))
+        replace_data(self.truth, dict(x=x if truth is not None else [], h=truth if truth is not None else []))
         for item in self.figure.legend.items:
             if item.renderers and item.renderers[0] in (self.exact_band, self.exact_line):
                 item.visible = not s.kind.y_on_grid
@@ -136,7 +118,7 @@ class RegressionView(pn.viewable.Viewer):
             self.figure.y_range.update(start=min(lo) - pad, end=max(hi) + pad)
         else:
             self.figure.title.text = "regression function h(x) = ∫ y p(y|x) dy"
-            _replace(self.templates, dict(xs=[], ys=[], color=[]))
+            replace_data(self.templates, dict(xs=[], ys=[], color=[]))
             self.caption.object = EQUATION_DENSITY
             self.figure.y_range.update(start=g.y.min - 0.5, end=g.y.max + 0.5)
         self._update_frame()
@@ -152,25 +134,25 @@ class RegressionView(pn.viewable.Viewer):
         if not s.kind.y_on_grid:
             fits = rec is not None and getattr(rec, "h", None) is not None and len(rec.h) == g.x.n
             h = np.asarray(rec.h, float) if fits else None
-            _replace(self.curve, dict(x=x if h is not None else [], h=h if h is not None else []))
+            replace_data(self.curve, dict(x=x if h is not None else [], h=h if h is not None else []))
             if len(self.band.data["x"]):
-                _replace(self.band, dict(x=[], lo=[], hi=[]))
+                replace_data(self.band, dict(x=[], lo=[], hi=[]))
             exact = (s.result or {}).get("exact") if s.result else None
             if exact and len(exact.get("mean", [])) == g.x.n:
                 m, sd = np.asarray(exact["mean"], float), np.sqrt(np.maximum(np.asarray(exact["var"], float), 0))
-                _replace(self.exact, dict(x=x, h=m, lo=m - sd, hi=m + sd))
+                replace_data(self.exact, dict(x=x, h=m, lo=m - sd, hi=m + sd))
             elif len(self.exact.data["x"]):
-                _replace(self.exact, dict(x=[], h=[], lo=[], hi=[]))
+                replace_data(self.exact, dict(x=[], h=[], lo=[], hi=[]))
             return
         if len(self.exact.data["x"]):
-            _replace(self.exact, dict(x=[], h=[], lo=[], hi=[]))
+            replace_data(self.exact, dict(x=[], h=[], lo=[], hi=[]))
         if rec is not None and getattr(rec, "P", None) is not None and np.shape(rec.P) == g.shape:
             h, sd = regression_function(np.asarray(rec.P, float), g)
-            _replace(self.curve, dict(x=x, h=h))
-            _replace(self.band, dict(x=x, lo=h - sd, hi=h + sd))
+            replace_data(self.curve, dict(x=x, h=h))
+            replace_data(self.band, dict(x=x, lo=h - sd, hi=h + sd))
         elif len(self.curve.data["x"]):
-            _replace(self.curve, dict(x=[], h=[]))
-            _replace(self.band, dict(x=[], lo=[], hi=[]))
+            replace_data(self.curve, dict(x=[], h=[]))
+            replace_data(self.band, dict(x=[], lo=[], hi=[]))
 
     def __panel__(self):
         return pn.Column(pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
