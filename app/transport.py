@@ -489,6 +489,7 @@ if (!window.__bftAria) {
   const set = (el, name, value) => { if (el.getAttribute(name) !== value) el.setAttribute(name, value); };
   window.__bftAria = () => {
     if (window.__bftOptionTitles) window.__bftOptionTitles();
+    if (window.__bftMarkKeys) window.__bftMarkKeys();
     for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
       const classes = m.css_classes || [];
       const name = m.name === "bft-canvas" ? "bft-canvas-plot" : classes.find((c) => c in labels);
@@ -579,7 +580,9 @@ window.__bftOptionTitles();
 #: Keyboard shortcuts (``keys``: key -> css class of the control it presses; app.views.controls.SHORTCUTS): a key
 #: clicks the button (or the toggle's button) of the model with that class, when there is one.  Never while the focus
 #: is in a text field, a menu or an editable element (the key is then typed there), and never with Alt or Meta (the
-#: browser's own); Ctrl+Z is Undo.  Each such control says its key in ``aria-keyshortcuts``.
+#: browser's own); Ctrl+Z is Undo.  Each such control says its key in ``aria-keyshortcuts``: set once the page is
+#: ready, and again whenever the accessible names are (ARIA_JS: after every patch), since a control's view may be
+#: drawn, or drawn again, after the page is ready.
 SHORTCUTS_JS = """
 const find = (cls) => {
   for (const d of Bokeh.documents) for (const m of d._all_models.values()) {
@@ -599,6 +602,7 @@ const mark = () => {  // "U Control+Z": every key of a control, as aria-keyshort
     if (el && el.getAttribute("aria-keyshortcuts") !== value) el.setAttribute("aria-keyshortcuts", value);
   }
 };
+window.__bftMarkKeys = mark;  // run again with the accessible names, after every patch (ARIA_JS)
 mark();
 setTimeout(mark, 1000);
 if (!window.__bftKeys) {

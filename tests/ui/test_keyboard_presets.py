@@ -95,11 +95,16 @@ def test_keys_undo_step_run_and_pause_but_not_while_typing(browser, server):
     try:
         pg.goto(server[0] + "?frame_ms=1000&max_iter=200&tol=0&min_iter=200")
         wait_for_app(pg)
-        shortcuts = pg.evaluate("""() => { const o = {}; const walk = (r) => { for (const el of r.querySelectorAll(
-          '[aria-keyshortcuts]')) o[el.textContent.trim()] = el.getAttribute('aria-keyshortcuts');
-          for (const el of r.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot); }; walk(document);
-          return o; }""")
-        assert shortcuts == {"▶ Run": "R", "Step": "S", "❚❚ Pause": "P", "Undo": "U Control+Z", "⇆ layout": "L"}
+
+        def shortcuts():
+            return pg.evaluate("""() => { const o = {}; const walk = (r) => { for (const el of r.querySelectorAll(
+              '[aria-keyshortcuts]')) o[el.textContent.trim()] = el.getAttribute('aria-keyshortcuts');
+              for (const el of r.querySelectorAll('*')) if (el.shadowRoot) walk(el.shadowRoot); }; walk(document);
+              return o; }""")
+        want = {"▶ Run": "R", "Step": "S", "❚❚ Pause": "P", "Undo": "U Control+Z", "⇆ layout": "L"}
+        # the controls' views are drawn after the page is ready (slower on a loaded machine): wait for the marks
+        wait_until(lambda: shortcuts() == want, timeout=60)
+        assert shortcuts() == want
         pg.keyboard.press("p")  # the run started on load: paused
         pg.get_by_role("button", name="Reset").click()
         wait_until(lambda: iteration(pg) == 0, timeout=120)
