@@ -20,19 +20,24 @@ def process_request(request) -> dict[str, Any]:
 
 
 def on_server_loaded(server_context) -> None:
-    """Warm what a preset on real data computes once per process (its lambda by the evidence, about 1.3 s:
-    :func:`app.session.preset_document`) on the server's heavy lane (:data:`app.work.HEAVY`, the dashboard's one
-    background mechanism), so that the first class to pick *old_faithful* waits as long as for any other preset.
-    Bokeh documents this lifecycle hook beside ``process_request``."""
-    from app.session import preset_catalogue, preset_document
-    from app.work import HEAVY
+    """Warm what a preset on real data computes once per process (its lambda by the evidence, about 2.5 s each:
+    :func:`app.session.preset_document`), so that the first class to pick *old_faithful* waits as long as for any
+    other preset: in a child process at the lowest priority (:func:`app.work.at_low_priority`), not on the heavy
+    lane, where its 5 s of CPU held the interpreter against the first pages of a cold start.  Bokeh documents this
+    lifecycle hook beside ``process_request``."""
+    from app.session import presets_to_choose, remember_chosen
+    from app.work import at_low_priority
+    from bftcore.models import presets
 
-    def warm() -> None:
-        for name, (doc, _) in preset_catalogue().items():
-            if doc.get("choose"):
-                preset_document(name)
+    at_low_priority(presets.choose, presets_to_choose(), remember_chosen)
+    # Bokeh validates each new session's document (every model's checks, about 0.1 s of a page's server time); the
+    # page's models are the same for every session, and tests/test_app_document.py validates them: off here, unless
+    # BOKEH_VALIDATE_DOC asks for it
+    import os
 
-    HEAVY.submit(warm)
+    from bokeh.settings import settings
+    if "BOKEH_VALIDATE_DOC" not in os.environ:
+        settings.perform_document_validation.set_value(False)
     # A page builds about 600 Bokeh models and their properties (1 s of server time): Python's full garbage
     # collections, triggered by that many new objects, walked every object of the process each time (the imported
     # modules included) and took single builds from 1.0 to 1.4 s.  What is loaded now lives as long as the server:

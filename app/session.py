@@ -18,7 +18,6 @@ own views.
 from __future__ import annotations
 
 import copy
-import functools
 import io
 
 import numpy as np
@@ -92,11 +91,28 @@ def preset_catalogue() -> dict:
     return dict(presets.PRESETS)
 
 
-@functools.lru_cache(maxsize=None)
+#: Preset name -> :func:`_chosen_preset`'s answer, computed once per process (or by the server's warm-up).
+_CHOSEN: dict[str, tuple[dict, dict | None]] = {}
+
+
 def _chosen_preset(name: str) -> tuple[dict, dict | None]:
     """A preset's validated document with what it asks the evidence for chosen (:func:`bftcore.api
     .choose_hyperparameters`), and what was chosen: once per process, since a preset never changes."""
-    return api.choose_hyperparameters(presets.PRESETS[name][0])
+    got = _CHOSEN.get(name)
+    if got is None:
+        got = _CHOSEN.setdefault(name, presets.choose(name))
+    return got
+
+
+def presets_to_choose() -> list[str]:
+    """The presets whose document asks the evidence to choose a hyperparameter (about 2.5 s each, on real data)."""
+    return [name for name, (doc, _) in preset_catalogue().items() if doc.get("choose")]
+
+
+def remember_chosen(name: str, chosen: tuple[dict, dict | None]) -> None:
+    """Keep :func:`_chosen_preset`'s answer computed elsewhere (the server's warm-up process): the first answer
+    stays (both are the same computation)."""
+    _CHOSEN.setdefault(name, chosen)
 
 
 def preset_document(name: str) -> tuple[dict, dict | None]:

@@ -28,10 +28,14 @@ Each session owns one :class:`Background` (``BFTSession.work``), and the state a
 from __future__ import annotations
 
 import asyncio
+import functools
+import logging
+import multiprocessing
+import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from typing import Any, Callable, Iterable
 
 from panel.io.state import set_curdoc
 
@@ -76,6 +80,34 @@ class Lane:
 HEAVY = Lane("heavy", 1)
 #: The lane of the learning curves.
 LONG = Lane("long", LONG_SLOTS)
+
+log = logging.getLogger(__name__)
+
+
+def at_low_priority(fn: Callable[[Any], Any], items: Iterable, on_result: Callable[[Any, Any], None]) -> None:
+    """``fn(item)`` for each item in one child process at the lowest CPU priority (``os.nice(19)``), then
+    ``on_result(item, result)`` in this process (on the pool's thread) as each one ends; the child ends after the
+    last.  For the server's own warm-up (:func:`app.app_hooks.on_server_loaded`): a thread of this process would
+    hold the interpreter's lock against the first pages (the preset warm-up took 5 s of CPU at start while the
+    first page was being built, issue 28), whereas the system schedules a niced process only on a core the server
+    and the browser leave idle.  ``fn`` must be importable by name (a spawned child imports it); a child that fails
+    is logged and its items are computed on demand, as without warm-up."""
+    items = list(items)
+    try:
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=os.nice, initargs=(19,))
+    except (OSError, ValueError) as e:  # no process can be started here: warm nothing
+        log.warning("no warm-up process: %s", e)
+        return
+
+    def deliver(item, future: Future) -> None:
+        try:
+            on_result(item, future.result())
+        except Exception as e:  # noqa: BLE001  (the warm-up is an optimisation: a failure is logged, never raised)
+            log.warning("warm-up of %r failed: %s", item, e)
+    for item in items:
+        pool.submit(fn, item).add_done_callback(functools.partial(deliver, item))
+    pool.shutdown(wait=False)  # the submitted calls still run; the child exits after the last
 
 
 class Task:

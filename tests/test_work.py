@@ -164,8 +164,48 @@ def test_the_dashboard_starts_threads_only_through_the_runner_and_the_background
     """One background mechanism (issue 26): no view or other module of the app makes a thread, a pool or an
     executor call of its own."""
     app = pathlib.Path(__file__).resolve().parents[1] / "app"
-    pattern = re.compile(r"threading\.Thread\(|ThreadPoolExecutor\(|run_in_executor\(|asyncio\.to_thread\(")
+    pattern = re.compile(r"threading\.Thread\(|ThreadPoolExecutor\(|ProcessPoolExecutor\(|multiprocessing\.|"
+                         r"run_in_executor\(|asyncio\.to_thread\(")
     own = {"runner.py", "work.py", "harness.py"}  # the harness drives tests and load scripts, not the dashboard
     offenders = [str(p.relative_to(app)) for p in app.rglob("*.py")
                  if p.name not in own and pattern.search(p.read_text())]
     assert offenders == []
+
+
+def test_low_priority_work_runs_in_a_niced_child_process_and_each_result_comes_back():
+    """The server's warm-up (app/app_hooks.py) runs in a child process at the lowest priority, not on a lane of
+    this process: os.nice(0) answers the niceness of the process it runs in."""
+    import os
+    got, done = {}, threading.Event()
+
+    def on_result(item, result):
+        got[item] = result
+        done.set()
+    work.at_low_priority(os.nice, [0], on_result)
+    assert done.wait(120)
+    assert got == {0: 19}
+    assert os.nice(0) != 19  # not this process
+
+
+def test_a_failed_low_priority_call_is_logged_and_the_others_still_come_back(caplog):
+    import math
+    got, done = {}, threading.Event()
+
+    def on_result(item, result):
+        got[item] = result
+        done.set()
+    work.at_low_priority(math.sqrt, [-1.0, 4.0], on_result)
+    assert done.wait(120)
+    assert got == {4.0: 2.0}
+    assert any("warm-up of -1.0 failed" in r.getMessage() for r in caplog.records)
+
+
+def test_a_preset_chosen_by_the_warm_up_is_not_computed_again(monkeypatch):
+    from app import session
+    name = session.presets_to_choose()[0]
+    monkeypatch.setattr(session, "_CHOSEN", {})
+    chosen = ({"marker": 1}, {"lam": 2.0})
+    session.remember_chosen(name, chosen)
+    monkeypatch.setattr(session.presets, "choose", lambda name: pytest.fail("computed again"))
+    assert session._chosen_preset(name) is chosen
+    assert session.preset_document(name) == chosen and session.preset_document(name) is not chosen

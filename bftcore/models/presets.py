@@ -276,3 +276,10 @@ def random_problem(n: int, prior: dict, seed: int = 0, points: int = 200) -> dic
             "data": np.column_stack([x, y]).tolist(), "prior": pr,
             "solver": {"method": "newton", "init": "kernel", "init_mass2": 0.1, "min_iter": 1, "max_iter": 200,
                        "tol": 1e-9}}
+
+
+def choose(name: str) -> tuple[dict, dict | None]:
+    """Preset ``name``'s validated document with what its ``choose`` asks the evidence for chosen, and what was
+    chosen (:func:`bftcore.api.choose_hyperparameters`)."""
+    from ..api import choose_hyperparameters  # the API builds on the presets' models, not the other way round
+    return choose_hyperparameters(PRESETS[name][0])
