@@ -197,12 +197,12 @@ def apply_fonts(doc, size: int) -> None:
             cb.update(major_label_text_font_size=px, title_text_font_size=px)
 
 
-def later(obj):
-    """``obj`` drawn once the page has loaded (Panel's ``defer_load``), not in the page's first document: what is
-    off screen or hidden at first (the template thumbnails without templates, the closed evidence card, the
-    regression panel of a density, the explanations below the plots) were 443 of the page's 1044 models, built,
-    sent and drawn before the first heatmap (issue 28; docs/latency.md)."""
-    return pn.param.ParamFunction(lambda: obj, defer_load=True, sizing_mode="stretch_width", margin=0)
+def later(make, **layout):
+    """What ``make()`` returns, built and drawn once the page has loaded (Panel's ``defer_load``), not in the page's
+    first document, which then holds what the first heatmap needs: the header, the sidebar and the hero.  The side's
+    live plots are built this way (424 of the first document's 693 models, and a third of the server's answer to a
+    new tab; issue 28, docs/latency.md).  ``layout``: the wrapper's own layout options (its place in a flex box)."""
+    return pn.param.ParamFunction(make, defer_load=True, **{"sizing_mode": "stretch_width", "margin": 0, **layout})
 
 
 def header_and_screen(session: BFTSession):
@@ -259,10 +259,6 @@ def build():
     presets = PresetsView(session=session)
     share = SharePanel(session=session)
     header, screen = header_and_screen(session)
-    # the live plots first, all on screen at 1280×720 (mixing bars, a_j, energy, errors with the overfitting mark);
-    # their equations and "What this shows" cards below them, so the error traces are seen without scrolling
-    mixing_view = MixingView(session=session, thumbnails=later(prior.thumbnails()))
-    traces_view = TracesView(session=session)
     regression_view = RegressionView(session=session)
     evidence_view = EvidenceView(session=session, canvas=canvas, regression=regression_view)
     # beside the heatmap, so that its curve and the band on the heatmap follow the clicks; it computes only while
@@ -280,22 +276,32 @@ def build():
         evidence_view.set_active(uncertainty.value or not evidence_card.collapsed)
     evidence_card.param.watch(user_action(follow_posterior), "collapsed")
     uncertainty.param.watch(user_action(follow_posterior), "value")
-    # the overfitting alarm and its curve right under the traces (issue 28): on screen at 1280x720
-    overfitting_view = OverfittingView(session=session)
-    # the branch diagram and the metastability alarm beside the heatmap, for a mixture (issue 28)
-    metastability_view = MetastabilityView(session=session)
-    # the live plots as tiles: two abreast in the presenter layout (mixing | traces, then the overfitting curve |
-    # the branches, the alarms at the top of theirs), all on screen at 1280x720; the rest in full rows below
-    def tile(view, full=False):
-        return pn.Column(view, sizing_mode="stretch_width", margin=0, styles={} if full else TILE_STYLE)
-    alarms = pn.Column(overfitting_view.alarm, metastability_view.alarm_row(), sizing_mode="stretch_width",
-                       margin=0, css_classes=["bft-alarms"])
-    side = pn.FlexBox(tile(alarms, full=True), tile(mixing_view), tile(traces_view), tile(overfitting_view),
-                      tile(metastability_view),
-                      *(tile(v, full=True) for v in (traces_view.playback, prior.slice_panel(), later(regression_view),
-                                                     later(evidence_card), later(mixing_view.explanation()),
-                                                     later(traces_view.explanation()))),
-                      flex_wrap="wrap", styles=SIDE_STYLE, margin=0, stylesheets=NO_SHRINK, css_classes=["bft-side"])
+
+    def side_tiles():
+        """The live plots beside the heatmap as tiles, built once the page has loaded (they read the session's
+        state when built: the frames so far are drawn): two abreast in the presenter layout (mixing | traces, then
+        the overfitting curve | the branches, the alarms at the top), all on screen at 1280x720; the rest in full
+        rows below (their equations and "What this shows" cards last, so the error traces are seen without
+        scrolling)."""
+        mixing_view = MixingView(session=session, thumbnails=prior.thumbnails())
+        traces_view = TracesView(session=session)
+        # the overfitting alarm and its curve right under the traces, the branch diagram and the metastability
+        # alarm beside the heatmap for a mixture (issue 28)
+        overfitting_view = OverfittingView(session=session)
+        metastability_view = MetastabilityView(session=session)
+
+        def tile(view, full=False):
+            return pn.Column(view, sizing_mode="stretch_width", margin=0, styles={} if full else TILE_STYLE)
+        alarms = pn.Column(overfitting_view.alarm, metastability_view.alarm_row(), sizing_mode="stretch_width",
+                           margin=0, css_classes=["bft-alarms"])
+        return pn.FlexBox(tile(alarms, full=True), tile(mixing_view), tile(traces_view), tile(overfitting_view),
+                          tile(metastability_view),
+                          *(tile(v, full=True) for v in (traces_view.playback, prior.slice_panel(), regression_view,
+                                                         evidence_card, mixing_view.explanation(),
+                                                         traces_view.explanation())),
+                          flex_wrap="wrap", styles={"align-content": "flex-start"}, margin=0,
+                          stylesheets=NO_SHRINK, sizing_mode="stretch_width")
+    side = later(side_tiles, styles=SIDE_STYLE, stylesheets=NO_SHRINK, css_classes=["bft-side"])
     hero = pn.Column(canvas, styles=HERO_STYLE, margin=0, sizing_mode="stretch_both", css_classes=["bft-hero-box"],
                      stylesheets=NO_SHRINK)
     live = pn.FlexBox(hero, side, flex_wrap="wrap", sizing_mode="stretch_width", css_classes=["bft-live"])
@@ -331,15 +337,25 @@ def build():
     pn.state.curdoc.js_on_event("document_ready", CustomJS(
         args=dict(layout=session.layout, size=session.font_size, dark=session.theme == "dark", css=DARK_SHADOW_CSS),
         code=INITIAL_JS))
-    if session.font_size != DEFAULT_FONT or session.theme == "dark":  # the plots exist in the document once loaded
-        pn.state.onload(lambda: (apply_fonts(pn.state.curdoc, session.font_size),
-                                 apply_theme(pn.state.curdoc, session.theme == "dark")))
     pn.state.on_session_destroyed(lambda ctx: session.close())
+    # a closed tab ends the session's work at once: Bokeh discards the session only 15-30 s later, and until then its
+    # run played on and its diagnostics ran for no one (about 1 s of CPU per second for 2-4 s after each closed tab,
+    # taken from the next tab's page).  A lost connection is final: BokehJS does not reconnect (Panel's
+    # ``config.reconnect`` is off), so the page can never use this session again.  Closed at the next tick, under the
+    # document's lock (the event comes from the websocket's own close, outside it; the session's models change).
+    doc = pn.state.curdoc
+    doc.on_event("connection_lost", lambda event: doc.add_next_tick_callback(session.close))
     # the first frame now, in the document the browser loads (issue 28: a new tab showed its first heatmap only
     # after it had been drawn and had told the server so); the run plays on once the page has loaded
     session.first_frame()
     pn.state.onload(session.play)
+    layout.servable(title="bftcore dashboard")
+    # after servable, which registered the deferred parts' builds (later()) as load callbacks: the link's font size
+    # and theme reach their plots too, once they exist
+    if session.font_size != DEFAULT_FONT or session.theme == "dark":
+        pn.state.onload(lambda: (apply_fonts(pn.state.curdoc, session.font_size),
+                                 apply_theme(pn.state.curdoc, session.theme == "dark")))
     return layout
 
 
-build().servable(title="bftcore dashboard")
+build()

@@ -604,7 +604,12 @@ class BFTSession(param.Parameterized):
     def close(self):
         """The browser session ended: stop the run, drop every array this session holds (fields, history, undo
         stack, sweep) and give the freed memory back to the system.  The run's generator is closed on its worker
-        thread, after an iteration that thread may still be computing, and the memory released again there."""
+        thread, after an iteration that thread may still be computing, and the memory released again there.
+
+        Called when the page's connection is lost (a closed tab: app.main) and again when Bokeh discards the
+        session 15-30 s later; the second call does nothing."""
+        if self.pump.closed:
+            return
         self.pump.close()
         self.work.close()
         self._undo = []

@@ -281,7 +281,7 @@ class Controls(pn.viewable.Viewer):
         return pn.Column(
             # the buttons wrap onto a second line when the page's text is large (the font size control, app.main)
             pn.FlexBox(self.run, self.step, self.pause, self.reset, self.clear, self.undo, flex_wrap="wrap",
-                       width=310, margin=0, styles={"column-gap": "0px"}),
+                       sizing_mode="stretch_width", max_width=310, margin=0, styles={"column-gap": "0px"}),
             w["live"],  # own line: beside the buttons its label was cut at 1280 px
             h("Canvas"), w["click_mode"], w["display"],
             pn.Accordion(

@@ -112,3 +112,19 @@ def test_three_tabs_of_a_worst_accepted_link_leave_other_sessions_working_and_me
     assert first["after"] - first["before"] < 300, first
     assert second["after"] - first["after"] < 60, (first, second)
     assert "Traceback" not in text and "ERROR" not in text, text[-3000:]
+
+
+def test_a_closed_tab_ends_its_sessions_work_at_once(browser, server):
+    """A tab closed in the middle of a long run: its session's run is closed within seconds, not when Bokeh
+    discards the unused session (15 s after the last connection at the earliest, checked every 17 s on this
+    server's defaults).  Until then the run played on and its diagnostics ran for no one, taking the CPU from the
+    next tab's page (issue 28: app/main.py closes the session when its connection is lost)."""
+    from app.harness import VIEWPORT, released_sessions
+    url = server[0]
+    before = released_sessions(url)
+    ctx = browser.new_context(viewport=VIEWPORT)
+    page = ctx.new_page()
+    page.goto(url + "?frame_ms=1000&max_iter=200&tol=0&min_iter=200")  # 200 iterations at one per second
+    wait_for_app(page)
+    ctx.close()
+    wait_until(lambda: released_sessions(url) > before, timeout=10, step=0.2)
