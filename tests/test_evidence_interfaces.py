@@ -197,3 +197,27 @@ def test_the_evidence_card_says_when_the_maximum_is_the_end_of_the_range():
     card._show()
     assert not s.evidence["best"]["at_edge"]
     assert card.info.object.startswith("Maximum at λ") and "end of the range" not in card.info.object
+
+
+@pytest.mark.parametrize("doc", [dict(ONE_D, data=bimodal_sample(40).tolist()), "fig21"])
+def test_the_density_posterior_summary_draws_h_of_five_of_its_own_samples(doc):
+    """The density's posterior draws (``h_draws``, drawn over the heatmap by the posterior toggle) are h(x) of the
+    first five Laplace samples: the same samples again from the sampler with the same seed, and h by its own
+    formula (709), ∑_j y_j P(x, y_j) h_y."""
+    from bftcore.foundations import metrics
+    from bftcore.foundations.config import kind_of
+    from bftcore.models import presets
+    from bftcore.models.density import build_density
+    from bftcore.models.evidence import laplace_samples
+    cfg = api.validate_config(presets.figure_config(doc) if isinstance(doc, str) else doc)
+    field = kind_of(cfg).solve(cfg).field
+    post = api.posterior_summary(cfg, field=field, n=30, seed=5)
+    problem = build_density(cfg)
+    samples = laplace_samples(problem, np.asarray(field, float).reshape(problem.grid.shape), 30,
+                              np.random.default_rng(5))
+    want = [metrics.regression_function(np.exp(S), problem.grid)[0] for S in samples[:5]]
+    assert np.asarray(post["h_draws"]).shape == (5, problem.grid.x.n)
+    assert np.allclose(post["h_draws"], want, rtol=0, atol=1e-12)
+    # most of each draw lies in the 90 % band of the 30 samples it was taken from
+    lo, hi, draws = np.array(post["h_lo"]), np.array(post["h_hi"]), np.array(post["h_draws"])
+    assert np.mean((draws >= lo - 1e-12) & (draws <= hi + 1e-12)) > 0.6

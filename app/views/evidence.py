@@ -43,7 +43,8 @@ prior (large λ) cannot reach the data: the fit term loses. A very loose prior (
 countless wiggly fields, of which the data are one: the Occam term loses. The maximum is the λ the data themselves
 prefer. For a density the integral is the Laplace approximation about the MAP on the space of normalised fields;
 for regression it is exact. The band on the main plot is the 90% credible band of h(x) = ∫ y p(y|x) dy from
-Laplace samples of the posterior (density), or five exact posterior draws of h (regression)."""
+Laplace samples of the posterior, with h(x) of five of those samples (density), or five exact posterior draws of h
+(regression)."""
 
 
 def _edge_words(best: dict, lams: np.ndarray) -> str:
@@ -196,7 +197,8 @@ class EvidenceView(pn.viewable.Viewer):
         post = s.posterior if self.active else None
         if post and post.get("kind") == "laplace":
             self.band.data = dict(x=post["x"], lo=post["h_lo"], hi=post["h_hi"], mid=post["h_median"])
-            self.draws.data = dict(xs=[], ys=[])
+            draws = post.get("h_draws", [])
+            self.draws.data = dict(xs=[post["x"]] * len(draws), ys=draws)
         elif post and post.get("kind") == "exact":
             x = post["x"]
             self.draws.data = dict(xs=[x] * len(post["draws"]), ys=post["draws"])

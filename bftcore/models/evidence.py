@@ -994,15 +994,23 @@ def path_document(cfg: dict, param: str, values) -> dict:
     return doc
 
 
+#: How many of the Laplace samples :func:`band_summary` also returns as whole curves h(x) (``h_draws``): what a
+#: teaching demo draws over its band, few enough to tell apart.
+BAND_DRAWS = 5
+
+
 def band_summary(cfg: dict, L: np.ndarray, n: int, level: float, rng: np.random.Generator) -> dict:
     """The pointwise ``level`` credible band of the regression function h(x) of p(y|x) from ``n`` Laplace samples
-    about the MAP field ``L`` of a validated density document."""
+    about the MAP field ``L`` of a validated density document, and the curves h(x) of the first
+    :data:`BAND_DRAWS` of those samples (``h_draws``: posterior draws, as a regression's summary has)."""
     problem = build_density(cfg)
     L = np.asarray(L, dtype=float).reshape(problem.grid.shape)
-    bands = credible_bands(problem, laplace_samples(problem, L, n, rng), level)
+    samples = laplace_samples(problem, L, n, rng)
+    bands = credible_bands(problem, samples, level)
+    draws = [metrics.regression_function(np.exp(S), problem.grid)[0].tolist() for S in samples[:BAND_DRAWS]]
     return {"x": problem.grid.x.nodes.tolist(), "h_lo": bands["h_lower"].tolist(),
-            "h_hi": bands["h_upper"].tolist(), "h_median": bands["h_median"].tolist(), "kind": "laplace",
-            "level": level}
+            "h_hi": bands["h_upper"].tolist(), "h_median": bands["h_median"].tolist(), "h_draws": draws,
+            "kind": "laplace", "level": level}
 
 
 __all__ = ["laplace_evidence", "evidence_path", "d_log_evidence_d_log_lambda", "laplace_samples", "credible_bands",

@@ -106,13 +106,17 @@ def test_presenter_at_1920x1080(browser, server, size):
 
 
 def test_the_posterior_band_toggle_draws_on_the_hero(page):
+    """On a density: the band of h(x) and h(x) of five posterior samples over the heatmap, while on."""
     def band():
         return len(column(page, "bft-posterior-band", "x") or [])
-    assert band() == 0
+
+    def draws():
+        return len(column(page, "bft-posterior-draws", "ys") or [])
+    assert band() == 0 and draws() == 0
     page.locator(".bft-uncertainty input").check()
-    wait_until(lambda: band() > 0, timeout=90)
+    wait_until(lambda: band() > 0 and draws() == 5, timeout=90)
     page.locator(".bft-uncertainty input").uncheck()
-    wait_until(lambda: band() == 0, timeout=30)
+    wait_until(lambda: band() == 0 and draws() == 0, timeout=30)
 
 
 def test_colour_bar_reads_in_any_units(browser, server):
