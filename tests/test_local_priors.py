@@ -269,6 +269,12 @@ def test_bad_input_names_the_parameter(kw, msg):
         local_mixture_fit(x, y, AXIS, SIGMA, **args)
 
 
+def test_a_periodic_axis_is_refused():
+    x, y, _ = step_data()
+    with pytest.raises(ValueError, match="periodic.*'neumann' or 'free'"):
+        local_mixture_fit(x, y, Axis(0.0, 1.0, 101, "periodic"), SIGMA, STIFF_SOFT, PI)
+
+
 @pytest.mark.parametrize("kw, msg", [(dict(gamma_theta=0.0), "gamma_theta"), (dict(mu_theta=-1.0), "mu_theta"),
                                      (dict(theta0=np.nan), "theta0"), (dict(cuts=[-0.1]), "outside")])
 def test_bad_hyperfield_input(kw, msg):

@@ -4,11 +4,12 @@
 The chain.  Data (x_d, y_d) are snapped to the nodes x_i of an :class:`~bftcore.foundations.grid.Axis` as in
 :mod:`bftcore.models.regression`; ``K_D = diag(n_i) / sigma^2`` and ``t_D`` is the mean datum at node i, so the
 data energy is ``E_D(phi) = 1/2 sum_data (phi(x_d) - y_d)^2 / sigma^2``.  The filter root is ``W = D``, forward
-differences over h (rows = edges e = (i, i+1), ``(D phi)_e = (phi_{i+1} - phi_i) / h``): the free (Neumann) chain,
-whatever the axis' boundary says.  Each prior term below is a plain sum over edges, with no factor h: the Gaussian
-prior of stiffness kappa is ``1/2 sum_e kappa (D phi)_e^2``, the per-edge energy of the digest (notes/lemm-ch5-6,
-1A).  A *cut* at x_c removes the rows of D whose edge crosses x_c (the disconnected Laplacian (521)-(522)): K = D^T D
-splits into blocks, each with its own free constant, so each block needs data.
+differences over h (rows = edges e = (i, i+1), ``(D phi)_e = (phi_{i+1} - phi_i) / h``): the free chain, the same
+for a ``"neumann"`` and a ``"free"`` axis (first differences); a periodic axis is refused.  Each prior term below is
+a plain sum over edges, with no factor h: the Gaussian prior of stiffness kappa is ``1/2 sum_e kappa (D phi)_e^2``,
+the per-edge energy of the digest (notes/lemm-ch5-6, 1A).  A *cut* at x_c removes the rows of D whose edge crosses
+x_c (the disconnected Laplacian (521)-(522)): K = D^T D splits into blocks, each with its own free constant, so each
+block needs data.
 
 Local prior mixture (582)-(588).  At every edge a label theta(e) in {1..m} selects
 ``omega_k(e) = sqrt(kappa_k) (D (phi - t_k))_e`` with ``ln Z_{e,k} = -1/2 ln kappa_k``.  Filter switching is
@@ -144,6 +145,9 @@ def chain(x, y, axis: Axis, sigma: float, cuts=()) -> Chain:
         raise ValueError(f"x and y must have the same length, got {xs.size} and {ys.size}")
     if not np.all(np.isfinite(ys)):
         raise ValueError("y values must be finite numbers; remove the NaN or infinite ones")
+    if axis.boundary == "periodic":
+        raise ValueError("the axis is periodic, but a local prior acts on the edges of an open chain (free ends); "
+                         "give the axis boundary 'neumann' or 'free'")
     ix = axis.snap(xs)
     n, h = axis.n, axis.h
     left = np.arange(n - 1)
