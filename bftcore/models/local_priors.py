@@ -58,6 +58,7 @@ per edge: on a finer grid of the same interval the same kappa is a stiffer prior
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
@@ -366,7 +367,7 @@ class Hyperfield:
     gamma_theta: float
     mu_theta: float
 
-    @property
+    @cached_property
     def K_theta(self) -> sp.csr_matrix:
         """K_theta = gamma_theta (G^T G + mu_theta I) on the kept edges."""
         G = self.chain.edge_neighbours()
@@ -450,6 +451,14 @@ def hyperfield(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: float
     return Hyperfield(chain(x, y, axis, sigma, cuts), float(theta0), float(gamma_theta), float(mu_theta))
 
 
+def _stretches(edge_x, mask, h: float) -> str:
+    """The runs of marked edges as ``"0.105-0.195, 0.635-0.995"`` (neighbouring edges are h apart)."""
+    xs = edge_x[mask]
+    breaks = np.flatnonzero(np.diff(xs) > 1.5 * h)
+    runs = np.split(xs, breaks + 1)
+    return ", ".join(f"{r[0]:g}" if r.size == 1 else f"{r[0]:g}-{r[-1]:g}" for r in runs)
+
+
 def hyperfield_fit(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: float, mu_theta: float, cuts=(),
                    init_theta=None, max_iter: int = 500, tol: float = 1e-10, theta_bound: float = 20.0
                    ) -> HyperfieldFit:
@@ -474,10 +483,10 @@ def hyperfield_fit(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: f
         new, _ = model.theta_step(theta, phi)
         runaway = new - model.theta0 > theta_bound
         if np.any(runaway) or not np.all(np.isfinite(new)):
-            xs = c.edge_x[runaway] if np.any(runaway) else c.edge_x
             raise HyperpriorTooWeak(
-                f"the hyperprior is too weak: the stiffness diverges on flat stretches near x = {xs.min():g} .. "
-                f"{xs.max():g} (theta - theta0 > {theta_bound:g} on {int(runaway.sum())} edges; the per-edge pull "
+                f"the hyperprior is too weak: the stiffness diverges on flat stretches near x = "
+                f"{_stretches(c.edge_x, runaway | ~np.isfinite(new), c.axis.h)} (theta - theta0 > {theta_bound:g} "
+                f"on {int(runaway.sum())} edges; the per-edge pull "
                 f"gamma_theta*mu_theta = {model.gamma_theta * model.mu_theta:g} would let theta reach "
                 f"theta0 + {1 / (2 * model.gamma_theta * model.mu_theta):.3g}); raise gamma_theta (or mu_theta)")
         step = float(np.max(np.abs(new - theta)))
