@@ -11,6 +11,7 @@ from bftcore.models.local_priors import (
     hyperfield_fit,
     local_mixture,
     local_mixture_fit,
+    mass_field_fit,
 )
 from bftcore.models.regression import RegressionModel
 
@@ -299,3 +300,44 @@ def test_rescaled_units_give_the_rescaled_hyperfield_fit():
                         mu_theta=0.5, tol=1e-12)
     np.testing.assert_allclose(f2.phi, c * f1.phi, rtol=1e-8, atol=1e-10 * c)
     np.testing.assert_allclose(f2.theta - f1.theta, np.log(a * a / c / c), atol=1e-8)
+
+
+# ------------------------------------------------------------------------------------------ local mass field
+def test_mass_field_log_det_and_inverse_diagonal_against_dense_algebra():
+    ax, x, y = small_data()
+    model = mass_field_fit(x, y, ax, SIGMA, kappa=0.05, theta0=0.0, gamma_theta=1.0, mu_theta=0.5, cuts=[1.05],
+                           max_iter=1).model
+    theta = np.random.default_rng(2).normal(size=ax.n)
+    K = np.diag(np.exp(theta)) + 0.05 * (model.chain.D.T @ model.chain.D).toarray()
+    ld, z = model.log_det(theta)
+    assert ld == pytest.approx(np.linalg.slogdet(K)[1], abs=1e-12)
+    np.testing.assert_allclose(z, np.diag(np.linalg.inv(K)), rtol=1e-12)
+    phi = np.sin(3 * ax.nodes)
+    np.testing.assert_allclose(model.theta_gradient(theta, phi),
+                               fd_gradient(lambda t: model.theta_energy(t, phi), theta), rtol=1e-6, atol=1e-7)
+
+
+def test_mass_field_joint_energy_is_monotone_and_stationary():
+    ax, x, y = small_data()
+    fit = mass_field_fit(x, y, ax, SIGMA, kappa=0.05, theta0=np.log(10.0), gamma_theta=0.3, mu_theta=1.0,
+                         template=np.full(ax.n, 0.5), tol=1e-10)
+    e = np.array(fit.energy)
+    assert fit.converged and e[0] - e[-1] > 1.0 and np.ptp(fit.theta) > 1.0
+    assert np.all(np.diff(e) <= 1e-12 * np.abs(e[:-1]))
+    m = fit.model
+    assert np.max(np.abs(m.theta_gradient(fit.theta, fit.phi))) < 1e-6
+    assert np.max(np.abs(fd_gradient(lambda p: m.value(p, fit.theta), fit.phi))) < 1e-6 * np.max(m.chain.rhs)
+
+
+def test_mass_field_bad_kappa():
+    ax, x, y = small_data()
+    with pytest.raises(ValueError, match="kappa .* > 0"):
+        mass_field_fit(x, y, ax, SIGMA, kappa=0.0, theta0=0.0, gamma_theta=1.0, mu_theta=1.0)
+
+
+def test_a_weak_mass_hyperprior_is_reported():
+    """With gamma_theta mu_theta = 0.01 the mass on the data-free end (x > 1.8) copies the template at infinite mass."""
+    ax, x, y = small_data()
+    with pytest.raises(HyperpriorTooWeak, match=r"local mass diverges near x = 1\.9-2; raise gamma_theta"):
+        mass_field_fit(x, y, ax, SIGMA, kappa=0.05, theta0=np.log(10.0), gamma_theta=0.1, mu_theta=0.1,
+                       template=np.full(ax.n, 0.5))

@@ -63,6 +63,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
+from scipy.optimize import minimize
 
 from ..foundations.grid import Axis
 
@@ -439,15 +440,19 @@ class HyperfieldFit:
         return np.exp(self.theta)
 
 
-def hyperfield(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: float, mu_theta: float,
-               cuts=()) -> Hyperfield:
-    """The :class:`Hyperfield` of data on ``axis`` (validated)."""
+def _check_hyperprior(theta0, gamma_theta, mu_theta, what: str) -> None:
     for name, v in (("gamma_theta", gamma_theta), ("mu_theta", mu_theta)):
         if not (np.isfinite(float(v)) and float(v) > 0):
             raise ValueError(f"{name} must be a finite number > 0 (the hyperprior K_theta = gamma_theta (-Delta + "
                              f"mu_theta I) must be positive definite), got {v!r}")
     if not np.isfinite(float(theta0)):
-        raise ValueError(f"theta0 (the log of the reference stiffness) must be a finite number, got {theta0!r}")
+        raise ValueError(f"theta0 (the log of the reference {what}) must be a finite number, got {theta0!r}")
+
+
+def hyperfield(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: float, mu_theta: float,
+               cuts=()) -> Hyperfield:
+    """The :class:`Hyperfield` of data on ``axis`` (validated)."""
+    _check_hyperprior(theta0, gamma_theta, mu_theta, "stiffness")
     return Hyperfield(chain(x, y, axis, sigma, cuts), float(theta0), float(gamma_theta), float(mu_theta))
 
 
@@ -497,3 +502,143 @@ def hyperfield_fit(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: f
             converged = True
             break
     return HyperfieldFit(phi, theta, energy, it, converged, c.edge_x, model)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# local mass field (Sect. 5.3.4)
+# --------------------------------------------------------------------------------------------------------------
+def _tridiagonal_logdet_and_inverse_diagonal(diag, off) -> tuple[float, np.ndarray]:
+    """ln det K and diag(K^{-1}) of a symmetric positive definite tridiagonal K (diagonal ``diag``, first
+    off-diagonal ``off``), O(n): Cholesky K = U^T U with U upper bidiagonal (u_i on the diagonal, v_i above it), then
+    Takahashi's recurrence ``Z_ii = 1/u_i^2 + (v_i/u_i)^2 Z_{i+1,i+1}`` from the last node back."""
+    n = diag.size
+    u = np.empty(n)
+    v = np.zeros(max(n - 1, 0))
+    u[0] = np.sqrt(diag[0])
+    for i in range(n - 1):
+        v[i] = off[i] / u[i]
+        u[i + 1] = np.sqrt(diag[i + 1] - v[i] ** 2)
+    z = np.empty(n)
+    z[-1] = 1.0 / u[-1] ** 2
+    for i in range(n - 2, -1, -1):
+        z[i] = 1.0 / u[i] ** 2 + (v[i] / u[i]) ** 2 * z[i + 1]
+    return 2.0 * float(np.sum(np.log(u))), z
+
+
+@dataclass(frozen=True)
+class MassField:
+    """A local mass m^2(x_i) = e^{theta_i} per node, eqs. (458)-(459) with a fixed stiffness kappa:
+
+        E(phi, theta) = E_D(phi) + 1/2 sum_i e^{theta_i} (phi_i - t_i)^2 + kappa/2 sum_e (D phi)_e^2
+                        + 1/2 (theta - theta_0, K_theta (theta - theta_0)) + ln Z_phi(theta),
+        ln Z_phi(theta) = -1/2 ln det(diag(e^theta) + kappa D^T D)  (+ const),
+
+    K_theta = gamma_theta (-Delta_nodes + mu_theta I) in lattice units, as for the stiffness hyperfield.  Decisions:
+    e^theta rather than (459)'s theta^2 keeps the mass positive and one-signed (theta and -theta are not the same
+    prior twice); (459)'s lambda (theta, K_theta theta) is written 1/2 (., K_theta .) with lambda inside gamma_theta.
+    Unlike the stiffness, ln Z does not split per node even in 1-D: it is the exact log-determinant of the
+    tridiagonal K(theta), O(n), and its theta-gradient ``-1/2 e^theta diag(K^{-1})`` (Takahashi).  That term is
+    concave in theta, so the theta problem is not convex: it is minimised by L-BFGS and a step is kept only if it
+    lowers the energy.  Units: e^theta carries 1/y^2 (theta_0 -> theta_0 - 2 ln c), kappa x^2/y^2, gamma_theta and
+    mu_theta are pure numbers."""
+
+    chain: Chain
+    kappa: float
+    template: np.ndarray
+    theta0: float
+    gamma_theta: float
+    mu_theta: float
+
+    @cached_property
+    def K_theta(self) -> sp.csr_matrix:
+        n = self.chain.n
+        G = sp.diags([-np.ones(n - 1), np.ones(n - 1)], [0, 1], shape=(n - 1, n))
+        return sp.csr_matrix(self.gamma_theta * (G.T @ G + self.mu_theta * sp.identity(n)))
+
+    def log_det(self, theta) -> tuple[float, np.ndarray]:
+        """ln det(diag(e^theta) + kappa D^T D) and diag of its inverse."""
+        L = (self.kappa * (self.chain.D.T @ self.chain.D)).tocsr()
+        return _tridiagonal_logdet_and_inverse_diagonal(np.exp(theta) + L.diagonal(), L.diagonal(1))
+
+    def theta_energy(self, theta, phi) -> float:
+        """The theta-dependent part for fixed phi."""
+        d = np.asarray(theta, dtype=float) - self.theta0
+        ld, _ = self.log_det(theta)
+        r2 = (np.asarray(phi) - self.template) ** 2
+        return float(0.5 * np.sum(np.exp(theta) * r2) + 0.5 * d @ (self.K_theta @ d) - 0.5 * ld)
+
+    def theta_gradient(self, theta, phi) -> np.ndarray:
+        """1/2 e^theta (phi - t)^2 + K_theta (theta - theta_0) - 1/2 e^theta diag(K(theta)^{-1})."""
+        _, zdiag = self.log_det(theta)
+        r2 = (np.asarray(phi) - self.template) ** 2
+        d = np.asarray(theta, dtype=float) - self.theta0
+        return 0.5 * np.exp(theta) * (r2 - zdiag) + self.K_theta @ d
+
+    def value(self, phi, theta) -> float:
+        u = self.chain.D @ phi
+        return self.chain.data_energy(phi) + 0.5 * self.kappa * float(u @ u) + self.theta_energy(theta, phi)
+
+    def phi_step(self, theta) -> np.ndarray:
+        """(K_D + diag(e^theta) + kappa D^T D) phi = K_D t_D + e^theta t."""
+        c = self.chain
+        A = c.KD + sp.diags(np.exp(theta)) + self.kappa * (c.D.T @ c.D)
+        return np.asarray(spla.spsolve(sp.csc_matrix(A), c.rhs + np.exp(theta) * self.template), dtype=float)
+
+    def theta_step(self, theta, phi) -> np.ndarray:
+        """A lower-energy theta for fixed phi (L-BFGS on the non-convex theta problem; theta kept if no descent)."""
+        th = np.asarray(theta, dtype=float)
+        res = minimize(self.theta_energy, th, args=(phi,), jac=self.theta_gradient, method="L-BFGS-B",
+                       bounds=[(None, 700.0)] * th.size, options=dict(maxiter=200, ftol=1e-14, gtol=1e-10))
+        return res.x if res.fun <= self.theta_energy(th, phi) else th
+
+
+@dataclass
+class MassFit:
+    """A local-mass fit: phi, theta (per node), the joint energy per alternation, iterations, converged."""
+
+    phi: np.ndarray
+    theta: np.ndarray
+    energy: list
+    iterations: int
+    converged: bool
+    model: MassField = field(repr=False)
+
+    @property
+    def mass2(self) -> np.ndarray:
+        return np.exp(self.theta)
+
+
+def mass_field_fit(x, y, axis: Axis, sigma: float, kappa: float, theta0: float, gamma_theta: float,
+                   mu_theta: float, template=None, cuts=(), max_iter: int = 200, tol: float = 1e-9,
+                   theta_bound: float = 20.0) -> MassFit:
+    """Joint MAP of phi and a local mass field, eqs. (458)-(459) (:class:`MassField`), by alternating the exact phi
+    solve with a descent step of the theta problem: the joint energy never increases.  The template t (node values,
+    default 0) is what a large local mass copies.  A runaway of theta beyond theta_0 + ``theta_bound`` raises
+    :class:`HyperpriorTooWeak`."""
+    c = chain(x, y, axis, sigma, cuts)
+    if not (np.isfinite(float(kappa)) and float(kappa) > 0):
+        raise ValueError(f"kappa (stiffness per edge, units x^2/y^2) must be a finite number > 0, got {kappa!r}")
+    _check_hyperprior(theta0, gamma_theta, mu_theta, "mass squared")
+    t = np.zeros(c.n) if template is None else np.asarray(template, dtype=float)
+    if t.shape != (c.n,) or not np.all(np.isfinite(t)):
+        raise ValueError(f"template must hold {c.n} finite node values, got shape {t.shape}")
+    model = MassField(c, float(kappa), t, float(theta0), float(gamma_theta), float(mu_theta))
+    theta = np.full(c.n, model.theta0)
+    phi = model.phi_step(theta)
+    energy = [model.value(phi, theta)]
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        new = model.theta_step(theta, phi)
+        if np.any(new - model.theta0 > theta_bound):
+            raise HyperpriorTooWeak(
+                f"the hyperprior is too weak: the local mass diverges near x = "
+                f"{_stretches(axis.nodes, new - model.theta0 > theta_bound, axis.h)}; raise gamma_theta (or mu_theta)")
+        step = float(np.max(np.abs(new - theta)))
+        theta = new
+        phi = model.phi_step(theta)
+        energy.append(model.value(phi, theta))
+        if step <= tol * (1.0 + float(np.max(np.abs(theta)))):
+            converged = True
+            break
+    return MassFit(phi, theta, energy, it, converged, model)
