@@ -22,7 +22,7 @@ theta is done exactly edge by edge:
 Decisions: the 1/2 of (495)/(498) is kept ((582) prints none), so that m = 1 is the Gaussian prior
 ``beta kappa / 2 sum_e (D phi)_e^2`` of :mod:`bftcore.models.regression` with ``lambda hx = sigma^2 beta kappa``.
 ln Z_{e,k} = -1/2 ln kappa_k is exact in 1-D with a free boundary: the edges of a chain are independent coordinates
-of phi modulo constants, det' (D^T diag(kappa) D) is n times prod_e kappa_e (matrix-tree theorem).  (586) claims this
+of phi modulo constants, det' (D^T diag(kappa) D) is n prod_e kappa_e / h^2 (matrix-tree theorem).  (586) claims this
 factorisation in general; on a 2-D grid it fails (the edges are not independent: curl-free).  The 2-D case is not
 built; there one would take the same local ln Z as an approximation (a Bethe-like product over edges) or the exact
 ``-1/2 ln det K(theta)`` by sparse Cholesky in the theta update, which the discrete labels make expensive.
@@ -37,9 +37,11 @@ Hyperfield (454)-(457) in 1-D: a real log-stiffness theta(e) per edge,
 
 ``K_theta = gamma_theta (-Delta_edges + mu_theta I)``, ``-Delta_edges = G^T G`` with G the differences between
 neighbouring edges of one block (free ends) in lattice units (no h: theta is a label per edge like the labels of the
-local mixture), the quadratic form again a plain sum over edges.  The last term is the
-exact 1-D ``ln Z_phi(theta) = -1/2 sum_e theta(e) + const``.  Its theta-stationarity, (457) with the sign repaired:
-(457) prints ``-(phi - t) d^2(phi - t) e^theta``; integrating by parts, the derivative of
+local mixture), the quadratic form again a plain sum over edges.  The last term is the exact 1-D
+``ln Z_phi(theta) = -1/2 sum_e theta(e) + const`` (same argument as for the mixture).  In 2-D it would be
+``-1/2 ln det K(theta)``, not built: one would use the same local -1/2 sum theta as an approximation, or the exact
+log-determinant with a sparse Cholesky and a stochastic trace estimate of its gradient.  The theta-stationarity is
+(457) with its sign repaired: (457) prints ``-(phi - t) d^2(phi - t) e^theta``; integrating by parts, the derivative of
 ``1/2 int e^theta |d(phi - t)|^2`` by theta(x) is ``+1/2 e^theta |d(phi - t)|^2``, so
 
     0 = (K_theta (theta - theta_0))_e + 1/2 e^{theta(e)} (D phi)_e^2 - 1/2.
@@ -51,9 +53,14 @@ temperature of the labels, not a noise level here: sigma is separate).  Template
 Hyperfield: e^theta is a kappa, so theta_0 -> theta_0 + ln(a^2 / c^2); theta itself is a pure number and so are
 gamma_theta (the weight of (theta_{e+1} - theta_e)^2 between neighbouring edges) and mu_theta: 1/sqrt(mu_theta) is
 the correlation length of the log-stiffness in edges (times h in x units), and gamma_theta mu_theta is the per-edge
-pull towards theta_0.  Without the pull the stiffness of a flat stretch runs to theta_0 + 1/(2 gamma_theta mu_theta)
-and beyond (:class:`HyperpriorTooWeak`).  Because every term is a sum per edge (no h), kappa is a stiffness
-per edge: on a finer grid of the same interval the same kappa is a stiffer prior (continuum stiffness kappa / h).
+pull towards theta_0: on a flat stretch, where only -1/2 theta pushes, the log-stiffness climbs to about
+theta_0 + 1/(2 gamma_theta mu_theta), a runaway when that product is small (:class:`HyperpriorTooWeak`).
+
+Because every term is a sum per edge (no h), kappa is a stiffness per edge: on a finer grid of the same interval
+the same kappa is a stiffer prior (continuum stiffness kappa / h).
+
+Local mass (458)-(459): :class:`MassField`, a mass e^theta per node with a fixed stiffness; its ln Z is a full
+tridiagonal log-determinant even in 1-D (see there).
 """
 from __future__ import annotations
 
