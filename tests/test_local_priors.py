@@ -24,7 +24,8 @@ SOFT_FRACTION = 0.1              # a hyperfield edge is soft when e^theta < 0.1 
 
 
 def step_data():
-    """The issue's step: 40 distinct nodes of 101 on [0, 1], y = step + 0.1 N(0, 1), one generator (seed 0)."""
+    """The issue's step: 40 distinct nodes of 101 on [0, 1], y = step + 0.1 N(0, 1), one generator (seed 0) for the
+    nodes and then the noise.  The truth is 1 for x > 0.5: the node at 0.5 (no datum there) counts as "before"."""
     rng = np.random.default_rng(0)
     idx = rng.choice(101, 40, replace=False)
     truth = (AXIS.nodes > 0.5).astype(float)
