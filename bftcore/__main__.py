@@ -70,7 +70,7 @@ def _summary_list(doc: dict) -> str:
 def _summary_small(doc: dict) -> str:
     """A small figure's document in a few lines: per panel, M at n = 0, 2 and the end and the final posterior
     (Fig 3), or the maxima of the joint posterior (Figs 6, 9, 10), or the curves' names."""
-    name = doc["figure"]
+    name = str(doc.get("figure", ""))
     entry = SMALL_FIGURES.get(name)
     lines = [f"{name}: {entry.paper} {entry.figure}: {entry.title}" if entry else name]
     for p in doc["panels"]:
@@ -525,7 +525,7 @@ def _export(args, kind: str, doc: dict) -> list[str]:
     if csv_prefix is None and png is None:
         return []
     if kind == "small-figure" and png is not None:
-        return [_write_png(png, figures.small_figure_png(SMALL_FIGURES[doc["figure"]].drawer, doc))]
+        return [_write_png(png, figures.small_figure_png(SMALL_FIGURES[args.name].drawer, doc))]
     cfg = args.document
     tables: dict[str, str] | str
     if kind == "fit":
