@@ -611,11 +611,11 @@ _LOG_FLOOR = -10.0
 def _small_bounds(size: tuple[int, int]) -> tuple[float, float, float, float]:
     """Room, in fractions of a small figure, for the axis labels (left, bottom) and a two-line title (top)."""
     width, height = size
-    return (70 / width, 60 / height, 1 - 60 / width, 1 - 75 / height)
+    return (90 / width, 60 / height, 1 - 90 / width, 1 - 75 / height)
 
 
 def _small_panel_opts(title: str, xlabel: str, ylabel: str, **options) -> dict:
-    return dict(backend=_MPL, title=title, xlabel=xlabel, ylabel=ylabel, fontscale=1.1, aspect="auto",
+    return dict(backend=_MPL, title=title, xlabel=xlabel, ylabel=ylabel, fontscale=1.0, aspect="auto",
                 hooks=[_plain_text] + list(options.pop("hooks", [])), **options)
 
 
@@ -688,11 +688,11 @@ def joint_posterior_figure(doc: dict):
                     backend=_MPL, marker=marker, s=400, color="white", edgecolors="black", linewidth=1.5))
         yd = panel.get("y_D")
         title = f"{panel.get('hyperprior', '')} p({key})" + (f", y_D = {yd:g}" if isinstance(yd, (int, float)) else "")
-        best = panel["maxima"][0] if panel["maxima"] else None
-        if best is not None:
+        if panel["maxima"]:
+            best, more = panel["maxima"][0], len(panel["maxima"]) - 1
             limit = {"upper": f"{key} → ∞", "lower": f"{key} → 0"}.get(best.get("edge", ""), "")
-            title += (f"\nmaximum beyond the grid ({limit}), edge h = {best['h']:.3g}" if limit else
-                      f"\nmaximum h = {best['h']:.3g}, {key} = {best[key]:.3g}")
+            title += (f"\nmaximum beyond the grid: {limit}" if limit else
+                      f"\nmaximum h = {best['h']:.3g}, {key} = {best[key]:.3g}" + (f" (+{more} more)" if more else ""))
         plots.append(hv.Overlay(layers).opts(**_small_panel_opts(
             title, "h", f"log10 {key}", hooks=[_small_colorbar],
             xlim=(bounds[0], bounds[2]), ylim=(bounds[1], bounds[3]), show_legend=False, show_grid=False)))
