@@ -152,6 +152,7 @@ def test_heatmap_documents_schema(heatmaps):
             for m in p["maxima"]:
                 assert set(m) <= {"h", key, "log_p", "edge"} and m.get("edge", "upper") in ("upper", "lower")
                 assert all(math.isfinite(m[k]) for k in ("h", key, "log_p"))
+                assert p["h"][0] < m["h"] < p["h"][-1]          # the h range holds every maximum
                 assert m["log_p"] >= z.max() - 1e-12 or m.get("edge")   # refined, at least the grid's best
         json.dumps(doc, allow_nan=False)
 
@@ -193,24 +194,40 @@ def cli(*args, cwd):
                           cwd=cwd, timeout=120)
 
 
-def test_cli_json_png_and_list(tmp_path, fig3):
+def test_cli_json_and_png(tmp_path, fig3):
     out = cli("reproduce", "fig3", "--json", "--png", tmp_path / "fig3.png", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
     assert doc == json.loads(json.dumps(fig3))
     data = (tmp_path / "fig3.png").read_bytes()
     assert png_size(data) == (1200, 1140) and len(data) > 20_000
-    listed = cli("reproduce", "--list", cwd=tmp_path)
-    assert listed.returncode == 0, listed.stderr
-    names = [line.split()[0] for line in listed.stdout.splitlines()]
+
+
+def test_cli_list_names_everything_and_an_unknown_name_lists_them(capsys):
+    assert main(["reproduce", "--list"]) == 0
+    listed = capsys.readouterr().out
+    names = [line.split()[0] for line in listed.splitlines()]
     assert names == REPRODUCIBLE
     assert set(sf.SMALL_FIGURES) <= set(names) and {"fig7", "fig14", "fig28", "old_faithful"} <= set(names)
-    assert "fig10         000 (Lemm, BFT) Fig 10: " in listed.stdout
-    bad = cli("reproduce", "fig99", cwd=tmp_path)
-    assert bad.returncode == 2 and "fig99" in bad.stderr and "fig10" in bad.stderr and "Traceback" not in bad.stderr
+    assert "fig10         000 (Lemm, BFT) Fig 10: " in listed
+    assert main(["reproduce", "--list", "--json"]) == 0
+    assert [f["name"] for f in json.loads(capsys.readouterr().out)["figures"]] == REPRODUCIBLE
+    assert main(["reproduce", "fig99"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown figure 'fig99'" in err and "fig10" in err and "fig14" in err
 
 
 def test_cli_heatmap_png_and_summary(tmp_path, capsys):
     assert main(["reproduce", "fig10", "--png", str(tmp_path / "fig10.png")]) == 0   # in process: no start-up
     assert "y_D = 0.5: maximum h = 0.75, beta = 16" in capsys.readouterr().out
     assert png_size((tmp_path / "fig10.png").read_bytes()) == (1200, 520)
+
+
+def test_cli_png_of_a_fit_preset_and_none_for_the_sweep(tmp_path, capsys):
+    """--png of reproduce draws a fit preset's figure too (the fit's own declaration); fig7 has none and says so."""
+    assert main(["reproduce", "fig14", "--png", str(tmp_path / "fig14.png")]) == 0
+    assert "energy" in capsys.readouterr().out
+    assert png_size((tmp_path / "fig14.png").read_bytes()) == figures.FIGURE_SIZE
+    assert main(["reproduce", "fig7", "--png", str(tmp_path / "fig7.png")]) == 2
+    assert "fig7 is a sweep document and has no figure" in capsys.readouterr().err
+    assert not (tmp_path / "fig7.png").exists()
