@@ -17,6 +17,11 @@ at :data:`PROJECTOR_SIZE` from the same declaration (:func:`fit_png` of the sess
   (shaded); density: over a heatmap of the bootstrap standard deviation P_sd (P_mean when the document has no
   P_sd), colour bar "sd of P(y|x) (bootstrap)".
 
+* The small figures of :mod:`bftcore.studies.small_figures`, each at its own size (:data:`DRAWERS`):
+  :func:`mutual_information_figure` (Fig 3: posterior and M(n) per panel), :func:`joint_posterior_figure` (Figs 6, 9,
+  10: log p - max as a heatmap over h and log10 gamma or beta, maxima as stars, a maximum off the grid as a triangle
+  at its edge), :func:`curves_figure` (any document of panels of named x/y curves).
+
 Non-finite values are gaps, never drawn; values beyond 1e150 in magnitude count as non-finite (a diverged fit's
 numbers would otherwise decide the axes).  The axis ranges are set from the finite values (:func:`_limits`).
 
@@ -40,7 +45,8 @@ from .documents import bootstrap_arrays, data_of, fit_arrays, learning_curves
 
 __all__ = ["fit_figure", "learning_curve_figure", "bootstrap_figure", "render_png", "fit_png",
            "learning_curve_png", "bootstrap_png", "fit_axes", "learning_curve_axes", "bootstrap_axes", "Axes",
-           "colormap", "FIGURE_SIZE", "PROJECTOR_SIZE", "NAN_COLOUR"]
+           "colormap", "FIGURE_SIZE", "PROJECTOR_SIZE", "NAN_COLOUR", "mutual_information_figure",
+           "joint_posterior_figure", "curves_figure", "DRAWERS", "small_figure_png"]
 
 #: Width and height in pixels of the CLI's figures, and of the dashboard's export for a projector.
 FIGURE_SIZE = (800, 560)
