@@ -34,11 +34,59 @@ from .foundations.limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, bl
 from .foundations.operators import SingularOperatorError
 from .foundations.tables import by_evidence, data_document, read_labelled_table
 from .models.evidence import PATH_MAX_DROP
-from .models.presets import REAL_DATA, figure_config
+from .models.presets import REAL_DATA, TITLES, figure_config
 from .outputs import export, figures, result_tables
 from .studies.learning import parse_sizes
+from .studies.small_figures import PAPER_000, SMALL_FIGURES
 
 FIGURES = [f"fig{k}" for k in (14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28)] + list(REAL_DATA)
+#: Every name ``reproduce`` takes: the fit presets and real data sets, the fig7 sweep, the small figures.
+REPRODUCIBLE = FIGURES + ["fig7"] + list(SMALL_FIGURES)
+
+
+def reproducible() -> list[dict]:
+    """What ``reproduce --list`` prints: per name, its paper, its figure (None for a real data set) and a title."""
+    out: list[dict] = []
+    for name in REPRODUCIBLE:
+        if name in SMALL_FIGURES:
+            entry = SMALL_FIGURES[name]
+            out.append({"name": name, "paper": entry.paper, "figure": entry.figure, "title": entry.title})
+        elif name in REAL_DATA:
+            out.append({"name": name, "paper": "real data", "figure": None, "title": TITLES[name]})
+        else:
+            figure, title = TITLES[name].split(": ", 1)
+            if name == "fig7":  # TITLES: "Fig 7 [001]": 000's Fig 7 (and Fig 8) is 001's Fig 3
+                figure, title = "Fig 7", title + " (the 0-dimensional model of 001 Fig 3)"
+            out.append({"name": name, "paper": PAPER_000, "figure": figure, "title": title})
+    return out
+
+
+def _summary_list(doc: dict) -> str:
+    width = max(len(f["name"]) for f in doc["figures"]) + 2
+    return "\n".join(f"{f['name']:<{width}}{f['paper']}" + (f" {f['figure']}" if f["figure"] else "") +
+                     f": {f['title']}" for f in doc["figures"])
+
+
+def _summary_small(doc: dict) -> str:
+    """A small figure's document in a few lines: per panel, M at n = 0, 2 and the end and the final posterior
+    (Fig 3), or the maxima of the joint posterior (Figs 6, 9, 10), or the curves' names."""
+    name = str(doc.get("figure", ""))
+    entry = SMALL_FIGURES.get(name)
+    lines = [f"{name}: {entry.paper} {entry.figure}: {entry.title}" if entry else name]
+    for p in doc["panels"]:
+        if "M" in p:
+            m, post = p["M"], p["posterior"][-1]
+            lines.append(f"  {p.get('label', '')}: M(0) = {m[0]:.4g}, M(2) = {m[2]:.4g}, M({len(m) - 1}) = "
+                         f"{m[-1]:.3g}; posterior at n = {len(m) - 1}: {', '.join(f'{w:.4g}' for w in post)}")
+        elif "maxima" in p:
+            key = "gamma" if "gamma" in p else "beta"
+            where = "; ".join(f"h = {m['h']:.6g}, {key} = {m[key]:.6g}" +
+                              (f" (at the {m['edge']} edge: the maximum runs off the grid)" if m.get("edge") else "")
+                              for m in p["maxima"])
+            lines.append(f"  {p.get('hyperprior', '')} p({key}), y_D = {p.get('y_D')}: maximum {where}")
+        else:
+            lines.append(f"  {p.get('title', '')}: " + ", ".join(str(c.get("label", "")) for c in p["curves"]))
+    return "\n".join(lines)
 
 
 def _dump(doc) -> str:
@@ -260,15 +308,32 @@ def _run(args) -> tuple[dict, str]:
     blas_threads()  # the BLAS threads of a bftcore process (bftcore.foundations.limits.BLAS_THREADS)
     lim = _limits(args)
     if args.command == "reproduce":
-        if args.name == "fig7":
-            return api.fig7_document(), "sweep"
-        return api.fit(figure_config(args.name)), "fit"
+        return _reproduce(args)
     _check_outputs(args)
     with using(lim):
         cfg = _document(args)   # through the gate once: a Valid document from here on
         args.document = cfg
         with deadline(lim.run_seconds), _tls(args):
             return _run_config(args, cfg)
+
+
+def _reproduce(args) -> tuple[dict, str]:
+    if args.list:
+        return {"figures": reproducible()}, "list"
+    if args.name is None:
+        raise ConfigError("reproduce needs a NAME (reproduce --list prints them)")
+    if args.name not in REPRODUCIBLE:
+        raise ConfigError(f"unknown figure {args.name!r}; choose one of {', '.join(REPRODUCIBLE)}")
+    _check_outputs(args)
+    if args.name in SMALL_FIGURES:
+        return SMALL_FIGURES[args.name].compute(), "small-figure"
+    if args.name == "fig7":
+        if args.png is not None:
+            raise ConfigError("fig7 is a sweep document and has no figure; --png draws the fits and small figures")
+        return api.fig7_document(), "sweep"
+    if args.png is not None:  # the fit's figure is drawn from its validated document
+        args.document = validate_config(figure_config(args.name))
+    return api.fit(figure_config(args.name)), "fit"
 
 
 #: File names read as data tables (CSV or whitespace) rather than JSON configurations.
@@ -365,9 +430,11 @@ def main(argv=None) -> int:
                        "in a CSV table) and print the result")
     p.add_argument("config", help=data_help)
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p = sub.add_parser("reproduce", help="run a paper preset, or a real data set in its own units: " +
-                       ", ".join(FIGURES + ["fig7"]))
-    p.add_argument("name")
+    p = sub.add_parser("reproduce", help="run a paper preset, or a real data set in its own units, or compute a "
+                       "small figure: " + ", ".join(REPRODUCIBLE))
+    p.add_argument("name", nargs="?")
+    p.add_argument("--list", action="store_true", help="list every name with its paper and figure")
+    p.add_argument("--png", metavar="FILE.png", help="also draw the figure as a PNG (not fig7)")
     p.add_argument("--json", action="store_true")
     parallel = _Parser(add_help=False)
     parallel.add_argument("--scheduler", metavar="ADDR", default="serial",
@@ -429,7 +496,7 @@ def main(argv=None) -> int:
         doc, kind = _run(args)
         summaries = {"fit": lambda d: _summary_fit(d, _document_of(args)), "sweep": _summary_sweep,
                      "basins": _summary_basins, "evidence": _summary_evidence, "learning-curve": _summary_learning,
-                     "bootstrap": _summary_bootstrap}
+                     "bootstrap": _summary_bootstrap, "list": _summary_list, "small-figure": _summary_small}
         text = _dump(doc) if args.json else summaries[kind](doc)
         with using(_limits(args)):  # the budget of outputs is the command's, as its inputs' (--no-limits)
             written = _export(args, kind, doc)
@@ -457,6 +524,8 @@ def _export(args, kind: str, doc: dict) -> list[str]:
     csv_prefix, png = getattr(args, "csv", None), getattr(args, "png", None)
     if csv_prefix is None and png is None:
         return []
+    if kind == "small-figure" and png is not None:
+        return [_write_png(png, figures.small_figure_png(SMALL_FIGURES[args.name].drawer, doc))]
     cfg = args.document
     tables: dict[str, str] | str
     if kind == "fit":

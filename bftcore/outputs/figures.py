@@ -17,6 +17,11 @@ at :data:`PROJECTOR_SIZE` from the same declaration (:func:`fit_png` of the sess
   (shaded); density: over a heatmap of the bootstrap standard deviation P_sd (P_mean when the document has no
   P_sd), colour bar "sd of P(y|x) (bootstrap)".
 
+* The small figures of :mod:`bftcore.studies.small_figures`, each at its own size (:data:`DRAWERS`):
+  :func:`mutual_information_figure` (Fig 3: posterior and M(n) per panel), :func:`joint_posterior_figure` (Figs 6, 9,
+  10: log p - max as a heatmap over h and log10 gamma or beta, maxima as stars, a maximum off the grid as a triangle
+  at its edge), :func:`curves_figure` (any document of panels of named x/y curves).
+
 Non-finite values are gaps, never drawn; values beyond 1e150 in magnitude count as non-finite (a diverged fit's
 numbers would otherwise decide the axes).  The axis ranges are set from the finite values (:func:`_limits`).
 
@@ -40,7 +45,8 @@ from .documents import bootstrap_arrays, data_of, fit_arrays, learning_curves
 
 __all__ = ["fit_figure", "learning_curve_figure", "bootstrap_figure", "render_png", "fit_png",
            "learning_curve_png", "bootstrap_png", "fit_axes", "learning_curve_axes", "bootstrap_axes", "Axes",
-           "colormap", "FIGURE_SIZE", "PROJECTOR_SIZE", "NAN_COLOUR"]
+           "colormap", "FIGURE_SIZE", "PROJECTOR_SIZE", "NAN_COLOUR", "mutual_information_figure",
+           "joint_posterior_figure", "curves_figure", "DRAWERS", "small_figure_png"]
 
 #: Width and height in pixels of the CLI's figures, and of the dashboard's export for a projector.
 FIGURE_SIZE = (800, 560)
@@ -600,3 +606,137 @@ def presenter_png(cfg: dict, doc: dict, traces: dict, title: str, alarms: Sequen
     out = io.BytesIO()
     canvas.save(out, format="PNG")
     return out.getvalue()
+
+
+# ============================================================================================ the small figures
+# Documents of bftcore.studies.small_figures (and any document of panels of named curves), drawn by the declaration
+# its registry entry names: DRAWERS[name](doc) -> (declaration, size in pixels).
+_LOG_FLOOR = -10.0
+
+
+def _small_bounds(size: tuple[int, int]) -> tuple[float, float, float, float]:
+    """Room, in fractions of a small figure, for the axis labels (left, bottom) and a two-line title (top)."""
+    width, height = size
+    return (90 / width, 60 / height, 1 - 90 / width, 1 - 75 / height)
+
+
+def _small_panel_opts(title: str, xlabel: str, ylabel: str, **options) -> dict:
+    return dict(backend=_MPL, title=title, xlabel=xlabel, ylabel=ylabel, fontscale=1.0, aspect="auto",
+                hooks=[_plain_text] + list(options.pop("hooks", [])), **options)
+
+
+def mutual_information_figure(doc: dict):
+    """Fig 3: one row per panel of the document: the posterior p(h_l | data) of each state (h_l(x_a), h_l(x_b))
+    against n (the true state's thick), and the mutual information M(n), as the paper draws them (linear axes)."""
+    hv = _hv()
+    states, true_h = doc["states"], [float(v) for v in doc.get("true_h", [])]
+    plots = []
+    # one M axis for all panels, so that the factorial panel's rounding (1e-17) is drawn as the zero it is
+    m_lim = _limits([_clean(p["M"]) for p in doc["panels"]] + [np.zeros(1)], 0.06)
+    for panel in doc["panels"]:
+        post = np.asarray(panel["posterior"], dtype=float)
+        n = np.arange(len(post), dtype=float)
+        lines = []
+        for k, state in enumerate(states):
+            sign = "".join("+" if v > 0 else "−" for v in state)
+            true = [float(v) for v in state] == true_h
+            lines.append(_curve(hv, n, post[:, k], f"({sign[0]},{sign[1]})" + (" true" if true else ""),
+                                color=PALETTE[k], linewidth=4.0 if true else 1.8))
+        plots.append(hv.Overlay(lines).opts(**_small_panel_opts(f"posterior: {panel.get('label', '')}",
+                                                                "n (data)", "p(h_l | data)", ylim=(-0.02, 1.02),
+                                                                legend_position="best", legend_cols=2,
+                                                                show_grid=True)))
+        m = _clean(panel["M"])
+        plots.append(hv.Overlay([_curve(hv, n, m, "M(n)", color="black", linewidth=2.5)]).opts(
+            **_small_panel_opts("mutual information M(Y_a; Y_b)", "n (data)", "M (nats)",
+                                ylim=m_lim, show_legend=False, show_grid=True)))
+    size = (1200, 380 * len(doc["panels"]))
+    return hv.Layout(plots).cols(2).opts(backend=_MPL, sublabel_format="", vspace=0.5, hspace=0.35,
+                                         fig_bounds=_small_bounds(size)), size
+
+
+def _small_colorbar(plot, element) -> None:
+    """The colour bar of a small figure's heatmap (the fit's :func:`_colorbar` with a smaller label)."""
+    ax = plot.handles["axis"]
+    if ax.images:
+        bar = ax.figure.colorbar(ax.images[0], ax=ax, fraction=0.05, pad=0.03)
+        bar.set_label("log p − max", fontsize=11)
+
+
+def _parameter_key(panel: dict) -> str:
+    return next(k for k in ("gamma", "beta") if k in panel)
+
+
+def joint_posterior_figure(doc: dict):
+    """Figs 6, 9, 10: per panel, log p(h, s) - max over the grid as a heatmap (clipped at -10) against h and
+    log10 s (s = gamma or beta), the maxima as white stars, a maximum at the grid's edge as a triangle pointing off
+    the grid; the title gives the largest maximum, or its limit when it runs off the grid."""
+    hv = _hv()
+    plots = []
+    for panel in doc["panels"]:
+        key = _parameter_key(panel)
+        h, s = np.asarray(panel["h"], dtype=float), np.asarray(panel[key], dtype=float)
+        z = _clean(panel["log_p"])
+        z = np.maximum(z - np.nanmax(z), _LOG_FLOOR)
+        t = np.log10(s)
+        dh, dt = (h[-1] - h[0]) / (len(h) - 1), (t[-1] - t[0]) / (len(t) - 1)
+        bounds = (h[0] - dh / 2, t[0] - dt / 2, h[-1] + dh / 2, t[-1] + dt / 2)
+        layers: list[Any] = [hv.Image(np.flipud(z.T), ["h", "log10 s"], ["log p"], bounds=bounds).opts(
+            backend=_MPL, cmap="viridis", clim=(_LOG_FLOOR, 0.0), interpolation="nearest")]
+        inner = [(m["h"], math.log10(m[key])) for m in panel["maxima"] if not m.get("edge")]
+        if inner:
+            layers.append(hv.Points(inner, ["h", "log10 s"], label="maximum").opts(
+                backend=_MPL, marker="*", s=500, color="white", edgecolors="black", linewidth=1.5))
+        for edge, marker in (("upper", "^"), ("lower", "v")):
+            off = [(m["h"], math.log10(m[key])) for m in panel["maxima"] if m.get("edge") == edge]
+            if off:
+                layers.append(hv.Points(off, ["h", "log10 s"], label=f"maximum beyond the {edge} edge").opts(
+                    backend=_MPL, marker=marker, s=400, color="white", edgecolors="black", linewidth=1.5))
+        yd = panel.get("y_D")
+        title = f"{panel.get('hyperprior', '')} p({key})" + (f", y_D = {yd:g}" if isinstance(yd, (int, float)) else "")
+        if panel["maxima"]:
+            best, more = panel["maxima"][0], len(panel["maxima"]) - 1
+            limit = {"upper": f"{key} → ∞", "lower": f"{key} → 0"}.get(best.get("edge", ""), "")
+            title += (f"\nmaximum beyond the grid: {limit}" if limit else
+                      f"\nmaximum h = {best['h']:.3g}, {key} = {best[key]:.3g}" + (f" (+{more} more)" if more else ""))
+        plots.append(hv.Overlay(layers).opts(**_small_panel_opts(
+            title, "h", f"log10 {key}", hooks=[_small_colorbar],
+            xlim=(bounds[0], bounds[2]), ylim=(bounds[1], bounds[3]), show_legend=False, show_grid=False)))
+    size = (1200, 520 * ((len(plots) + 1) // 2))
+    return hv.Layout(plots).cols(2).opts(backend=_MPL, sublabel_format="", vspace=0.4, hspace=0.45,
+                                         fig_bounds=_small_bounds(size)), size
+
+
+def curves_figure(doc: dict):
+    """Any document of panels of named curves: ``{"panels": [{"title", "xlabel", "ylabel", "curves": [{"label",
+    "x", "y"}, ...]}, ...]}`` (``title``, ``xlabel``, ``ylabel`` optional), one plot per panel, two a row."""
+    hv = _hv()
+    plots = []
+    for panel in doc["panels"]:
+        # dimensions named apart from any label: HoloViews reads a style value that names a dimension (a curve
+        # labelled "x") as that dimension's column
+        lines = [hv.Curve((np.asarray(c["x"], dtype=float), _clean(c["y"])), "abscissa", "ordinate",
+                          label=str(c.get("label", ""))).opts(backend=_MPL, color=PALETTE[k % len(PALETTE)],
+                                                               linewidth=2.5)
+                 for k, c in enumerate(panel["curves"])]
+        plots.append(hv.Overlay(lines).opts(**_small_panel_opts(str(panel.get("title", "")),
+                                                                str(panel.get("xlabel", "x")),
+                                                                str(panel.get("ylabel", "y")),
+                                                                legend_position="best", show_grid=True)))
+    cols = min(2, max(1, len(plots)))
+    rows = (len(plots) + cols - 1) // cols
+    size = (600 * cols, 450 * rows)
+    return hv.Layout(plots).cols(cols).opts(backend=_MPL, sublabel_format="", vspace=0.4, hspace=0.3,
+                                            fig_bounds=_small_bounds(size)), size
+
+
+#: The declarations of the small figures, by the name a registry entry (bftcore.studies.small_figures) gives.
+DRAWERS: dict[str, Callable] = {"mutual_information": mutual_information_figure,
+                                "joint_posterior": joint_posterior_figure, "curves": curves_figure}
+
+
+@_quiet
+def small_figure_png(drawer: str, doc: dict) -> bytes:
+    """A small figure's document drawn by ``DRAWERS[drawer]`` as PNG bytes at the size the declaration asks."""
+    figure, size = DRAWERS[drawer](doc)
+    return render_png(figure, size)[0]
