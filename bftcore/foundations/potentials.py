@@ -101,6 +101,20 @@ def cup_derivative(s, a: float = 1.0, b: float = 3.0, gamma: float = 2.0, s0: fl
     return np.where(d == 0, 0.0, out)
 
 
+def cup_second_derivative(s, a: float = 1.0, b: float = 3.0, gamma: float = 2.0, s0: float = 0.0,
+                          clip: float = 0.0) -> np.ndarray:
+    """psi''(s) = a gamma P (1 - P) (gamma (1 - 2P) - 1) / (s - s0)^2 with P = psi / a, evaluated at
+    ``|s - s0| >= clip`` (the cusp's psi'' is -inf at s0; for gamma = 2 the limit at s0 is 2a/b^2)."""
+    _check_family(a, b, gamma)
+    d = np.maximum(np.abs(np.asarray(s, dtype=float) - s0), clip)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = expit(gamma * np.log(d / b))
+        out = a * gamma * p * (1.0 - p) * (gamma * (1.0 - 2.0 * p) - 1.0) / d ** 2
+    if gamma == 2:
+        out = np.where(d == 0, 2.0 * a / b ** 2, out)
+    return out
+
+
 def quadratic(s, s0: float = 0.0) -> np.ndarray:
     """psi(s) = (s - s0)^2 / 2, the Gaussian prior's potential."""
     return 0.5 * (np.asarray(s, dtype=float) - s0) ** 2
@@ -148,6 +162,12 @@ class PriorPotential:
         if self.kind == "quadratic":
             return quadratic_derivative(s, self.s0)
         return cup_derivative(s, self.a, self.b, self.gamma, self.s0)
+
+    def second_derivative(self, s) -> np.ndarray:
+        """psi''(s), at ``|s - s0| >= clip`` for the family (the Hessian the solver's saddle test uses)."""
+        if self.kind == "quadratic":
+            return np.ones_like(np.asarray(s, dtype=float))
+        return cup_second_derivative(s, self.a, self.b, self.gamma, self.s0, self.clip)
 
     def weight(self, s) -> np.ndarray:
         """IRLS weight psi'(s) / (s - s0), clipped at |s - s0| >= clip (1 for the quadratic)."""
@@ -266,6 +286,21 @@ class DataTerm:
         if self.name == "insensitive":
             return insensitive_error_derivative(e, self.eps, self.sigma)
         return mixture_error_derivative(e, mixture_means(self.name, self.mu), self.sigma)
+
+    def second_derivative(self, e) -> np.ndarray:
+        """rho''(e): 1/sigma^2 (Gaussian), ``(1 - Var_r(m) / sigma^2) / sigma^2`` with the variance of the means under
+        the responsibilities (mixtures), 0 (insensitive, off its kinks)."""
+        e = np.asarray(e, dtype=float)
+        if self.name == "gaussian":
+            return np.full_like(e, 1.0 / self.sigma ** 2)
+        if self.name == "insensitive":
+            return np.zeros_like(e)
+        m = mixture_means(self.name, self.mu)
+        z = -0.5 * ((e[..., None] - m) / self.sigma) ** 2
+        r = np.exp(z - logsumexp(z, axis=-1, keepdims=True))
+        mean = np.sum(r * m, axis=-1)
+        var = np.sum(r * (m - mean[..., None]) ** 2, axis=-1)
+        return (1.0 - var / self.sigma ** 2) / self.sigma ** 2
 
     def weight(self, e) -> np.ndarray:
         """IRLS weight rho'(e) / e, clipped at |e| >= clip (1/sigma^2 for the Gaussian).  It is 0 inside the

@@ -1,0 +1,213 @@
+"""Regression with non-quadratic prior potentials and robust data terms, solved by IRLS (bftcore.models.robust)."""
+import numpy as np
+import pytest
+
+from bftcore.foundations.grid import Axis
+from bftcore.foundations.potentials import data_term, prior_potential
+from bftcore.models.regression import RegressionModel
+from bftcore.models.robust import RobustRegression, solve
+
+SMALL = Axis(0.0, 2.0, 12, "neumann")
+SMALL_DATA = [[0.0, 0.3], [0.35, -0.2], [0.55, 0.4], [0.9, 1.6], [1.1, 1.1], [1.1, 2.9], [1.45, 1.0], [2.0, 0.8]]
+
+COMBOS = [("gaussian", {"sigma": 0.5}, "cup", {"b": 2.0}),
+          ("mixture2", {"sigma": 0.4, "mu": 0.6}, "inverted_cup", {"b": 3.0, "s0": 0.2}),
+          ("mixture11", {"sigma": 0.3, "mu": 0.2}, "cusp", {"a": 2.0, "b": 1.5}),
+          ("insensitive", {"eps": 0.3, "sigma": 0.5}, "quadratic", {})]
+
+
+# ---------------------------------------------------------------------------------------------- the demo
+def step_problem(data_name="gaussian", data_params=None, potential="quadratic", potential_params=None, lam=1.0):
+    """The demo of Sect. 6.5 in data units: a unit step at 0.5 on 101 nodes of [0, 1], 40 points at distinct nodes
+    with noise 0.1, and one outlier y = 3 at x = 0.2."""
+    axis = Axis(0.0, 1.0, 101, "neumann")
+    x = axis.nodes
+    truth = (x >= 0.5).astype(float)
+    rng = np.random.default_rng(0)
+    idx = rng.choice(101, 40, replace=False)
+    y = truth[idx] + 0.1 * rng.standard_normal(40)
+    data = np.column_stack([x[idx], y]).tolist() + [[0.2, 3.0]]
+    rho = data_term(data_name, **({"sigma": 0.1} if data_params is None else data_params))
+    psi = potential if not isinstance(potential, str) else prior_potential(potential, **(potential_params or {}))
+    return RobustRegression(axis, data, rho, psi, lam=lam), truth
+
+
+def measures(h, truth):
+    """RMSE to the truth, the fit at x = 0.19, 0.2, 0.21 and the largest edge difference within 2 cells of 0.5."""
+    return {"rmse": float(np.sqrt(np.mean((h - truth) ** 2))), "pull": (h[19], h[20], h[21]),
+            "jump": float(np.max(np.abs(np.diff(h)[48:52])))}
+
+
+# Decision (documented in the report): sigma = 0.1 (the noise), lambda = 1 for the quadratic prior; the cup has the
+# same curvature at 0 (lambda_cup psi''(0) = lambda, psi''(0) = 2a/b^2) and b = 20 = 2 sigma / h (a slope: twice the
+# noise per cell); eps = 0.1 = sigma for the insensitive error.
+B_CUP = 20.0
+LAM_CUP = 1.0 * B_CUP ** 2 / 2
+
+
+@pytest.fixture(scope="module")
+def demo():
+    fits = {}
+    for key, args in {"quadratic": ("gaussian", None, "quadratic", None, 1.0),
+                      "cup": ("gaussian", None, "cup", {"a": 1.0, "b": B_CUP}, LAM_CUP),
+                      "insensitive": ("insensitive", {"eps": 0.1, "sigma": 0.1}, "quadratic", None, 1.0),
+                      "mixture2": ("mixture2", {"sigma": 0.1, "mu": 0.1}, "quadratic", None, 1.0)}.items():
+        problem, truth = step_problem(*args)
+        fit = solve(problem)
+        fits[key] = (problem, fit, measures(fit.h, truth))
+    return fits
+
+
+def test_demo_runs_converge_with_monotone_energy(demo):
+    for key, (problem, fit, _) in demo.items():
+        assert fit.converged, (key, fit.verdict)
+        assert np.all(np.diff(fit.energy) <= 0), key  # the line search on the true energy
+        assert fit.energy[-1] < fit.energy[0] or key == "quadratic"
+        assert len(fit.records) == fit.iterations + 1 and fit.records[-1].energy == fit.energy[-1]
+
+
+def test_insensitive_data_term_ignores_the_outlier(demo):
+    q, r = demo["quadratic"][2], demo["insensitive"][2]
+    assert max(abs(v) for v in r["pull"]) < 0.15 < 0.7 < min(q["pull"])  # measured 0.083 against 0.85-1.13
+    assert r["rmse"] < 0.5 * q["rmse"]
+
+
+def test_cup_prior_keeps_the_jump(demo):
+    q, c = demo["quadratic"][2], demo["cup"][2]
+    assert q["jump"] < 0.3 and c["jump"] > 0.8  # one edge carries most of the unit step
+
+
+def test_cup_prior_with_gaussian_data_fits_the_outlier_as_a_plateau(demo):
+    """A finding, not the hoped-for robustness: with a Gaussian data term the cup makes the outlier's node (two data,
+    mean 1.47) a flat piece; the fit there moves *closer* to the data's mean than the quadratic prior's."""
+    problem, fit, c = demo["cup"]
+    mean20 = problem.y[problem.ix == 20].mean()
+    assert abs(c["pull"][1] - mean20) < 0.01 < abs(demo["quadratic"][2]["pull"][1] - mean20)
+
+
+def test_two_gaussian_mixture_is_not_robust_to_a_large_outlier(demo):
+    """e^2/2 - ln cosh e has quadratic tails: the outlier pulls as much as under the Gaussian error (within 10%)."""
+    q, m = demo["quadratic"][2], demo["mixture2"][2]
+    assert m["pull"][1] == pytest.approx(q["pull"][1], rel=0.1)
+
+
+# ---------------------------------------------------------------------------------------------- the energy
+@pytest.mark.parametrize("rho_name, rho_params, psi_name, psi_params", COMBOS)
+def test_gradient_matches_finite_differences(rho_name, rho_params, psi_name, psi_params):
+    problem = RobustRegression(SMALL, SMALL_DATA, data_term(rho_name, **rho_params),
+                               prior_potential(psi_name, **psi_params), lam=0.7, template={"kind": "constant",
+                                                                                        "value": 0.1})
+    rng = np.random.default_rng(3)
+    h = rng.normal(0.8, 1.0, SMALL.n)
+    g = problem.gradient(h)
+    for _ in range(3):
+        v = rng.standard_normal(SMALL.n)
+        eps = 1e-6
+        fd = (problem.value(h + eps * v) - problem.value(h - eps * v)) / (2 * eps)
+        assert g @ v == pytest.approx(fd, rel=1e-6, abs=1e-8)
+
+
+@pytest.mark.parametrize("boundary, coeffs", [("neumann", {"l2": 1.0}), ("periodic", {"l0": 0.3, "l2": 0.5, "l4": 0.2}),
+                                              ("free", {"l4": 1.0})])
+def test_quadratic_limit_is_gaussian_regression(boundary, coeffs):
+    """psi = s^2/2 and rho = e^2/2 give regression.py's single-component fit t̄ = A^{-1}(K_T t_T + K_0 t), eq. (29)
+    [001], for the same lambda, grid, data and template; from the Gaussian start and from h = 0."""
+    axis = Axis(0.0, 2.0, 12, boundary)
+    template = {"kind": "linear", "slope": 0.4, "intercept": -0.2}
+    coeffs = {"l0": 0.0, "l2": 0.0, "l4": 0.0, "l6": 0.0, **coeffs}
+    reference = RegressionModel(axis, SMALL_DATA, [template], lam=0.7, **coeffs).component_solutions[0]
+    problem = RobustRegression(axis, SMALL_DATA, "gaussian", "quadratic", lam=0.7, template=template, **coeffs)
+    for init in ("gaussian", np.zeros(axis.n)):
+        fit = solve(problem, init=init)
+        assert fit.converged, fit.verdict
+        assert np.max(np.abs(fit.h - reference)) < 1e-10
+    assert solve(problem, init=np.zeros(axis.n)).iterations <= 2  # IRLS is Newton for a quadratic energy
+
+
+FULL_DATA = [[x, float(np.sin(2 * x) + 0.3 * (x > 1))] for x in SMALL.nodes]  # a datum at every node
+
+
+@pytest.mark.parametrize("rho_name, rho_params, psi_name, psi_params, data", [
+    (*COMBOS[0], SMALL_DATA), ("mixture2", {"sigma": 0.4, "mu": 0.3}, "cup", {"b": 1.0}, SMALL_DATA),
+    (*COMBOS[1], FULL_DATA), ("gaussian", {"sigma": 0.3}, "inverted_cup", {"b": 0.5}, FULL_DATA)])
+def test_stationary_at_the_solution(rho_name, rho_params, psi_name, psi_params, data):
+    problem = RobustRegression(SMALL, data, data_term(rho_name, **rho_params),
+                               prior_potential(psi_name, **psi_params), lam=0.7)
+    fit = solve(problem)
+    assert fit.converged, fit.verdict
+    g_data, g_prior = problem.gradient_parts(fit.h)
+    assert np.max(np.abs(g_data + g_prior)) < 1e-6 * max(np.max(np.abs(g_data)), 1.0)
+    assert np.all(np.diff(fit.energy) <= 0)
+    # a local minimum, not a saddle: no small move lowers the energy
+    rng = np.random.default_rng(5)
+    assert all(problem.value(fit.h + 1e-4 * rng.standard_normal(SMALL.n)) > fit.energy[-1] for _ in range(20))
+
+
+def test_inverted_cup_has_no_minimum_at_a_node_without_data():
+    """psi decreases towards a < 0 as |omega| grows: a node without data runs away, and the run says so."""
+    problem = RobustRegression(SMALL, SMALL_DATA, data_term("gaussian", sigma=0.5),
+                               prior_potential("inverted_cup", b=3.0), lam=0.7)
+    fit = solve(problem, max_iter=200)
+    assert not fit.converged and fit.verdict.startswith("not converged")
+    assert np.all(np.diff(fit.energy) <= 0)
+    assert np.max(np.abs(fit.h)) > 10 * np.max(np.abs(problem.y))
+
+
+def test_cusp_converges_on_its_kink():
+    """gamma < 1: psi' has no zero at s0, so the run ends on the field's change; the fit still beats the start."""
+    problem, truth = step_problem("gaussian", None, "cusp", {"a": 1.0, "b": B_CUP}, LAM_CUP)
+    fit = solve(problem)
+    assert fit.converged, fit.verdict
+    assert np.all(np.diff(fit.energy) <= 0) and fit.energy[-1] < fit.energy[0]
+
+
+def test_not_converged_says_why():
+    problem, _ = step_problem("insensitive", {"eps": 0.1, "sigma": 0.1}, "quadratic", None, 1.0)
+    fit = solve(problem, max_iter=3)
+    assert not fit.converged and fit.iterations == 3
+    assert fit.verdict.startswith("not converged after 3 iterations") and "raise max_iter" in fit.verdict
+
+
+# ---------------------------------------------------------------------------------------------- units
+@pytest.mark.parametrize("rho_name, rho_params, psi_name, psi_params", [COMBOS[0], COMBOS[3],
+                                                                        ("mixture2", {"sigma": 0.4, "mu": 0.3},
+                                                                         "cusp", {"b": 1.0, "s0": 0.1})])
+def test_equivariance_under_rescaling_x_and_y(rho_name, rho_params, psi_name, psi_params):
+    """x -> alpha x, y -> c y: omega -> (c/alpha) omega and the cell hx -> alpha hx.  With sigma, mu, eps, the template
+    times c, b and s0 times c/alpha, and lambda' = lambda / alpha (a cup family: psi'(c s / alpha) = psi(s)) or
+    lambda' = lambda alpha / c^2 (the quadratic), the fit is c h (at the x nodes alpha x)."""
+    alpha, c = 3.0, 0.25
+    rho, psi = data_term(rho_name, **rho_params), prior_potential(psi_name, **psi_params)
+    template = 0.2 + 0.1 * SMALL.nodes
+    base = RobustRegression(SMALL, SMALL_DATA, rho, psi, lam=0.7, template=template)
+    axis = Axis(alpha * SMALL.min, alpha * SMALL.max, SMALL.n, SMALL.boundary)
+    data = [[alpha * x, c * y] for x, y in SMALL_DATA]
+    if psi.kind == "quadratic":
+        psi2, lam2 = psi.scaled(c / alpha), 0.7 * alpha / c ** 2
+    else:
+        psi2, lam2 = psi.scaled(c / alpha), 0.7 / alpha
+    scaled = RobustRegression(axis, data, rho.scaled(c), psi2, lam=lam2, template=c * template)
+    h, h2 = solve(base).h, solve(scaled).h
+    assert scaled.value(c * h) == pytest.approx(base.value(h), rel=1e-12)  # the same energy, not just the same fit
+    assert np.max(np.abs(h2 - c * h)) < 1e-7 * c
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kwargs, match", [({"lam": 0.0}, "lambda must be > 0"), ({"lam": -1.0}, "lambda must be > 0"),
+                                           ({"potential": "wiggle"}, "unknown prior potential 'wiggle'"),
+                                           ({"data_term_": "cauchy"}, "unknown data term 'cauchy'"),
+                                           ({"l2": 0.0}, "one > 0"), ({"l2": -1.0}, "one > 0"),
+                                           ({"template": [1.0, 2.0]}, "one finite value per x node")])
+def test_bad_problem_is_named(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        RobustRegression(SMALL, SMALL_DATA, **kwargs)
+
+
+def test_bad_solver_input_is_named():
+    problem = RobustRegression(SMALL, SMALL_DATA)
+    with pytest.raises(ValueError, match="init must be"):
+        solve(problem, init="kernel")
+    with pytest.raises(ValueError, match="one value per x node"):
+        solve(problem, init=np.zeros(3))
+    with pytest.raises(ValueError, match="outside x"):
+        RobustRegression(SMALL, [[5.0, 1.0]])
