@@ -211,3 +211,73 @@ def test_bad_solver_input_is_named():
         solve(problem, init=np.zeros(3))
     with pytest.raises(ValueError, match="outside x"):
         RobustRegression(SMALL, [[5.0, 1.0]])
+
+
+# ---------------------------------------------------------------------------------------------- density p(y|x)
+def density_setup(potential="quadratic", lam=0.8, template=True):
+    from bftcore.foundations.grid import Grid
+    from bftcore.foundations.operators import PriorOperator
+    from bftcore.models.robust import PotentialLogDensityEnergy
+
+    grid = Grid(Axis(1.0, 6.0, 6, "neumann"), Axis(1.0, 8.0, 8, "periodic"))
+    N = grid.counts([[2, 3], [2, 4], [5, 7], [3, 2], [6, 6], [4, 4]])
+    K = PriorOperator(grid, 1.0, 0.7, 0.0, 1.0)
+    t = 0.3 * np.sin(grid.mesh[1]) - 0.1 * grid.mesh[0] if template else None
+    psi = potential if not isinstance(potential, str) else prior_potential(potential)
+    return grid, N, K, t, PotentialLogDensityEnergy(grid, N, K, lam, psi, t)
+
+
+def test_density_quadratic_limit_is_the_gaussian_prior():
+    """psi = s^2/2: value, gradient, Hessian and the fit equal those of LogDensityEnergy with the same K, lambda, t."""
+    from bftcore.models.density import LogDensityEnergy, Prior, normalise_log
+    from bftcore.models.robust import solve_density
+
+    grid, N, K, t, energy = density_setup()
+    reference = LogDensityEnergy(grid, N, Prior(K, 0.8, [t]))
+    L = normalise_log(np.random.default_rng(1).normal(size=grid.shape), grid.hy)
+    a, b = energy.at(L), reference.at(L)
+    v = np.random.default_rng(2).normal(size=grid.shape)
+    assert a.value == pytest.approx(b.value, rel=1e-12)
+    assert np.allclose(a.gradient, b.gradient, rtol=1e-12, atol=1e-12)
+    assert np.allclose(a.hessp(v), b.hessp(v), rtol=1e-10, atol=1e-12)
+    assert np.allclose(a.hessp(v, convexified=True), b.hessp(v, convexified=True), rtol=1e-10, atol=1e-12)
+    from bftcore.foundations.solvers import iterate
+    ref_fit = list(iterate(reference, np.zeros(grid.shape), method="newton", max_iter=50, tol=1e-12))[-1]
+    fit = solve_density(energy, max_iter=100, tol=1e-12)[-1]
+    assert fit.converged and ref_fit.converged
+    assert np.max(np.abs(fit.field - ref_fit.field)) < 1e-8
+
+
+@pytest.mark.parametrize("name, params", [("cup", {"b": 0.8}), ("inverted_cup", {"b": 1.5}),
+                                          ("cusp", {"a": 1.0, "b": 0.5})])
+def test_density_gradient_matches_finite_differences(name, params):
+    """The g-gradient against central differences of E(normalise(L + e v)) on the normalised L."""
+    from bftcore.models.density import normalise_log
+
+    grid, N, K, t, energy = density_setup(prior_potential(name, **params))
+    rng = np.random.default_rng(4)
+    L = normalise_log(rng.normal(size=grid.shape), grid.hy)
+    g = energy.at(L).gradient
+    for _ in range(3):
+        v = rng.normal(size=grid.shape)
+        eps = 1e-6
+
+        def E(s):
+            return energy.at(energy.normalise(L + s * v)).value
+
+        assert np.vdot(g, v) == pytest.approx((E(eps) - E(-eps)) / (2 * eps), rel=1e-6, abs=1e-8)
+
+
+def test_density_cup_fit_is_normalised_and_stationary():
+    from bftcore.models.robust import solve_density
+
+    grid, N, K, t, energy = density_setup(prior_potential("cup", b=1.0), lam=2.0)
+    records = solve_density(energy, max_iter=200, tol=1e-10)
+    last = records[-1]
+    assert last.converged, (last.method, last.residual)
+    assert np.all(np.diff([r.energy for r in records]) <= 0)
+    assert np.allclose(np.exp(last.field).sum(axis=1) * grid.hy, 1.0, rtol=1e-12)
+    assert energy.at(last.field).residual < 1e-6
+    assert {r.method for r in records[1:]} <= {"irls", "gradient"}
+    newton = solve_density(energy, max_iter=100, tol=1e-12, method="newton")[-1]  # the exact Hessian, another route
+    assert newton.converged and np.max(np.abs(newton.field - last.field)) < 1e-6
