@@ -38,6 +38,24 @@ def test_potential_derivative_matches_finite_differences(s, name, s0):
     assert p.derivative(np.array(s)) == pytest.approx(fd, rel=1e-6, abs=1e-9)
 
 
+@pytest.mark.parametrize("name", ["quadratic"] + FAMILY)
+def test_potential_second_derivative_matches_finite_differences(name):
+    p = prior_potential(name, s0=0.7)
+    s = 0.7 + np.concatenate([np.linspace(-60, -0.5, 25), np.linspace(0.5, 60, 25)])
+    fd = central_difference(p.derivative, s, 1e-5)
+    assert np.allclose(p.second_derivative(s), fd, rtol=1e-6, atol=1e-9)
+    if name == "cup":
+        assert p.second_derivative(0.7) == pytest.approx(2 * p.a / p.b ** 2)  # the curvature the demo matches
+
+
+@pytest.mark.parametrize("name", DATA)
+def test_data_term_second_derivative_matches_finite_differences(name):
+    rho = data_term(name, sigma=0.7, **({"mu": 0.9} if name.startswith("mixture") else {}))
+    e = np.concatenate([np.linspace(-9, -1.3, 20), np.linspace(-0.8, 0.8, 9), np.linspace(1.3, 9, 20)])
+    fd = central_difference(rho.derivative, e, 1e-5)
+    assert np.allclose(rho.second_derivative(e), fd, rtol=1e-6, atol=1e-8)
+
+
 @pytest.mark.parametrize("name", FAMILY)
 def test_potential_landmarks_of_fig12(name):
     p = prior_potential(name)
