@@ -18,9 +18,13 @@ their shape, not by the panel letter.  ``quadratic``, psi(s) = (s - s0)^2 / 2, i
 the prior is the Gaussian one of :mod:`bftcore.models.regression`.
 
 Units: s, s0 and b are in the units of ``W h`` (for the first-difference filter over the spacing, y per unit of x:
-a slope); gamma is a pure number; a is an energy per unit of x (lambda a is what a step costs per unit length of
-the filter's support, so only the product lambda a matters).  Fig. 12's b is in grey levels (0-255) per pixel:
-:func:`slope_from_grey_levels` turns it into a slope for data of another range and spacing.
+a slope); gamma is a pure number; a is an energy (nats) per unit length of x: in ``lambda hx sum_e psi`` a
+saturated edge costs ``lambda hx a``, so only the product lambda a matters.  Fig. 12's b is in grey levels (0-255)
+between neighbouring pixels: :func:`slope_from_grey_levels` turns it into a slope for data of another range and
+spacing, but that rescaling ignores the noise, and b has to sit above the noise's slopes and below the jumps' (the
+demo of :mod:`bftcore.models.robust` measures both choices).  How the parameters transform under x -> alpha x,
+y -> c y: :meth:`PriorPotential.scaled`, :meth:`DataTerm.scaled` and the module docstring of
+:mod:`bftcore.models.robust`.
 
 The robust data terms (Fig. 5) are negative log-likelihoods of a residual e, shifted so that rho(0) = 0:
 

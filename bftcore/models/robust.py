@@ -35,6 +35,16 @@ The start (``init="gaussian"``) is the Gaussian fit that has each term's start w
 secant through psi(b) = a/2) for the Fig. 12 family.  Every cup is non-convex; the fit is the minimum reached from
 there.
 
+Units (x in some length unit, y in some unit of the data; tests/test_robust.py checks the equivariance): omega is in
+the units of ``W h``, for the default ``l2 = 1`` a slope, y per unit x (for a k-th order filter, y per x^k), and so
+are b and s0; sigma, mu and eps are in y units; gamma is a pure number; a is an energy (in nats) per unit of x
+length, so that a saturated edge costs ``lambda hx a`` and only the product ``lambda a`` matters.  Under
+``x -> alpha x``, ``y -> c y`` (t -> c t) the fit becomes ``c h`` when sigma, mu, eps, clip go to ``c`` times
+themselves, b, s0 and the potential's clip to ``c / alpha`` times, and lambda to ``lambda / alpha`` (Fig. 12
+family: ``psi'(c omega / alpha) = psi(omega)`` with the scaled b, and hx -> alpha hx) or to ``lambda alpha / c^2``
+(the quadratic, which carries the units of omega^2); the data terms are pure numbers once sigma scales.
+:meth:`bftcore.foundations.potentials.PriorPotential.scaled` and ``DataTerm.scaled`` do the parameter part.
+
 Convergence: the stationarity residual ``max|G| / max(max|H^T rho'|, max|lambda hx W^T psi'|)`` (the gradient
 relative to its two balancing parts) below ``gtol``; or, for a cusp (gamma < 1, whose derivative has no zero at
 omega = s0, so G need not vanish) and at the energy's rounding, the field moving by less than
