@@ -211,8 +211,8 @@ def test_equivariance_under_rescaling_x_and_y(rho_name, rho_params, psi_name, ps
 
 # ---------------------------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("kwargs, match", [({"lam": 0.0}, "lambda must be > 0"), ({"lam": -1.0}, "lambda must be > 0"),
-                                           ({"potential": "wiggle"}, "unknown prior potential 'wiggle'"),
-                                           ({"data_term_": "cauchy"}, "unknown data term 'cauchy'"),
+                                           ({"psi": "wiggle"}, "unknown prior potential 'wiggle'"),
+                                           ({"rho": "cauchy"}, "unknown data term 'cauchy'"),
                                            ({"l2": 0.0}, "one > 0"), ({"l2": -1.0}, "one > 0"),
                                            ({"template": [1.0, 2.0]}, "one finite value per x node")])
 def test_bad_problem_is_named(kwargs, match):
@@ -298,3 +298,17 @@ def test_density_cup_fit_is_normalised_and_stationary():
     assert {r.method for r in records[1:]} <= {"irls", "gradient"}
     newton = solve_density(energy, max_iter=100, tol=1e-12, method="newton")[-1]  # the exact Hessian, another route
     assert newton.converged and np.max(np.abs(newton.field - last.field)) < 1e-6
+
+
+def test_density_bad_input_is_named():
+    from bftcore.models.robust import PotentialLogDensityEnergy, solve_density
+
+    grid, N, K, t, energy = density_setup()
+    with pytest.raises(ValueError, match="lambda must be > 0"):
+        PotentialLogDensityEnergy(grid, N, K, 0.0, "cup")
+    with pytest.raises(ValueError, match="unknown prior potential"):
+        PotentialLogDensityEnergy(grid, N, K, 1.0, "bump")
+    with pytest.raises(ValueError, match="template must be a finite field"):
+        PotentialLogDensityEnergy(grid, N, K, 1.0, "cup", np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="L0 must have the grid's shape"):
+        solve_density(energy, np.zeros(3))

@@ -81,15 +81,16 @@ MAX_ESCAPES = 20
 
 class RobustRegression:
     """The problem: data on an axis, a data term rho, a prior potential psi, lambda, the prior's coefficients (which
-    give W with W^T W = K_X) and a template t.  ``data_term`` and ``potential`` are objects of
-    :mod:`bftcore.foundations.potentials` or names (their default parameters); None is the Gaussian one
-    (sigma = 1, psi = s^2/2).  ``template`` is a regression template object (CONVENTIONS.md §3) or node values;
-    None is t = 0.  Implements the energy protocol the line search needs (``at``, ``normalise``)."""
+    give W with W^T W = K_X) and a template t.  ``rho`` and ``psi`` are objects of
+    :mod:`bftcore.foundations.potentials` (:func:`~bftcore.foundations.potentials.data_term`,
+    :func:`~bftcore.foundations.potentials.prior_potential`) or names (their default parameters); None is the
+    Gaussian one (sigma = 1, psi = s^2/2).  ``template`` is a regression template object (CONVENTIONS.md §3) or
+    node values; None is t = 0.  Implements the energy protocol the line search needs (``at``, ``normalise``)."""
 
     field = "h"
 
-    def __init__(self, axis: Axis, data, data_term_: DataTerm | str | None = None,
-                 potential: PriorPotential | str | None = None, lam: float = 1.0, l0: float = 0.0,
+    def __init__(self, axis: Axis, data, rho: DataTerm | str | None = None,
+                 psi: PriorPotential | str | None = None, lam: float = 1.0, l0: float = 0.0,
                  l2: float = 1.0, l4: float = 0.0, l6: float = 0.0, template=None):
         if not (np.isfinite(lam) and lam > 0):
             raise ValueError(f"lambda must be > 0 (the prior's strength), got {lam!r}; use a small lambda for a weak "
@@ -101,8 +102,8 @@ class RobustRegression:
                              f"W), got {coeffs}")
         self.axis, self.nodes, self.hx, self.n = axis, axis.nodes, axis.h, axis.n
         self.ix, self.y = _snap_data(axis, data)
-        self.rho = data_term_ if isinstance(data_term_, DataTerm) else data_term(data_term_ or "gaussian")
-        self.psi = potential if isinstance(potential, PriorPotential) else prior_potential(potential or "quadratic")
+        self.rho = rho if isinstance(rho, DataTerm) else data_term(rho or "gaussian")
+        self.psi = psi if isinstance(psi, PriorPotential) else prior_potential(psi or "quadratic")
         self.lam, self.coeffs = float(lam), coeffs
         self.W = sp.csr_matrix(axis_root(axis, **coeffs))
         if template is None:
