@@ -156,6 +156,19 @@ def test_stationary_at_the_solution(rho_name, rho_params, psi_name, psi_params, 
     assert all(problem.value(fit.h + 1e-4 * rng.standard_normal(SMALL.n)) > fit.energy[-1] for _ in range(20))
 
 
+def test_irls_stops_on_a_saddle_and_the_curvature_step_leaves_it():
+    """The cup on the small data: plain IRLS ends where the Hessian has a negative eigenvalue (a data-free node held
+    between its neighbours); with the step along that eigenvector the run ends lower, at a local minimum."""
+    problem = RobustRegression(SMALL, SMALL_DATA, data_term("gaussian", sigma=0.5), prior_potential("cup", b=2.0),
+                               lam=0.7, template=0.2 + 0.1 * SMALL.nodes)
+    plain, full = solve(problem, max_escapes=0), solve(problem)
+    assert plain.converged and "curvature" not in plain.steps
+    assert np.linalg.eigvalsh(problem.hessian(plain.h).toarray())[0] < 0
+    assert full.converged and full.steps.count("curvature") >= 1 and "saddle" in full.verdict
+    assert full.energy[-1] < plain.energy[-1] - 1e-3
+    assert np.linalg.eigvalsh(problem.hessian(full.h).toarray())[0] > 0
+
+
 def test_inverted_cup_has_no_minimum_at_a_node_without_data():
     """psi decreases towards a < 0 as |omega| grows: a node without data runs away, and the run says so."""
     problem = RobustRegression(SMALL, SMALL_DATA, data_term("gaussian", sigma=0.5),

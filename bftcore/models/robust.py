@@ -204,10 +204,10 @@ class RobustPoint:
 
 @dataclass
 class RobustFit:
-    """A robust regression fit: the field h, the energy after every iteration (``energy[0]`` at the start), the
-    iterations taken, whether it converged and why (``verdict``, in words), the final relative stationarity
-    residual, the step taken in each iteration (``"irls"`` or ``"gradient"``) and one
-    :class:`~bftcore.foundations.records.Record` per iteration (with ``h``)."""
+    """A robust regression fit: the field h, the energy after every step (``energy[0]`` at the start), the number of
+    steps taken, whether it converged and why (``verdict``, in words), the final relative stationarity residual, the
+    kind of each step (``"irls"``, ``"gradient"`` or ``"curvature"``, out of a saddle) and one
+    :class:`~bftcore.foundations.records.Record` per step (iteration 0 the start; with ``h``)."""
 
     h: np.ndarray
     energy: list[float]
@@ -245,7 +245,7 @@ def _negative_curvature_step(problem: RobustRegression, h: np.ndarray, point: Ro
 
 
 def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: float = 1e-10,
-          gtol: float = 1e-10) -> RobustFit:
+          gtol: float = 1e-10, max_escapes: int = MAX_ESCAPES) -> RobustFit:
     """Minimise the energy of ``problem`` by IRLS with a line search (module docstring).  ``init``: ``"gaussian"``
     (:meth:`RobustRegression.gaussian_fit`) or node values.
 
@@ -253,7 +253,7 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
     (equal weights on both edges), which is a maximum along that node for a concave psi (the inverted cup).  So when a
     run would end converged, the Hessian's lowest eigenvalue is checked (dense, up to :data:`SADDLE_MAX_NODES` nodes);
     if it is negative, a step along its eigenvector that lowers the energy (step ``"curvature"``) restarts the IRLS,
-    at most :data:`MAX_ESCAPES` times."""
+    at most ``max_escapes`` times (0: plain IRLS)."""
     t0 = time.perf_counter()
     if isinstance(init, str):
         if init != "gaussian":
@@ -267,12 +267,13 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
         raise ValueError(f"max_iter must be a whole number >= 1, got {max_iter!r}")
     point = problem.at(h)
 
-    def record(it, step, method, change, done):
-        return Record(iteration=it, energy=point.value, train_error=None, test_error=None, mixing=np.ones(1),
+    def record(step, method, change, done):
+        return Record(iteration=len(records), energy=point.value, train_error=None, test_error=None, mixing=np.ones(1),
                       step=step, residual=point.residual, method=method, change=change, converged=done,
                       elapsed_s=time.perf_counter() - t0, h=h, field=h)
 
-    records = [record(0, 0.0, "start", np.nan, False)]
+    records: list[Record] = []
+    records.append(record(0.0, "start", np.nan, False))
     energies, steps = [point.value], []
     eta_gradient = None
     escapes, verdict, converged, it = 0, "", False, 0
@@ -306,7 +307,7 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
                 steps.append(method)
                 still = (change <= tol * max(problem.y_scale, float(np.max(np.abs(h))))
                          and dE <= 1e-12 * max(abs(energies[0]), abs(point.value)))
-                records.append(record(it, eta, method, change, False))
+                records.append(record(eta, method, change, False))
                 if point.residual <= gtol:
                     verdict = f"converged: stationarity residual {point.residual:.2e} <= {gtol:g}"
                 elif still:
@@ -314,7 +315,7 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
                                f"or the energy's rounding); stationarity residual {point.residual:.2e}")
                 else:
                     continue
-        if verdict.startswith("converged") and escapes < MAX_ESCAPES and it < max_iter:
+        if verdict.startswith("converged") and escapes < max_escapes and it < max_iter:
             moved = _negative_curvature_step(problem, h, point)
             if moved is not None:
                 escapes += 1
@@ -322,7 +323,7 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
                 h, point = moved
                 energies.append(point.value)
                 steps.append("curvature")
-                records.append(record(it, 1.0, "curvature", change, False))
+                records.append(record(1.0, "curvature", change, False))
                 continue
         converged = verdict.startswith("converged")
         records[-1].converged = converged
