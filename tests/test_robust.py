@@ -325,3 +325,16 @@ def test_density_bad_input_is_named():
         PotentialLogDensityEnergy(grid, N, K, 1.0, "cup", np.zeros((2, 2)))
     with pytest.raises(ValueError, match="L0 must have the grid's shape"):
         solve_density(energy, np.zeros(3))
+
+
+def test_density_irls_direction_solves_the_irls_matrix():
+    """The direct (KKT) direction against the IRLS matrix's action: hessp(d, convexified=True) = -G, sum_y P d = 0."""
+    from bftcore.models.density import normalise_log
+    from bftcore.models.robust import IRLSDensityStep
+
+    grid, N, K, t, energy = density_setup(prior_potential("cup", b=0.8))
+    L = normalise_log(np.random.default_rng(8).normal(size=grid.shape), grid.hy)
+    point = energy.at(L)
+    d = IRLSDensityStep(energy).direction(point)
+    assert np.allclose(point.hessp(d, convexified=True), -point.gradient, rtol=1e-9, atol=1e-11)
+    assert np.allclose(np.sum(point.P * d, axis=1), 0.0, atol=1e-12)
