@@ -151,7 +151,8 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
 def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9, seed: int = 0) -> dict:
     """What is uncertain about the fit, for a picture: density (field L): the pointwise ``level`` credible band
     of the regression function h(x) of p(y|x) from ``n`` Laplace samples about the MAP ``field`` (solved here if
-    None), and h(x) of five of those samples -> ``{"x", "h_lo", "h_hi", "h_median", "h_draws", "kind": "laplace"}``; regression: ``n`` exact posterior draws of
+    None), and h(x) of five of those samples -> ``{"x", "h_lo", "h_hi", "h_median", "h_draws", "kind":
+    "laplace"}``; regression: ``n`` exact posterior draws of
     h on the x nodes -> ``{"x", "draws", "kind": "exact"}``."""
     cfg = checked(config)
     kind = cfg.kind

@@ -231,3 +231,22 @@ def test_cli_png_of_a_fit_preset_and_none_for_the_sweep(tmp_path, capsys):
     assert main(["reproduce", "fig7", "--png", str(tmp_path / "fig7.png")]) == 2
     assert "fig7 is a sweep document and has no figure" in capsys.readouterr().err
     assert not (tmp_path / "fig7.png").exists()
+
+
+@pytest.mark.parametrize("name, panels, curves", [("fig5", 3, 1), ("fig12", 3, 2)])
+def test_fig5_and_fig12_are_reproducible_curve_figures(name, panels, curves, tmp_path):
+    """Figs 5 and 12 (the robust error functions, the potentials and their derivatives) through the CLI: the JSON
+    holds each panel's curves, and ψ′ is the derivative of ψ (a finite difference of the printed curves)."""
+    out = subprocess.run([sys.executable, "-m", "bftcore", "reproduce", name, "--json", "--png",
+                          str(tmp_path / "f.png")], capture_output=True, text=True, check=True).stdout
+    doc = json.loads(out)
+    assert doc["figure"] == name and len(doc["panels"]) == panels
+    assert all(len(p["curves"]) == curves for p in doc["panels"])
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    if name == "fig12":
+        for p in doc["panels"]:
+            s, psi, dpsi = (np.array(c["y"] if k else c["x"]) for k, c in
+                            ((0, p["curves"][0]), (1, p["curves"][0]), (1, p["curves"][1])))
+            mid = np.abs(s) > 5  # away from the cusp
+            fd = np.gradient(psi, s)
+            assert np.allclose(fd[mid][1:-1], dpsi[mid][1:-1], atol=0.02 * np.max(np.abs(dpsi)))

@@ -349,22 +349,41 @@ def data_term(name: str = "gaussian", **params) -> DataTerm:
 
 
 # ------------------------------------------------------------------------------------------- small figures
+#: What the panels of Figs 5 and 12 are called (the keys of :data:`DATA_TERMS` and :data:`POTENTIAL_PRESETS`).
+FIGURE_TITLES = {"mixture2": "-ln of a mixture of 2 Gaussians (means ±1)",
+                 "mixture11": "-ln of a mixture of 11 Gaussians (means -5..5)",
+                 "insensitive": "ε-insensitive error, ε = 1",
+                 "cusp": "cusp: a = 5, b = 10, γ = 0.7", "cup": "cup: a = 1, b = 3, γ = 2",
+                 "inverted_cup": "inverted cup: a = -4.8, b = 15, γ = 2"}
+
+
 def fig5_document(n: int = 201) -> dict:
     """The three robust error functions of Fig. 5 on e in [-6, 6] (sigma = 1, means +-1 and -5..5, eps = 1; the
-    paper gives no parameters), as JSON-ready lists: ``{"panels": [{"name", "e", "E"}]}``."""
+    paper gives no parameters), as JSON-ready lists: ``{"figure": "fig5", "panels": [{"name", "e", "E", "title",
+    "xlabel", "ylabel", "curves"}]}`` (``curves``: the same E(e), as the small figures' curve drawer takes it,
+    :mod:`bftcore.studies.small_figures`)."""
     e = np.linspace(-6.0, 6.0, n)
-    panels = [(name, data_term(name).value(e)) for name in ("mixture2", "mixture11", "insensitive")]
-    return {"panels": [{"name": name, "e": e.tolist(), "E": np.asarray(E, dtype=float).tolist()}
-                       for name, E in panels]}
+    panels = [(name, np.asarray(data_term(name).value(e), dtype=float)) for name in
+              ("mixture2", "mixture11", "insensitive")]
+    return {"figure": "fig5",
+            "panels": [{"name": name, "e": e.tolist(), "E": E.tolist(), "title": FIGURE_TITLES[name],
+                        "xlabel": "e (residual / σ)", "ylabel": "E(e)",
+                        "curves": [{"label": "E(e)", "x": e.tolist(), "y": E.tolist()}]} for name, E in panels]}
 
 
 def fig12_document(n: int = 201) -> dict:
-    """The potentials of Fig. 12 on s in [-50, 50] (s0 = 0): ``{"panels": [{"name", "a", "b", "gamma", "s", "psi",
-    "dpsi", "cusp"}]}``, in the caption's order (a) cusp, (b) cup, (c) inverted cup; ``cusp`` is gamma < 1."""
+    """The potentials of Fig. 12 on s in [-50, 50] (s0 = 0) and their derivatives: ``{"figure": "fig12",
+    "panels": [{"name", "a", "b", "gamma", "s", "psi", "dpsi", "cusp", "title", "xlabel", "ylabel", "curves"}]}``,
+    in the caption's order (a) cusp, (b) cup, (c) inverted cup; ``cusp`` is gamma < 1 (the caption puts the word on
+    panel (b), whose gamma = 2 is smooth)."""
     s = np.linspace(-50.0, 50.0, n)
     out = []
     for name in ("cusp", "cup", "inverted_cup"):
         p = prior_potential(name)
-        out.append({"name": name, "a": p.a, "b": p.b, "gamma": p.gamma, "s": s.tolist(),
-                    "psi": p.value(s).tolist(), "dpsi": p.derivative(s).tolist(), "cusp": bool(p.is_cusp)})
-    return {"panels": out}
+        psi, dpsi = p.value(s).tolist(), p.derivative(s).tolist()
+        out.append({"name": name, "a": p.a, "b": p.b, "gamma": p.gamma, "s": s.tolist(), "psi": psi,
+                    "dpsi": dpsi, "cusp": bool(p.is_cusp), "title": FIGURE_TITLES[name], "xlabel": "s",
+                    "ylabel": "ψ(s), ψ′(s)",
+                    "curves": [{"label": "ψ(s)", "x": s.tolist(), "y": psi},
+                               {"label": "ψ′(s)", "x": s.tolist(), "y": dpsi}]})
+    return {"figure": "fig12", "panels": out}

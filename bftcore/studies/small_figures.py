@@ -37,6 +37,8 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 from scipy.special import kl_div
 
+from ..foundations import potentials
+
 __all__ = ["STATES", "CORRELATED_PRIOR", "FACTORIAL_PRIOR", "mutual_information", "mutual_information_mc",
            "fig3_data", "sequential_posteriors", "fig3_document", "fig6_log_p", "fig6_document", "mixture_log_p",
            "fig9_document", "fig10_document", "grid_maxima", "SmallFigure", "SMALL_FIGURES", "PAPER_000"]
@@ -290,4 +292,8 @@ SMALL_FIGURES: dict[str, SmallFigure] = {
                         fig9_document, "joint_posterior"),
     "fig10": SmallFigure(PAPER_000, "Fig 10", "joint posterior of h and beta, prior mixture, y_D = 0.3 and 0.5",
                          fig10_document, "joint_posterior"),
+    "fig5": SmallFigure(PAPER_000, "Fig 5", "robust error functions: two and eleven Gaussians, ε-insensitive",
+                        potentials.fig5_document, "curves"),
+    "fig12": SmallFigure(PAPER_000, "Fig 12", "non-quadratic potentials ψ and ψ′: cusp, cup, inverted cup",
+                         potentials.fig12_document, "curves"),
 }
