@@ -35,6 +35,7 @@ from .foundations.operators import SingularOperatorError
 from .foundations.tables import by_evidence, data_document, read_labelled_table
 from .models.evidence import PATH_MAX_DROP
 from .models.presets import REAL_DATA, TITLES, figure_config
+from .models.problems import ROBUST_REGRESSION
 from .outputs import export, figures, result_tables
 from .studies.learning import parse_sizes
 from .studies.small_figures import PAPER_000, SMALL_FIGURES
@@ -381,8 +382,16 @@ def _tls(args):
 
 
 def _run_config(args, cfg) -> tuple[dict, str]:
+    robust = kind_of(cfg) is ROBUST_REGRESSION
+    if robust and (getattr(args, "png", None) is not None or getattr(args, "csv", None) is not None):
+        raise ConfigError("--png and --csv draw and tabulate the Gaussian fits (with their exact posterior); a robust "
+                          "regression's result is the JSON document (--json): its h on the x nodes")
     if args.command == "fit":
         return api.fit(cfg), "fit"
+    if robust:  # its sweeps, evidence and resampling are Gaussian regression's
+        raise ConfigError(f"{args.command} is not defined for a robust regression (a document with prior.potential, "
+                          f"data_term or solver.method \"irls\"): only fit is; remove those keys for the Gaussian "
+                          f"regression's {args.command}")
     if args.command == "evidence":
         given = [(name, text) for name, text in (("lambda", args.lam), ("l0", args.l0), ("l2", args.l2),
                                                  ("l4", args.l4), ("l6", args.l6), ("beta", args.beta))

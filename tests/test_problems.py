@@ -16,11 +16,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = {"density": lambda: presets.figure_config("fig14"),
            "regression": lambda: presets.regression_presets()["two_trends"],
            "density_1d": lambda: {"grid": {"y": {"min": -3, "max": 3, "n": 40, "boundary": "neumann"}},
-                                  "data": [-1.0, -0.5, 0.2, 0.3, 1.1]}}
+                                  "data": [-1.0, -0.5, 0.2, 0.3, 1.1]},
+           "robust_regression": lambda: {**presets.regression_presets()["two_trends"], "templates": [
+               {"kind": "constant", "value": 1.0}], "weights": [1.0], "data_term": {"name": "insensitive"},
+               "solver": {"max_iter": 100}}}
 
 
 def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole_protocol():
-    assert set(problems.KINDS) == {"density", "regression", "density_1d"}
+    assert set(problems.KINDS) == {"density", "regression", "density_1d", "robust_regression"}
     for name, kind in problems.KINDS.items():
         cfg = validate_config(CONFIGS[name]())
         assert cfg["model"] == kind.model  # the gate accepts it
@@ -35,7 +38,9 @@ def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole
     for name, kind in problems.KINDS.items():
         assert all(hasattr(kind, a) for a in attributes), name
         assert isinstance(kind.claims, dict) and isinstance(kind.y_on_grid, bool)
-        assert kind.name == name and kind.path_parameters and kind.drawn_as in ("heatmap", "curve", "density")
+        assert kind.name == name and kind.drawn_as in ("heatmap", "curve", "density")
+        # an evidence path follows some hyperparameter, unless the kind has no evidence (robust regression)
+        assert kind.path_parameters or name == "robust_regression"
         assert isinstance(api.run(validate_config(CONFIGS[name]())), kind.result_type)
         for method in wanted:
             assert callable(getattr(kind, method)), (name, method)
@@ -47,7 +52,7 @@ def test_a_kinds_node_count_is_the_size_of_its_field(name):
     gen = api.iterate(cfg)
     start = next(gen)
     gen.close()
-    field = start.h if name == "regression" else start.field
+    field = start.h if name in ("regression", "robust_regression") else start.field
     assert problems.kind_of(cfg).nodes(cfg) == np.asarray(field).size
 
 

@@ -42,6 +42,7 @@ from .limits import (
     active,
 )
 from .operators import FREE_AXIS_MAX_NODES, axis_symbol, highest_order
+from .potentials import DATA_TERMS, POTENTIAL_PRESETS
 from .records import FitResult, Record
 from .solvers import METHODS
 from .templates import KINDS as TEMPLATE_KINDS
@@ -54,7 +55,7 @@ class ConfigError(ValueError):
 
 
 TOP_KEYS = ("model", "grid", "data", "prior", "templates", "weights", "beta", "solver", "truth", "choose",
-            "labels")
+            "labels") + ("data_term",)  # robust regression (the block at the end of this module)
 #: Longest name of an axis (key ``labels``): a column header, with its units, fits; a paragraph does not.
 LABEL_MAX_CHARS = 80
 #: The x axis of a one-dimensional density (a document whose grid gives y and no x): one node at x = 0.
@@ -66,7 +67,7 @@ CHOOSABLE = {"density": ("lambda",), "regression": ("lambda", "l0", "beta")}
 #: whether a lambda is too stiff or too weak is judged against the grid and the data (:func:`_check_conditioning`).
 LAMBDA_MAGNITUDE = MAX_SCALED_MAGNITUDE
 CHOOSE_DEFAULT_RANGE = {"lambda": (1e-3, 1e3, 30), "l0": (1e-4, 1e2, 30), "beta": (1e-3, 1e3, 30)}
-PRIOR_KEYS = ("field", "lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6")
+PRIOR_KEYS = ("field", "lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6") + ("potential",)  # robust regression
 SOLVER_KEYS = ("method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol")
 AXIS_KEYS = ("min", "max", "n", "boundary")
 INITS = ("uniform", "kernel", "empirical")
@@ -932,7 +933,7 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     if so is None:
         so = {}
     _keys(so, SOLVER_KEYS, "solver")
-    method = _str(so.get("method", "newton"), "solver.method", METHODS)
+    method = _str(so.get("method", "newton"), "solver.method", METHODS + (IRLS,))
     init = so.get("init", "kernel")
     if not isinstance(init, str) or not (init in INITS or init.startswith("template:")):
         raise ConfigError(f"solver.init must be one of {', '.join(INITS)} or \"template:<index>\", got {_show(init)}")
@@ -982,6 +983,7 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     labels = _labels(doc["labels"]) if doc.get("labels") is not None else {}
     if labels:
         out["labels"] = labels
+    _robust(doc, out)  # robust regression's keys (the block at the end of this module)
     _check_cost(out, grid, limits)  # before any template is evaluated on the grid
     _check_conditioning(out, grid, lam_chosen="lambda" in choose)
     if model == "density":
@@ -1130,3 +1132,127 @@ def validate_sweep(cfg: dict, beta_min, beta_max, n, limits: Limits | None = Non
 def grid_from_config(cfg: dict) -> Grid:
     g = cfg["grid"]
     return Grid(Axis(**g["x"]), Axis(**g["y"]))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# robust regression: a non-quadratic prior potential (Sect. 6.5, Fig. 12) and a robust data term (Sect. 3.7.4,
+# Fig. 5) in a "model": "regression" document, solved by IRLS (bftcore.models.robust)
+# --------------------------------------------------------------------------------------------------------------
+#: ``solver.method`` of a robust regression document: iteratively reweighted least squares, the only solver of the
+#: robust terms (:func:`bftcore.models.robust.solve`); the robust kind claims the documents that carry it.
+IRLS = "irls"
+#: Keys of ``prior.potential`` and of ``data_term`` (their meaning and units: :func:`_robust`).
+POTENTIAL_KEYS = ("name", "a", "b", "gamma", "s0")
+DATA_TERM_KEYS = ("name", "mu", "eps")
+#: The parameters each data term takes in a document (sigma is not one: it is the document's noise, beta^-1/2).
+DATA_TERM_PARAMETERS = {name: tuple(p for p in params if p != "sigma") for name, params in DATA_TERMS.items()}
+#: Defaults of a robust document: b in units of the noise per node difference, the height a relative to the
+#: quadratic's curvature (positive for the cups, negative for the inverted cup), the presets' gamma, mu and eps one
+#: noise width; solver.max_iter when the document gives none (IRLS on a cup takes hundreds of steps: 304 for the
+#: step demo with an insensitive data term).
+ROBUST_B = 2.0
+ROBUST_MU = 1.0
+ROBUST_EPS = 1.0
+ROBUST_MAX_ITER = 500
+
+
+def _robust_potential(p) -> dict:
+    """``prior.potential`` in document units (:func:`_robust`)."""
+    if p is None:
+        p = {}
+    _keys(p, POTENTIAL_KEYS, "prior.potential")
+    name = _str(p.get("name", "quadratic"), "prior.potential.name", tuple(POTENTIAL_PRESETS))
+    s0 = _num(p.get("s0", 0.0), "prior.potential.s0")
+    if name == "quadratic":
+        extra = [k for k in ("a", "b", "gamma") if k in p]
+        if extra:
+            raise ConfigError(f"prior.potential: the quadratic potential takes s0 only, not {', '.join(extra)}; "
+                              f"remove them or name a Fig. 12 potential (cup, cusp, inverted_cup)")
+        return {"name": name, "s0": s0}
+    sign = -1.0 if POTENTIAL_PRESETS[name]["a"] < 0 else 1.0
+    a = _num(p.get("a", sign), "prior.potential.a")
+    if not a * sign > 0:
+        raise ConfigError(f"prior.potential.a of the {name} potential must be "
+                          f"{'< 0 (its psi is <= 0)' if sign < 0 else '> 0 (its psi is >= 0)'}, got {a:g}; "
+                          f"{'use the cup for a > 0' if sign < 0 else 'use inverted_cup for a < 0'}")
+    b = _num(p.get("b", ROBUST_B), "prior.potential.b", 0, lo_open=True)
+    gamma = _num(p.get("gamma", POTENTIAL_PRESETS[name]["gamma"]), "prior.potential.gamma", 0, lo_open=True)
+    return {"name": name, "a": a, "b": b, "gamma": gamma, "s0": s0}
+
+
+def _robust_data_term(d) -> dict:
+    """``data_term`` in document units (:func:`_robust`)."""
+    if d is None:
+        d = {}
+    if isinstance(d, dict) and "sigma" in d:
+        raise ConfigError("data_term.sigma: the noise sigma of every data term is the document's beta = 1/sigma^2 "
+                          "(y units); set beta instead")
+    _keys(d, DATA_TERM_KEYS, "data_term")
+    name = _str(d.get("name", "gaussian"), "data_term.name", tuple(DATA_TERMS))
+    takes = DATA_TERM_PARAMETERS[name]
+    extra = [k for k in ("mu", "eps") if k in d and k not in takes]
+    if extra:
+        raise ConfigError(f"data_term: the {name} data term takes {', '.join(takes) or 'no parameter'}, not "
+                          f"{', '.join(extra)}; remove them")
+    out: dict = {"name": name}
+    if "mu" in takes:
+        out["mu"] = _num(d.get("mu", ROBUST_MU), "data_term.mu", 0)
+    if "eps" in takes:
+        out["eps"] = _num(d.get("eps", ROBUST_EPS), "data_term.eps", 0)
+    return out
+
+
+def _robust(doc: dict, out: dict) -> None:
+    """The keys of a robust regression document, checked and completed in ``out`` (the gate's output so far).
+
+    A regression document is robust when it has ``prior.potential``, ``data_term`` or ``solver.method: "irls"``::
+
+        "prior": {"lambda": 0.01, "l2": 1, "potential": {"name": "cup", "a": 1, "b": 2, "gamma": 2, "s0": 0}},
+        "data_term": {"name": "insensitive", "eps": 1},
+        "beta": 100, "solver": {"method": "irls", "max_iter": 500}
+
+    The energy (a negative log posterior, in nats) is ``sum_data rho(h(x_d) - y_d) + beta lambda hx sum_e psi(omega_e)``
+    with ``omega = W (h - t)``, ``W^T W = K_X`` (:mod:`bftcore.models.robust`); with the quadratic potential and the
+    Gaussian data term it is beta times regression's E_h, and the fit is plain regression's.
+
+    Units (every parameter here is a pure number, so the same numbers mean the same in any units of x and y):
+
+    * sigma = beta^-1/2 (y units) is the noise of every data term; ``mu`` (mixtures: means +-mu sigma, or k mu sigma
+      for k = -5..5) and ``eps`` (the insensitive tube's half-width eps sigma) are in units of sigma, default 1.
+    * ``b`` and ``s0`` are in units of ``S = sigma sqrt(l_k) / hx^k`` (k the highest order of the prior present,
+      hx the x spacing): the unit of omega in which a k-th difference of neighbouring nodes of one noise width is 1.
+      So with the l2 prior a difference of ``b sigma`` between neighbouring nodes sits where psi is half its height:
+      smaller differences are smoothed as by the Gaussian prior, larger ones are edges.  Default b = 2, s0 = 0.
+    * ``a`` is the height in units of ``S^2 b^2 / 2``, the quadratic potential's value at b: psi(inf) = a b^2 S^2 / 2,
+      so that for gamma = 2 psi''(s0) = a, and a = 1 (the default; -1 for the inverted cup) is the quadratic prior
+      near s0: lambda keeps its meaning of plain regression.  The cups take a > 0, the inverted cup a < 0.
+    * ``gamma`` is a pure number (default the Fig. 12 preset's: 2 cup and inverted cup, 0.7 cusp).
+    * lambda and beta are regression's (units x^(2k-1) and 1/y^2): under x -> alpha x, y -> c y lambda goes to
+      alpha^(2k-1) lambda and beta to beta / c^2, as for a plain regression.
+
+    Refused: a density document with these keys; a solver other than IRLS; several templates (a mixture of priors:
+    the robust solver has one prior mean); ``choose`` (the evidence is defined for Gaussian priors and data only)."""
+    pr, so = doc.get("prior") or {}, doc.get("solver") or {}
+    robust = (isinstance(pr, dict) and "potential" in pr) or doc.get("data_term") is not None or (
+        out["solver"]["method"] == IRLS)
+    if not robust:
+        return
+    if out["model"] != "regression":
+        raise ConfigError("prior.potential, data_term and solver.method \"irls\" are robust regression's (model "
+                          "\"regression\"); a density document has a Gaussian prior and the data's counts")
+    if isinstance(so, dict) and "method" in so and out["solver"]["method"] != IRLS:
+        raise ConfigError(f"solver.method {out['solver']['method']!r}: a regression with a prior potential or a data "
+                          f"term is solved by IRLS; set solver.method to \"irls\" or leave it out")
+    if len(out["templates"]) != 1:
+        raise ConfigError(f"a robust regression takes one template (the prior mean t), got {len(out['templates'])}: "
+                          f"mixtures of several templates are solved for the Gaussian prior and data term only; keep "
+                          f"one template")
+    if out.get("choose"):
+        raise ConfigError("choose: the evidence is not defined for a non-Gaussian prior potential or data term "
+                          "(no closed form, and a Laplace approximation at a cup's edges is no approximation); "
+                          "remove choose and set lambda and beta by hand")
+    out["prior"]["potential"] = _robust_potential(pr.get("potential") if isinstance(pr, dict) else None)
+    out["data_term"] = _robust_data_term(doc.get("data_term"))
+    out["solver"]["method"] = IRLS
+    if not (isinstance(so, dict) and "max_iter" in so):
+        out["solver"]["max_iter"] = ROBUST_MAX_ITER

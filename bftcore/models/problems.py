@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..foundations.config import KINDS, ProblemKind, kind_of, register  # noqa: F401 - the registry, re-exported
-from . import density, density_1d, evidence, regression
+from . import density, density_1d, evidence, regression, robust
 
 
 class _Density(density.DensityKind):
@@ -43,3 +43,6 @@ DENSITY: ProblemKind = register(_Density())
 REGRESSION: ProblemKind = register(regression.RegressionKind())
 #: The 1-D density p(y) (a prior on L; with a prior on P it is the conditional density's, one x node).
 DENSITY_1D: ProblemKind = register(density_1d.Density1D())
+#: Regression with a non-quadratic prior potential and a robust data term (Sects. 6.5, 3.7.4), by IRLS: it claims the
+#: regression documents with ``solver.method: "irls"`` (the gate sets it when prior.potential or data_term is given).
+ROBUST_REGRESSION: ProblemKind = register(robust.RobustRegressionKind())

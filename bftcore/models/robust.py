@@ -54,17 +54,19 @@ otherwise says why in its ``verdict``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from ..foundations.config import ConfigError, checked, grid_from_config
 from ..foundations.grid import Axis, Grid
 from ..foundations.operators import PriorOperator, axis_root
 from ..foundations.potentials import DataTerm, PriorPotential, data_term, prior_potential
-from ..foundations.records import Record
+from ..foundations.records import FitResult, Record
 from ..foundations.solvers import iterate as solver_iterate
 from ..foundations.solvers import line_search
 from ..foundations.templates import template_values
@@ -563,3 +565,176 @@ def solve_density(energy: PotentialLogDensityEnergy, L0=None, max_iter: int = 20
     if method == "irls":
         return list(solver_iterate(energy, L0, min_iter=1, max_iter=max_iter, tol=tol, step=IRLSDensityStep(energy)))
     return list(solver_iterate(energy, L0, method=method, min_iter=1, max_iter=max_iter, tol=tol))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the problem kind: a "model": "regression" document with a prior potential or a data term
+# (bftcore.foundations.config._robust: the keys, their units and what is refused)
+# --------------------------------------------------------------------------------------------------------------
+def omega_unit(cfg: dict) -> float:
+    """``S = sigma sqrt(l_k) / hx^k`` of a validated robust document: the unit of its potential's ``b`` and ``s0``
+    (sigma = beta^-1/2, k the highest order of the prior present, hx the x spacing; on a one-node axis only l0 acts,
+    k = 0).  With the l2 prior, omega = b S is a difference of b sigma between neighbouring nodes."""
+    pr = cfg["prior"]
+    sigma = cfg["beta"] ** -0.5
+    hx = grid_from_config(cfg).x.h
+    orders = [(k, pr[f"l{2 * k}"]) for k in range(4) if pr[f"l{2 * k}"] > 0]
+    if cfg["grid"]["x"]["n"] == 1:
+        orders = [(0, pr["l0"])]
+    k, lk = orders[-1]
+    return sigma * np.sqrt(lk) / hx ** k
+
+
+def robust_terms(cfg: dict) -> tuple[DataTerm, PriorPotential, float]:
+    """``(rho, psi, lam)`` of a validated robust document in the solver's absolute units (y, and omega's units): the
+    document's pure numbers times sigma = beta^-1/2 and :func:`omega_unit` (the rules of
+    :func:`bftcore.foundations.config._robust`), and the solver's lambda = beta lambda (the energy in nats)."""
+    sigma = cfg["beta"] ** -0.5
+    d, p = cfg["data_term"], cfg["prior"]["potential"]
+    rho = data_term(d["name"], sigma=sigma, **{k: v * sigma for k, v in d.items() if k != "name"})
+    unit = omega_unit(cfg)
+    if p["name"] == "quadratic":
+        psi = prior_potential("quadratic", s0=p["s0"] * unit)
+    else:
+        b = p["b"] * unit
+        psi = prior_potential(p["name"], a=p["a"] * b ** 2 / 2, b=b, gamma=p["gamma"], s0=p["s0"] * unit)
+    return rho, psi, cfg["beta"] * cfg["prior"]["lambda"]
+
+
+def problem_from_config(config: dict) -> RobustRegression:
+    """The :class:`RobustRegression` of a robust regression document, through the gate."""
+    cfg = checked(config)
+    if "data_term" not in cfg:
+        raise ConfigError("this is robust regression; the document has no prior.potential, data_term or solver.method "
+                          "\"irls\" (a plain regression is bftcore.models.regression's)")
+    pr = cfg["prior"]
+    rho, psi, lam = robust_terms(cfg)
+    return RobustRegression(grid_from_config(cfg).x, cfg["data"], rho, psi, lam=lam, l0=pr["l0"], l2=pr["l2"],
+                            l4=pr["l4"], l6=pr["l6"], template=cfg["templates"][0])
+
+
+def _truth(cfg: dict, nodes: np.ndarray) -> np.ndarray | None:
+    truth = cfg["truth"]
+    if truth is None:
+        return None
+    return template_values(truth if isinstance(truth, dict) else {"kind": "array", "values": truth}, nodes)
+
+
+@dataclass
+class RobustRegressionFit(FitResult):
+    """A robust regression fit as arrays: the records (the last with ``h``; energies in regression's units, the
+    negative log posterior over beta), the problem, the solver's :class:`RobustFit` and the document it solved."""
+
+    problem: RobustRegression
+    fit: RobustFit
+    cfg: dict
+
+    @property
+    def h(self) -> np.ndarray:
+        return self.fit.h
+
+    @property
+    def converged(self) -> bool:
+        return self.fit.converged
+
+    def summary(self) -> dict:
+        return {"energy": float(self.last.energy), "mixing": [1.0], "test_error": self.last.test_error,
+                "converged": self.fit.converged, "stable": None}
+
+    def to_document(self) -> dict:
+        """The result document: regression's keys (``model``, ``x``, ``beta``, ``energy`` (the negative log posterior
+        over beta: with the quadratic potential and the Gaussian data term regression's E_h), ``train_error`` (mean
+        of (h(x_d) - y_d)^2 / 2, as regression's), ``test_error`` (with ``truth``), ``iterations``, ``converged``,
+        ``mixing`` ([1]: one prior), ``h``, ``history``, ``elapsed_s``) and the robust ones: ``kind``
+        ("robust_regression"), ``potential`` and ``data_term`` (the document's numbers, and ``absolute``: the same
+        in y and omega units, with sigma and the solver's lambda = beta lambda), ``verdict`` (why the run ended, in
+        words), ``steps`` (the kind of each step: irls, gradient, curvature), ``residual`` (relative stationarity
+        residual) and ``notes`` ([verdict], which the CLI's summary prints)."""
+        cfg, pb, fit = self.cfg, self.problem, self.fit
+        psi, rho = pb.psi, pb.rho
+        potential = {**cfg["prior"]["potential"], "absolute": {"a": psi.a if psi.kind == "family" else None,
+                                                             "b": psi.b if psi.kind == "family" else None,
+                                                             "s0": psi.s0, "unit": omega_unit(cfg),
+                                                             "lambda": pb.lam}}
+        absolute = {"sigma": rho.sigma, **{k: getattr(rho, k) for k in cfg["data_term"] if k != "name"}}
+        last = self.last
+        return {"model": "regression", "kind": RobustRegressionKind.name, "x": pb.nodes.tolist(),
+                "beta": cfg["beta"], "energy": float(last.energy), "train_error": last.train_error,
+                "test_error": last.test_error, "iterations": int(fit.iterations), "converged": bool(fit.converged),
+                "mixing": [1.0], "h": fit.h.tolist(), "history": [r.summary() for r in self.history],
+                "elapsed_s": self.elapsed_s, "potential": potential,
+                "data_term": {**cfg["data_term"], "absolute": absolute}, "verdict": fit.verdict,
+                "steps": list(fit.steps), "residual": float(fit.residual), "notes": [fit.verdict]}
+
+
+def solve_config(config: dict, init=None, callback=None) -> RobustRegressionFit:
+    """Fit a robust regression document by IRLS (:func:`solve`, from ``init`` node values or the Gaussian start),
+    with the document's ``solver.max_iter`` and ``solver.tol`` (the field's relative move; the stationarity
+    residual's tolerance stays :func:`solve`'s 1e-10).  ``solver.init``, ``mass2``, ``init_mass2`` and ``min_iter``
+    are the Gaussian solvers' and are not used.  Every record is completed with regression's errors and its energy
+    over beta; ``callback(record)`` sees each one after the run (IRLS runs to its end: a True return does not stop
+    it)."""
+    cfg = checked(config)
+    problem = problem_from_config(cfg)
+    beta, so = cfg["beta"], cfg["solver"]
+    truth = _truth(cfg, problem.nodes)
+    fit = solve(problem, init="gaussian" if init is None else init, max_iter=so["max_iter"],
+                tol=min(so["tol"], 1e-10))
+    history = []
+    for rec in fit.records:
+        h = np.asarray(rec.h, dtype=float)
+        e = problem.residuals(h)
+        done = replace(rec, energy=rec.energy / beta, train_error=0.5 * float(np.mean(e ** 2)) if e.size else 0.0,
+                       test_error=None if truth is None else 0.5 * float(np.mean((h - truth) ** 2)))
+        history.append(done)
+        if callback is not None:
+            callback(done)
+    history[-1].converged = fit.converged
+    return RobustRegressionFit(history, fit.elapsed_s, problem, fit, cfg)
+
+
+class RobustRegressionKind:
+    """Regression with a prior potential and a data term (the documents of
+    :func:`bftcore.foundations.config._robust`) as a problem kind (:class:`bftcore.foundations.config.ProblemKind`),
+    registered in :mod:`bftcore.models.problems` after plain regression and claiming the documents whose
+    ``solver.method`` is ``"irls"`` (the gate sets it for every document with the robust keys)."""
+
+    name: str = "robust_regression"
+    model: str = "regression"
+    claims: dict[str, object] = {"solver.method": "irls"}
+    result_type: type[FitResult] = RobustRegressionFit
+    drawn_as: str = "curve"
+    path_parameters: tuple[str, ...] = ()  # no evidence for a non-Gaussian prior or data term
+    has_exact: bool = False
+    y_on_grid: bool = False
+    default_templates: tuple[str, ...] = ("constant",)
+
+    def nodes(self, cfg: dict) -> int:
+        return cfg["grid"]["x"]["n"]
+
+    def is_sparse_heavy(self, cfg: dict) -> bool:
+        """No: one banded sparse LU per IRLS step (and, once converged, a dense eigendecomposition of up to
+        :data:`SADDLE_MAX_NODES` nodes for the saddle check)."""
+        return False
+
+    def iterate(self, cfg: dict, init=None) -> Iterator[Record]:
+        """The records of :func:`solve_config`, one per IRLS step (iteration 0 the Gaussian start), energies in
+        regression's units.  They come after the whole run: IRLS is not a generator."""
+        yield from solve_config(cfg, init).history
+
+    def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
+        """:func:`solve_config` (it checks for saddles by itself: ``check_stability`` changes nothing)."""
+        return solve_config(cfg, init, callback)
+
+    def evidence_path(self, cfg: dict, param: str, values) -> dict:
+        raise ConfigError("the evidence of a robust regression is not defined here: a non-Gaussian prior potential "
+                          "or data term has no closed-form evidence, and a Laplace approximation at a cup's edges is "
+                          "not one; set lambda and beta by hand (or fit the Gaussian document for its evidence)")
+
+    def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
+        raise ConfigError("posterior draws of a robust regression are not implemented: its posterior is not "
+                          "Gaussian (the cups are not convex, the data terms not quadratic), and neither exact draws "
+                          "nor a Laplace band about the MAP h would be honest; only the MAP fit is available")
+
+    def exact(self, cfg: dict) -> dict | None:
+        return None
