@@ -141,7 +141,7 @@ def test_evidence_and_posterior_draws_are_refused_clearly_and_nothing_is_exact()
 def test_the_document_units_give_the_demos_absolute_parameters():
     """b = 2 in units of sigma / hx is the demo's slope 20 (sigma = 0.1, hx = 0.01); a = 1 with lambda = 0.01 is its
     lambda a = 200; eps = 1 is sigma: the preset reproduces the demo's insensitive_cup fit."""
-    cfg = validate_config(presets.PRESETS["robust_prior"][0])
+    cfg = validate_config(presets.robust_prior_config())
     rho, psi, lam = robust.robust_terms(cfg)
     assert psi.b == pytest.approx(20.0) and lam * psi.a == pytest.approx(200.0)
     assert rho.sigma == pytest.approx(0.1) and rho.eps == pytest.approx(0.1)
@@ -203,10 +203,8 @@ def test_the_cli_refuses_what_only_gaussian_regression_has(tmp_path, capsys, arg
 
 # ----------------------------------------------------------------------------------------------------- the preset
 def test_the_robust_prior_preset_ignores_the_outlier_and_is_the_demos_fit():
-    cfg = validate_config(presets.PRESETS["robust_prior"][0])
-    assert cfg.kind is problems.ROBUST_REGRESSION
-    assert "robust_prior" in presets.TITLES and "robust_prior" in presets.DEMO_TEXT
-    assert sum(group.count("robust_prior") for group in presets.GROUPS.values()) == 1
+    cfg = validate_config(presets.robust_prior_config())
+    assert cfg.kind is problems.ROBUST_REGRESSION and "robust_prior" in presets.DEMO_TEXT
     res = api.fit(cfg)
     assert res["converged"]
     h = np.array(res["h"])
