@@ -216,3 +216,10 @@ def test_the_robust_prior_preset_ignores_the_outlier_and_is_the_demos_fit():
     assert abs(m["h_020"]) < 0.25 < 1.0 < demo["quadratic"]["h_020"]
     assert m["rmse"] < 0.5 * demo["quadratic"]["rmse"] and m["jump"] > demo["quadratic"]["jump"]
     assert res["test_error"] == pytest.approx(0.5 * m["rmse"] ** 2, rel=1e-12)
+
+
+def test_the_robust_prior_preset_is_offered_with_a_title_and_one_chapter():
+    assert presets.PRESETS["robust_prior"] == (presets.robust_prior_config(), presets.DEMO_TEXT["robust_prior"])
+    assert "outlier" in presets.TITLES["robust_prior"]
+    assert [g for g, names in presets.GROUPS.items() if "robust_prior" in names] == [
+        "§6.5, §3.7.4 Non-quadratic priors and robust errors (Figs 5, 12)"]
