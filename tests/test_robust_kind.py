@@ -223,3 +223,18 @@ def test_the_robust_prior_preset_is_offered_with_a_title_and_one_chapter():
     assert "outlier" in presets.TITLES["robust_prior"]
     assert [g for g, names in presets.GROUPS.items() if "robust_prior" in names] == [
         "§6.5, §3.7.4 Non-quadratic priors and robust errors (Figs 5, 12)"]
+
+
+def test_a_data_table_fits_with_a_robust_configuration_that_sets_lambda_and_beta(tmp_path, capsys):
+    table = tmp_path / "step.csv"
+    table.write_text("x,y\n0,0.1\n0.5,0.2\n1,0.1\n1.5,3\n2,1.1\n2.5,1.0\n3,0.9\n")
+    config = tmp_path / "robust.json"
+    base = {"model": "regression", "prior": {"potential": {"name": "cup"}},
+            "templates": [{"kind": "constant", "value": 0}]}
+    config.write_text(json.dumps({**base, "prior": {"lambda": 0.01, "potential": {"name": "cup"}}, "beta": 100}))
+    assert main(["fit", str(table), "--config", str(config), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "robust_regression" and out["converged"]
+    config.write_text(json.dumps(base))  # lambda and beta left to the evidence, which a robust fit does not have
+    assert main(["fit", str(table), "--config", str(config)]) == 2
+    assert "set prior.lambda and beta by hand" in capsys.readouterr().err

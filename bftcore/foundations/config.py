@@ -1250,7 +1250,8 @@ def _robust(doc: dict, out: dict) -> None:
     if out.get("choose"):
         raise ConfigError("choose: the evidence is not defined for a non-Gaussian prior potential or data term "
                           "(no closed form, and a Laplace approximation at a cup's edges is no approximation); "
-                          "remove choose and set lambda and beta by hand")
+                          "remove choose and set prior.lambda and beta by hand (a data table's fit asks the evidence "
+                          "for the ones its configuration leaves out)")
     out["prior"]["potential"] = _robust_potential(pr.get("potential") if isinstance(pr, dict) else None)
     out["data_term"] = _robust_data_term(doc.get("data_term"))
     out["solver"]["method"] = IRLS
