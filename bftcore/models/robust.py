@@ -670,7 +670,7 @@ class RobustRegressionFit(FitResult):
 def solve_config(config: dict, init=None, callback=None) -> RobustRegressionFit:
     """Fit a robust regression document by IRLS (:func:`solve`, from ``init`` node values or the Gaussian start),
     with the document's ``solver.max_iter``.  ``solver.tol`` only tightens :func:`solve`'s tolerance of the field's
-    relative move, 1e-10 (the gate's default tol, 1e-8, is the Gaussian solvers' and would end a cup's IRLS early);
+    relative move, 1e-10 (the gate's default tol, 1e-8, is the Gaussian solvers'; on robust_prior both end at step 304);
     the stationarity residual's tolerance stays 1e-10.  ``solver.init``, ``mass2``, ``init_mass2`` and ``min_iter``
     are the Gaussian solvers' and are not used.  Every record is completed with regression's errors and its energy
     over beta; ``callback(record)`` sees each one after the run (IRLS runs to its end: a True return does not stop
