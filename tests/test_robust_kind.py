@@ -218,13 +218,6 @@ def test_the_robust_prior_preset_ignores_the_outlier_and_is_the_demos_fit():
     assert res["test_error"] == pytest.approx(0.5 * m["rmse"] ** 2, rel=1e-12)
 
 
-def test_the_robust_prior_preset_is_offered_with_a_title_and_one_chapter():
-    assert presets.PRESETS["robust_prior"] == (presets.robust_prior_config(), presets.DEMO_TEXT["robust_prior"])
-    assert "outlier" in presets.TITLES["robust_prior"]
-    assert [g for g, names in presets.GROUPS.items() if "robust_prior" in names] == [
-        "§6.5, §3.7.4 Non-quadratic priors and robust errors (Figs 5, 12)"]
-
-
 def test_a_data_table_fits_with_a_robust_configuration_that_sets_lambda_and_beta(tmp_path, capsys):
     table = tmp_path / "step.csv"
     table.write_text("x,y\n0,0.1\n0.5,0.2\n1,0.1\n1.5,3\n2,1.1\n2.5,1.0\n3,0.9\n")

@@ -318,6 +318,3 @@ DEMO_TEXT["robust_prior"] = (
     "neighbouring nodes 0.30, against 0.21). Watch the energy fall over some three hundred IRLS steps. Then switch "
     "the data term to gaussian: the cup alone does not ignore the outlier, it follows it with a plateau near 1.5 "
     "bounded by two edges.")
-TITLES["robust_prior"] = "Robust regression: a step with an outlier (cup prior, ε-insensitive error)"
-GROUPS["§6.5, §3.7.4 Non-quadratic priors and robust errors (Figs 5, 12)"] = ["robust_prior"]
-PRESETS["robust_prior"] = (robust_prior_config(), DEMO_TEXT["robust_prior"])
