@@ -69,8 +69,9 @@ __all__ = ["ConfigError", "Valid", "default_config", "validate_config", "grid_fr
            "evidence_document", "choose_hyperparameters", "posterior_summary", "learning_curve_document",
            "bootstrap_document"]
 
-#: The hyperparameters an evidence path can follow, per model: each kind's own list (bftcore.models.problems).
-PATH_PARAMETERS = {kind.model: kind.path_parameters for kind in KINDS.values()}
+#: The hyperparameters an evidence path can follow, per model: the list of the kind that takes every document of the
+#: model (bftcore.models.problems; a more specific kind, such as robust regression, may follow none).
+PATH_PARAMETERS = {kind.model: kind.path_parameters for kind in KINDS.values() if not kind.claims}
 
 
 def _set_hyperparameter(cfg: dict, name: str, value: float) -> None:
@@ -116,6 +117,9 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
     evidence may rise beyond it, and the value is a bound, not a maximum."""
     cfg = checked(config)
     kind = cfg.kind
+    if not kind.path_parameters:
+        raise ConfigError(f"the evidence is not defined for a {kind.name.replace('_', ' ')} document (it is for a "
+                          f"Gaussian prior and noise); set its hyperparameters by hand and fit it")
     if param not in kind.path_parameters:
         raise ConfigError(f"the evidence path of the {kind.model} model follows one of "
                           f"{', '.join(kind.path_parameters)}; got {param!r}")

@@ -231,3 +231,16 @@ def test_a_data_table_fits_with_a_robust_configuration_that_sets_lambda_and_beta
     config.write_text(json.dumps(base))  # lambda and beta left to the evidence, which a robust fit does not have
     assert main(["fit", str(table), "--config", str(config)]) == 2
     assert "set prior.lambda and beta by hand" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda doc: api.evidence_document(doc, "lambda"), "evidence is not defined for a robust regression"),
+    (lambda doc: api.sweep_document(doc, 0.1, 10.0, 3), "beta sweep or a basin search is not defined"),
+    (lambda doc: api.learning_curve_document(doc, [5, 10]), "learning curve or a bootstrap is not defined"),
+])
+def test_the_gaussian_studies_refuse_a_robust_document_by_name(call, message):
+    """The API's studies that need a Gaussian prior (the evidence, the beta sweep, the learning curve) say so for a
+    robust document, instead of a KeyError or an empty list of parameters."""
+    with pytest.raises(ValueError, match=message):
+        call(presets.robust_prior_config())
+    assert "lambda" in api.PATH_PARAMETERS["regression"]  # plain regression's, not the robust kind's empty list

@@ -545,4 +545,8 @@ LEARNING = {"density": _DENSITY_LEARNING, "density_1d": _DENSITY_LEARNING,
 
 
 def _learning(cfg: dict) -> _Learning:
-    return LEARNING[kind_of(cfg).name]
+    kind = kind_of(cfg)
+    if kind.name not in LEARNING:
+        raise ValueError(f"a learning curve or a bootstrap is not defined for a {kind.name.replace('_', ' ')} "
+                         f"document (kinds: {', '.join(LEARNING)}); fit it instead")
+    return LEARNING[kind.name]

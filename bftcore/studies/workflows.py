@@ -218,7 +218,11 @@ STARTS = {"density": _density_starts, "density_1d": _density_starts, "regression
 def _model_and_starts(config: dict):
     """(solve, starts, count_stable, up_init) for a config of any kind."""
     valid = checked(config)
-    return STARTS[kind_of(valid).name](valid)
+    kind = kind_of(valid)
+    if kind.name not in STARTS:
+        raise ValueError(f"a beta sweep or a basin search is not defined for a {kind.name.replace('_', ' ')} "
+                         f"document (kinds: {', '.join(STARTS)}); fit it instead")
+    return STARTS[kind.name](valid)
 
 
 SPACINGS = ("linear", "log")
