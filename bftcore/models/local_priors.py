@@ -471,6 +471,25 @@ def _stretches(edge_x, mask, h: float) -> str:
     return ", ".join(f"{r[0]:g}" if r.size == 1 else f"{r[0]:g}-{r[-1]:g}" for r in runs)
 
 
+def _alternate(model, theta, theta_step, check, max_iter: int, tol: float):
+    """The joint minimisation of a hyperfield (:func:`hyperfield_fit`, :func:`mass_field_fit`): the exact phi
+    solve, then ``theta_step(theta, phi)``, whose answer ``check`` refuses (a runaway) before it is taken; until
+    max |theta change| <= tol (1 + max |theta|).  Returns (phi, theta, energy per step, iterations, converged)."""
+    phi = model.phi_step(theta)
+    energy = [model.value(phi, theta)]
+    it = 0
+    for it in range(1, max_iter + 1):
+        new = theta_step(theta, phi)
+        check(new)
+        step = float(np.max(np.abs(new - theta)))
+        theta = new
+        phi = model.phi_step(theta)
+        energy.append(model.value(phi, theta))
+        if step <= tol * (1.0 + float(np.max(np.abs(theta)))):
+            return phi, theta, energy, it, True
+    return phi, theta, energy, it, False
+
+
 def hyperfield_fit(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: float, mu_theta: float, cuts=(),
                    init_theta=None, max_iter: int = 500, tol: float = 1e-10, theta_bound: float = 20.0
                    ) -> HyperfieldFit:
@@ -487,27 +506,18 @@ def hyperfield_fit(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: f
     theta = np.full(e, model.theta0) if init_theta is None else np.asarray(init_theta, dtype=float).copy()
     if theta.shape != (e,):
         raise ValueError(f"init_theta must have one value per kept edge ({e}), got shape {theta.shape}")
-    phi = model.phi_step(theta)
-    energy = [model.value(phi, theta)]
-    converged = False
-    it = 0
-    for it in range(1, max_iter + 1):
-        new, _ = model.theta_step(theta, phi)
-        runaway = new - model.theta0 > theta_bound
-        if np.any(runaway) or not np.all(np.isfinite(new)):
+
+    def runaway(new):
+        bad = (new - model.theta0 > theta_bound) | ~np.isfinite(new)
+        if np.any(bad):
             raise HyperpriorTooWeak(
                 f"the hyperprior is too weak: the stiffness diverges on flat stretches near x = "
-                f"{_stretches(c.edge_x, runaway | ~np.isfinite(new), c.axis.h)} (theta - theta0 > {theta_bound:g} "
-                f"on {int(runaway.sum())} edges; the per-edge pull "
+                f"{_stretches(c.edge_x, bad, c.axis.h)} (theta - theta0 > {theta_bound:g} "
+                f"on {int(bad.sum())} edges; the per-edge pull "
                 f"gamma_theta*mu_theta = {model.gamma_theta * model.mu_theta:g} would let theta reach "
                 f"theta0 + {1 / (2 * model.gamma_theta * model.mu_theta):.3g}); raise gamma_theta (or mu_theta)")
-        step = float(np.max(np.abs(new - theta)))
-        theta = new
-        phi = model.phi_step(theta)
-        energy.append(model.value(phi, theta))
-        if step <= tol * (1.0 + float(np.max(np.abs(theta)))):
-            converged = True
-            break
+    phi, theta, energy, it, converged = _alternate(model, theta, lambda th, ph: model.theta_step(th, ph)[0],
+                                                   runaway, max_iter, tol)
     return HyperfieldFit(phi, theta, energy, it, converged, c.edge_x, model)
 
 
@@ -630,22 +640,11 @@ def mass_field_fit(x, y, axis: Axis, sigma: float, kappa: float, theta0: float, 
     if t.shape != (c.n,) or not np.all(np.isfinite(t)):
         raise ValueError(f"template must hold {c.n} finite node values, got shape {t.shape}")
     model = MassField(c, float(kappa), t, float(theta0), float(gamma_theta), float(mu_theta))
-    theta = np.full(c.n, model.theta0)
-    phi = model.phi_step(theta)
-    energy = [model.value(phi, theta)]
-    converged = False
-    it = 0
-    for it in range(1, max_iter + 1):
-        new = model.theta_step(theta, phi)
-        if np.any(new - model.theta0 > theta_bound):
-            raise HyperpriorTooWeak(
-                f"the hyperprior is too weak: the local mass diverges near x = "
-                f"{_stretches(axis.nodes, new - model.theta0 > theta_bound, axis.h)}; raise gamma_theta (or mu_theta)")
-        step = float(np.max(np.abs(new - theta)))
-        theta = new
-        phi = model.phi_step(theta)
-        energy.append(model.value(phi, theta))
-        if step <= tol * (1.0 + float(np.max(np.abs(theta)))):
-            converged = True
-            break
+    def runaway(new):
+        bad = new - model.theta0 > theta_bound
+        if np.any(bad):
+            raise HyperpriorTooWeak(f"the hyperprior is too weak: the local mass diverges near x = "
+                                    f"{_stretches(axis.nodes, bad, axis.h)}; raise gamma_theta (or mu_theta)")
+    phi, theta, energy, it, converged = _alternate(model, np.full(c.n, model.theta0), model.theta_step, runaway,
+                                                   max_iter, tol)
     return MassFit(phi, theta, energy, it, converged, model)
