@@ -313,8 +313,8 @@ def build():
                    # built when first opened (its figures cost every new page 0.25 s of server time otherwise)
                    ("Learning curve", pn.param.ParamFunction(lambda: LearningView(session=session), lazy=True,
                                                                       sizing_mode="stretch_width", margin=0)),
-                   ("Information and hyperpriors", pn.param.ParamFunction(InformationView, lazy=True, margin=0,
-                                                                          sizing_mode="stretch_width")),
+                   ("Information and hyperpriors", pn.param.ParamFunction(lambda: InformationView(), lazy=True,
+                                                                          sizing_mode="stretch_width", margin=0)),
                    ("About", pn.pane.Markdown(ABOUT, max_width=800)), dynamic=True, sizing_mode="stretch_width",
                    styles={"flex": "1 1 420px", "min-width": "min(420px, 100%)"},
                    # the tab's column at most the window: BokehJS' "auto" track took the content's min-content width

@@ -32,7 +32,7 @@ def test_steps_lower_M_and_agree_with_small_figures_for_the_same_data():
     # the data come from the true h = (+1, +1): the shown source is what was computed
     assert list(view.m_source.data["M"]) == view.M
     assert view.bar_source.data["posterior"] == pytest.approx(post[-1], abs=1e-14)
-    assert "n = 5" in view.mi_text.value
+    assert "n = 5" in view.mi_text.text and f"y = {view.y[-1]:+.2f}" in view.datum_text.text
 
 
 def test_reset_draws_the_same_data_again_and_a_new_prior_reuses_the_data():
@@ -68,10 +68,10 @@ def test_y_d_at_one_half_puts_the_marker_at_the_one_component_asymptote():
     assert list(view.max_source.data["h"]) == pytest.approx([0.75], abs=1e-5)
     assert list(view.max_source.data["t"]) == pytest.approx([math.log10(16.0)], abs=1e-5)
     assert list(view.edge_source.data["h"]) == []
-    assert view.max_text.value == "maximum at h = 0.75, β = 16"
-    before = view.max_text.value
+    assert view.max_text.text == "maximum at h = 0.75, β = 16"
+    before = view.max_text.text
     view.y_d = 0.3
-    assert view.max_text.value != before
+    assert view.max_text.text != before
 
 
 @pytest.mark.parametrize("name", ["fig6", "fig9", "fig10"])
@@ -93,7 +93,7 @@ def test_the_maxima_are_those_of_the_documents(name):
         if panel["maxima"][0].get("edge"):
             symbol = "γ" if name == "fig6" else "β"
             limit = "∞" if panel["maxima"][0]["edge"] == "upper" else "0"
-            assert view.max_text.value.startswith(f"the maximum runs off the grid: {symbol} → {limit}")
+            assert view.max_text.text.startswith(f"the maximum runs off the grid: {symbol} → {limit}")
             assert len(view.edge_source.data["h"]) == 1 and len(view.max_source.data["h"]) == 0
 
 

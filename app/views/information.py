@@ -30,7 +30,7 @@ from scipy.ndimage import maximum_filter
 from bftcore.studies import small_figures as sf
 
 from ..transport import user_action
-from .common import PALETTE, SERIES, make_figure, teaching
+from .common import PALETTE, SERIES, LiveText, make_figure, teaching
 
 #: The states' labels on the bars, in the order of :data:`bftcore.studies.small_figures.STATES`.
 STATE_LABELS = ["(+,+)", "(+,−)", "(−,+)", "(−,−)"]
@@ -46,8 +46,8 @@ SYMBOL = {"fig6": "γ", "mixture": "β"}
 FIGURES = {"Fig 6: h and γ": "fig6", "Figs 9–10: h and β of the prior mixture": "mixture"}
 HYPERPRIORS = {"uniform": "uniform", "compensating": "compensating"}
 
-EQUATION_MI = (r"$M = \int dy_a\,dy_b\;p(y_a,y_b|f)\,\ln\frac{p(y_a,y_b|f)}{p(y_a|f)\,p(y_b|f)},\quad "
-               r"p(h_l|D_{n}) \propto p(y_n|x_n,h_l)\,p(h_l|D_{n-1})$")
+EQUATION_MI = (r"$\begin{gathered}M = \int dy_a\,dy_b\;p(y_a,y_b|f)\,\ln\frac{p(y_a,y_b|f)}{p(y_a|f)\,p(y_b|f)}"
+               r" \\ p(h_l|D_{n}) \propto p(y_n|x_n,h_l)\,p(h_l|D_{n-1})\end{gathered}$")
 TEXT_MI = """Four possible truths h_l, each a pair of signs (h(x_a), h(x_b)). The prior says how strongly the two
 signs go together: with correlation c the states (+,+) and (−,−) have weight (1+c)/4 each. Because of that
 correlation a datum at x_a also tells you about x_b: the predictive density couples y_a and y_b, and the mutual
@@ -56,9 +56,9 @@ drawn from the true h = (+,+), and updates the posterior by Bayes' rule (40). As
 state, the coupling disappears and M falls towards 0: learning uses up the prior's "information between points".
 **Try**: c = 0 or the *factorial* prior, where p(h) = p(h(x_a)) p(h(x_b)): M stays 0 whatever the data (eq. 37).
 Move c with data already drawn: the same data are used again from the new prior."""
-EQUATION_JOINT = (r"$\ln p(h,\gamma) = -\tfrac{h^2}{2} - \tfrac{\gamma}{2}(h-1)^2 + \tfrac12\ln\gamma + \ln p(\gamma)"
-                  r",\quad \ln p(h,\beta) = \ln\beta - \tfrac{\beta}{2}(h-y_D)^2 + \ln\sum_\pm e^{-\frac{\beta}{2}"
-                  r"(h\mp1)^2} + \ln p(\beta)$")
+EQUATION_JOINT = (r"$\begin{gathered}\ln p(h,\gamma) = -\tfrac{h^2}{2} - \tfrac{\gamma}{2}(h-1)^2 + \tfrac12\ln\gamma"
+                  r" + \ln p(\gamma) \\ \ln p(h,\beta) = \ln\beta - \tfrac{\beta}{2}(h-y_D)^2"
+                  r" + \ln\sum_\pm e^{-\frac{\beta}{2}(h\mp1)^2} + \ln p(\beta)\end{gathered}$")
 TEXT_JOINT = """A zero-dimensional field h (one number) with one datum, and a hyperparameter learned with it. Fig 6:
 the prior's strength γ pulls h towards 1, the datum y_D = 0 pulls it to 0. With a uniform hyperprior the prior's
 normalisation √γ makes a large γ always win: the maximum runs off the grid, γ → ∞, h → 1. The compensating
@@ -211,17 +211,19 @@ class InformationView(pn.viewable.Viewer):
         mfig.line("n", "M", source=self.m_source, color=SERIES[3], line_width=3)
         mfig.scatter("n", "M", source=self.m_source, color=SERIES[3], size=7)
         self.bars_figure, self.m_figure = bars, mfig
-        self.step_button = pn.widgets.Button(label="Step", color="primary", width=90,
+        self.step_button = pn.widgets.Button(label="Step", color="primary", width=80,
                                              css_classes=["bft-info-step"])
         self.step_button.on_click(user_action(lambda _: self.step()))
-        self.reset_button = pn.widgets.Button(label="Reset", width=90, css_classes=["bft-info-reset"])
+        self.reset_button = pn.widgets.Button(label="Reset", width=80, css_classes=["bft-info-reset"])
         self.reset_button.on_click(user_action(lambda _: self.reset()))
         self.correlation_widget = pn.widgets.FloatSlider.from_param(self.param.correlation, width=200,
                                                                     css_classes=["bft-info-correlation"])
         self.factorial_widget = pn.widgets.Toggle.from_param(self.param.factorial, width=130, margin=(22, 5, 0, 5),
                                                              css_classes=["bft-info-factorial"])
-        self.mi_text = pn.widgets.StaticText(value="", css_classes=["bft-info-m-text"], margin=(0, 10),
-                                             styles={"font-size": "16px"})
+        self.mi_text = LiveText(css_classes=["bft-info-m-text"], margin=(0, 10), sizing_mode="stretch_width",
+                                styles={"font-size": "16px", "white-space": "normal"})
+        self.datum_text = LiveText(css_classes=["bft-info-datum"], margin=(0, 10), sizing_mode="stretch_width",
+                                   styles={"font-size": "16px"})
         self.param.watch(user_action(self._prior_changed), ["correlation", "factorial"])
 
     def step(self, count: int = 1) -> None:
@@ -260,8 +262,9 @@ class InformationView(pn.viewable.Viewer):
         self.m_figure.y_range.update(start=-0.005, end=max(0.05, 1.1 * max(self.M)))
         self.step_button.disabled = len(self.x) >= MAX_STEPS
         m = self.M[-1]
-        last = "" if not self.x else (f"; last datum y = {self.y[-1]:+.2f} at x_{'ab'[self.x[-1]]}")
-        self.mi_text.value = f"n = {n - 1}: M = {m:.2g} nats, p(true h = (+,+)) = {post[0]:.3f}{last}"
+        self.mi_text.set(f"n = {n - 1}: M = {m:.2g} nats, p(+,+) = {post[0]:.3f}")
+        self.datum_text.set(f"last datum: y = {self.y[-1]:+.2f} at x_{'ab'[self.x[-1]]}" if self.x else
+                            "no data yet: press Step")
         self.correlation_widget.disabled = self.factorial
 
     # --------------------------------------------------------------------------------------- Figs 6, 9, 10
@@ -286,8 +289,8 @@ class InformationView(pn.viewable.Viewer):
                     fill_color="#ffffff", line_color="#000000", line_width=2)
         fig.xgrid.grid_line_color = fig.ygrid.grid_line_color = None
         self.joint_figure = fig
-        self.max_text = pn.widgets.StaticText(value="", css_classes=["bft-info-max-text"], margin=(0, 10),
-                                              styles={"font-size": "16px", "font-weight": "600"})
+        self.max_text = LiveText(css_classes=["bft-info-max-text"], margin=(0, 10), sizing_mode="stretch_width",
+                                 styles={"font-size": "16px", "font-weight": "600", "white-space": "normal"})
         self.figure_widget = pn.widgets.Select.from_param(self.param.figure, options=FIGURES, width=330, name="",
                                                           css_classes=["bft-info-figure"])
         self.hyperprior_widget = pn.widgets.RadioButtonGroup.from_param(
@@ -316,21 +319,23 @@ class InformationView(pn.viewable.Viewer):
         name = "γ" if self.figure == "fig6" else "β"
         self.joint_figure.title.text = f"log p(h, {name}) − max, {self.hyperprior} p({name})"
         self.joint_figure.yaxis[0].axis_label = f"log10 {name}"
-        self.max_text.value = maximum_text(self.maxima, symbol)
+        self.max_text.set(maximum_text(self.maxima, symbol))
         self.y_d_widget.disabled = self.figure != "mixture"
 
     # --------------------------------------------------------------------------------------- layout
     def __panel__(self):
-        mi_controls = pn.Row(self.correlation_widget, self.factorial_widget,
-                             pn.Column(pn.Spacer(height=14), pn.Row(self.step_button, self.reset_button, margin=0)),
-                             sizing_mode="stretch_width")
+        mi_controls = pn.FlexBox(self.correlation_widget, self.factorial_widget,
+                                 pn.Column(pn.Spacer(height=14), pn.Row(self.step_button, self.reset_button, margin=0),
+                                           margin=0), flex_wrap="wrap", sizing_mode="stretch_width", margin=0)
         mi_panel = pn.Column(pn.pane.Markdown("### Mutual information (Fig 3)", margin=(0, 10)), mi_controls,
-                             self.mi_text, pn.pane.Bokeh(self.bars_figure, sizing_mode="stretch_width"),
+                             self.mi_text, self.datum_text,
+                             pn.pane.Bokeh(self.bars_figure, sizing_mode="stretch_width"),
                              pn.pane.Bokeh(self.m_figure, sizing_mode="stretch_width"),
                              teaching(EQUATION_MI, TEXT_MI), css_classes=["bft-info-mi"],
                              styles={"flex": "1 1 420px", "min-width": "0"}, margin=0)
         joint_panel = pn.Column(pn.pane.Markdown("### Joint posteriors (Figs 6, 9, 10)", margin=(0, 10)),
-                                pn.Row(self.figure_widget, self.hyperprior_widget, margin=0), self.y_d_widget,
+                                pn.FlexBox(self.figure_widget, self.hyperprior_widget, self.y_d_widget,
+                                           flex_wrap="wrap", sizing_mode="stretch_width", margin=0),
                                 self.max_text, pn.pane.Bokeh(self.joint_figure, sizing_mode="stretch_width"),
                                 teaching(EQUATION_JOINT, TEXT_JOINT), css_classes=["bft-info-joint"],
                                 styles={"flex": "1 1 420px", "min-width": "0"}, margin=0)
