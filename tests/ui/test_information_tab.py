@@ -1,7 +1,7 @@
 """The "Information and hyperpriors" tab in a real browser: drawn when first opened; Step adds a datum (the M(n)
-curve's source grows, and M falls below its prior value), Reset clears it; the y_D slider moves the maximum of the
-mixture's joint posterior (the text beside the heatmap and the marker follow); no console error, no server
-Traceback.  Leaves the screenshot of the tab at 1280x720 in assets/screenshots/information-tab.png."""
+curve's source grows, and M falls below its prior value), Reset clears it and the same steps give the same M(n);
+the y_D slider moves the maximum of the mixture's joint posterior (the text beside the heatmap and the marker
+follow); no console error, no server Traceback.  Leaves the screenshot of the tab at 1280x720 in assets/screenshots/information-tab.png."""
 import time
 from pathlib import Path
 
@@ -41,10 +41,15 @@ def test_step_reset_and_y_d_in_the_information_tab(page, server):
     assert "maximum at h = 0.65, β = 8.16" in text(page, "bft-info-max-text")
     handle = page.get_by_label("y_D (the datum)")
     handle.focus()
-    page.keyboard.press("ArrowRight")
-    page.keyboard.press("ArrowRight")
+    for _ in range(4):  # steps of 0.05
+        page.keyboard.press("ArrowRight")
     wait_until(lambda: "maximum at h = 0.75, β = 16&lt;" in text(page, "bft-info-max-text"))
     assert column(page, "bft-info-maximum", "h") == pytest.approx([0.75], abs=1e-4)
+    # Reset restarted the generator from its seed: three steps give the same M(n) again
+    for n in (2, 3, 4):
+        step.click()
+        wait_until(lambda n=n: len(column(page, "bft-info-m", "M")) == n)
+    assert column(page, "bft-info-m", "M") == pytest.approx(m, rel=1e-12)
     time.sleep(0.5)  # the last repaint
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT))
