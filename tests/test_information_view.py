@@ -93,7 +93,7 @@ def test_the_maxima_are_those_of_the_documents(name):
         if panel["maxima"][0].get("edge"):
             symbol = "γ" if name == "fig6" else "β"
             limit = "∞" if panel["maxima"][0]["edge"] == "upper" else "0"
-            assert view.max_text.text.startswith(f"the maximum runs off the grid: {symbol} → {limit}")
+            assert view.max_text.text.startswith(f"maximum off the grid: {symbol} → {limit} (h = ")
             assert len(view.edge_source.data["h"]) == 1 and len(view.max_source.data["h"]) == 0
 
 
@@ -102,4 +102,4 @@ def test_a_saddle_is_not_reported_as_a_maximum():
     h, s = np.linspace(-1.5, 1.5, sf.H_NODES), np.geomspace(*sf.LOG_RANGE, sf.LOG_NODES)
     maxima = refined_maxima(lambda a, b: sf.mixture_log_p(a, b, 0.0), h, s)
     assert sorted(round(m["h"], 4) for m in maxima) == [-0.4613, 0.4613]
-    assert maximum_text(maxima, "β").startswith("2 equal maxima at h = ")
+    assert maximum_text(maxima, "β") == "2 equal maxima at h = -0.461, 0.461, β = 3.48"

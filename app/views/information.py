@@ -148,16 +148,18 @@ def joint_log_p(figure: str, hyperprior: str, y_d: float):
 
 
 def maximum_text(maxima: list[dict], symbol: str) -> str:
-    """Where the maximum is, in words: "maximum at h = 0.75, β = 16.0", or where it runs off the grid."""
+    """Where the maximum is, in words: "maximum at h = 0.75, β = 16", or where it runs off the grid: "maximum off
+    the grid: γ → ∞ (h = 0.999)" (h the maximum along the grid's edge)."""
     if not maxima:
         return "no maximum on the grid"
     best = maxima[0]
     if best["edge"] is not None:
         limit = "∞" if best["edge"] == "upper" else "0"
-        return f"the maximum runs off the grid: {symbol} → {limit} (h = {best['h']:.3g} at the edge)"
+        # short: one line of the panel at 16 px (about 45 characters)
+        return f"maximum off the grid: {symbol} → {limit} (h = {best['h']:.3g})"
     twins = [m for m in maxima[1:] if m["edge"] is None and abs(m["log_p"] - best["log_p"]) < 1e-9]
     if twins:
-        hs = ", ".join(f"{m['h']:.3g}" for m in [best] + twins)
+        hs = ", ".join(f"{m['h']:.3g}" for m in sorted([best] + twins, key=lambda m: m["h"]))
         return f"{len(twins) + 1} equal maxima at h = {hs}, {symbol} = {best['s']:.3g}"
     return f"maximum at h = {best['h']:.3g}, {symbol} = {best['s']:.3g}"
 
@@ -192,7 +194,7 @@ class InformationView(pn.viewable.Viewer):
         return np.asarray(sf.FACTORIAL_PRIOR) if self.factorial else correlated_prior(self.correlation)
 
     def _build_information(self):
-        bars = make_figure("posterior p(h_l | data)", "state (h(x_a), h(x_b))", "probability",
+        bars = make_figure("posterior p(h_l | data), the true h in blue", "state (h(x_a), h(x_b))", "probability",
                            x_range=FactorRange(*STATE_LABELS), y_range=Range1d(0, 1.02), height=210)
         bars.name = "bft-info-bars"
         self.bar_source = ColumnDataSource(dict(state=STATE_LABELS, posterior=[0.0] * 4, prior=[0.0] * 4,
@@ -223,7 +225,7 @@ class InformationView(pn.viewable.Viewer):
         self.factorial_widget = pn.widgets.Toggle.from_param(self.param.factorial, width=130, margin=(22, 5, 0, 5),
                                                              css_classes=["bft-info-factorial"])
         self.mi_text = LiveText(css_classes=["bft-info-m-text"], margin=(0, 10), sizing_mode="stretch_width",
-                                styles={"font-size": "16px", "white-space": "normal"})
+                                styles={"font-size": "16px"})
         self.datum_text = LiveText(css_classes=["bft-info-datum"], margin=(0, 10), sizing_mode="stretch_width",
                                    styles={"font-size": "16px"})
         self.param.watch(user_action(self._prior_changed), ["correlation", "factorial"])
@@ -292,7 +294,7 @@ class InformationView(pn.viewable.Viewer):
         fig.xgrid.grid_line_color = fig.ygrid.grid_line_color = None
         self.joint_figure = fig
         self.max_text = LiveText(css_classes=["bft-info-max-text"], margin=(0, 10), sizing_mode="stretch_width",
-                                 styles={"font-size": "16px", "font-weight": "600", "white-space": "normal"})
+                                 styles={"font-size": "16px", "font-weight": "600"})
         self.figure_widget = pn.widgets.Select.from_param(self.param.figure, options=FIGURES, width=330, name="",
                                                           css_classes=["bft-info-figure"])
         self.hyperprior_widget = pn.widgets.RadioButtonGroup.from_param(
