@@ -33,7 +33,10 @@ ARIA = {"bft-export": "Download the figure of the fit as a PNG at projector reso
         "bft-x-in": "x of a point to add", "bft-y-in": "y of a point to add",
         "bft-add-point": "Add the point (x, y) to the data",
         "bft-heldout-toggle": "Show 50 held-out test points from the true density",
-        "bft-canvas-plot": "The learned density p(y|x) with the data; click to add a point"}
+        "bft-canvas-plot": "The learned density p(y|x) with the data; click to add a point",
+        "bft-info-step": "Step: add one datum drawn from the true h", "bft-info-reset": "Reset: no data, same seed",
+        "bft-info-factorial": "factorial prior p(h) = p(h(x_a)) p(h(x_b))",
+        "bft-info-figure": "Joint posterior to show: Fig 6 (h and γ) or Figs 9–10 (h and β of the prior mixture)"}
 
 
 
