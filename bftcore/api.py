@@ -70,7 +70,9 @@ __all__ = ["ConfigError", "Valid", "default_config", "validate_config", "grid_fr
            "bootstrap_document"]
 
 #: The hyperparameters an evidence path can follow, per model: each kind's own list (bftcore.models.problems).
-PATH_PARAMETERS = {kind.model: kind.path_parameters for kind in KINDS.values()}
+#: The general kind of a model (registered first) speaks for it; a more specific kind (a regression with a local
+#: prior) may follow none.
+PATH_PARAMETERS = {kind.model: kind.path_parameters for kind in reversed(KINDS.values())}
 
 
 def _set_hyperparameter(cfg: dict, name: str, value: float) -> None:
@@ -151,8 +153,10 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
 def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9, seed: int = 0) -> dict:
     """What is uncertain about the fit, for a picture: density (field L): the pointwise ``level`` credible band
     of the regression function h(x) of p(y|x) from ``n`` Laplace samples about the MAP ``field`` (solved here if
-    None), and h(x) of five of those samples -> ``{"x", "h_lo", "h_hi", "h_median", "h_draws", "kind": "laplace"}``; regression: ``n`` exact posterior draws of
-    h on the x nodes -> ``{"x", "draws", "kind": "exact"}``."""
+    None), and h(x) of five of those samples -> ``{"x", "h_lo", "h_hi", "h_median", "h_draws", "kind":
+    "laplace"}``; regression: ``n`` exact posterior draws of h on the x nodes -> ``{"x", "draws", "kind": "exact"}``;
+    regression with a local prior: ``n`` draws given the solution's labels -> ``{"x", "draws", "kind":
+    "conditional"}``."""
     cfg = checked(config)
     kind = cfg.kind
     check_samples(n, kind.nodes(cfg))  # before the fit, not after it

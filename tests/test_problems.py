@@ -16,11 +16,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 CONFIGS = {"density": lambda: presets.figure_config("fig14"),
            "regression": lambda: presets.regression_presets()["two_trends"],
            "density_1d": lambda: {"grid": {"y": {"min": -3, "max": 3, "n": 40, "boundary": "neumann"}},
-                                  "data": [-1.0, -0.5, 0.2, 0.3, 1.1]}}
+                                  "data": [-1.0, -0.5, 0.2, 0.3, 1.1]},
+           "regression-local-switch": lambda: presets.PRESETS["local_switch"][0],
+           "regression-local-hyperfield": lambda: presets.PRESETS["local_hyperfield"][0]}
 
 
 def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole_protocol():
-    assert set(problems.KINDS) == {"density", "regression", "density_1d"}
+    assert set(problems.KINDS) == {"density", "regression", "density_1d", "regression-local-switch",
+                                   "regression-local-hyperfield"}
     for name, kind in problems.KINDS.items():
         cfg = validate_config(CONFIGS[name]())
         assert cfg["model"] == kind.model  # the gate accepts it
@@ -35,7 +38,9 @@ def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole
     for name, kind in problems.KINDS.items():
         assert all(hasattr(kind, a) for a in attributes), name
         assert isinstance(kind.claims, dict) and isinstance(kind.y_on_grid, bool)
-        assert kind.name == name and kind.path_parameters and kind.drawn_as in ("heatmap", "curve", "density")
+        assert kind.name == name and kind.drawn_as in ("heatmap", "curve", "density")
+        # a kind follows its evidence along some hyperparameters, or has none and refuses to (a local prior)
+        assert kind.path_parameters or kind.name.startswith("regression-local-")
         assert isinstance(api.run(validate_config(CONFIGS[name]())), kind.result_type)
         for method in wanted:
             assert callable(getattr(kind, method)), (name, method)
@@ -47,7 +52,7 @@ def test_a_kinds_node_count_is_the_size_of_its_field(name):
     gen = api.iterate(cfg)
     start = next(gen)
     gen.close()
-    field = start.h if name == "regression" else start.field
+    field = start.h if name.startswith("regression") else start.field
     assert problems.kind_of(cfg).nodes(cfg) == np.asarray(field).size
 
 
@@ -77,7 +82,9 @@ def test_callers_that_ask_the_kind_do_not_compare_the_models_name():
     a document is read)."""
     paths = ["bftcore/api.py", "app/runner.py", "app/session.py", "bftcore/studies/learning.py",
              "bftcore/studies/workflows.py", "bftcore/models/density_1d.py", "bftcore/models/problems.py",
-             "bftcore/models/density.py"] + [str(p.relative_to(ROOT)) for p in (ROOT / "app" / "views").glob("*.py")]
+             "bftcore/models/density.py",
+             "bftcore/models/local_regression.py"]
+    paths += [str(p.relative_to(ROOT)) for p in (ROOT / "app" / "views").glob("*.py")]
     for path in paths:
         text = (ROOT / path).read_text()
         assert not re.search(r"""\[["']model["']\]\s*[!=]=""", text), path

@@ -292,7 +292,7 @@ class LocalFit:
 
 def local_mixture(x, y, axis: Axis, sigma: float, kappas, pis, beta: float = 1.0, templates=None,
                   cuts=()) -> LocalMixture:
-    """The :class:`LocalMixture` of data on ``axis`` (validated: a ValueError names the bad parameter)."""
+    """The :class:`LocalMixture` of data on ``axis`` (its parameters checked: a ValueError names the bad one)."""
     c = chain(x, y, axis, sigma, cuts)
     k, p, b, t = _check_mixture(kappas, pis, beta, templates, c.n)
     return LocalMixture(c, k, p, b, t)
@@ -327,7 +327,6 @@ def fit_local(model: LocalMixture, init=None, max_iter: int = 500, tol: float = 
     minimises that bound exactly, so E(phi) never increases.  Stops when max |phi change| <= tol (1 + max |phi|)
     (the sweeps are :func:`em_sweeps`)."""
     energy = []
-    it, phi, converged = 0, None, False
     for it, phi, _, converged in em_sweeps(model, init, max_iter, tol):
         energy.append(model.value(phi))
     return LocalFit(phi, model.responsibilities(phi), energy, it, converged, model.chain.edge_x, model.beta, model)
@@ -491,7 +490,6 @@ def hyperfield_fit(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: f
     instead of letting e^theta overflow into NaN.  Stops when max |theta change| <= tol (1 + max |theta|)."""
     model = hyperfield(x, y, axis, sigma, theta0, gamma_theta, mu_theta, cuts)
     energy = []
-    it, phi, theta, converged = 0, None, None, False
     for it, phi, theta, _, converged in hyperfield_sweeps(model, init_theta, max_iter, tol, theta_bound):
         energy.append(model.value(phi, theta))
     return HyperfieldFit(phi, theta, energy, it, converged, model.chain.edge_x, model)
