@@ -43,6 +43,7 @@ from .configuration import (
     GRID_SIZES,
     INITS,
     KEEP_CURRENT,
+    LOCAL_DEFAULTS,
     MAX_POINTS,
     METHODS,
     MODELS,
@@ -163,6 +164,18 @@ def _init_rule(val) -> None:
 
 _Points = ruled(param.List, _points_rule)
 _Orders = ruled(param.Dict, _orders_rule)
+
+
+def _local_rule(val) -> None:
+    """A regression's local prior as the document has it, {"local": {...}, "cuts": [...]} or {} (none); the gate
+    checks its values when the document is made."""
+    if val and (set(val) != {"local", "cuts"} or not isinstance(val["local"], dict)
+                or val["local"].get("type") not in LOCAL_DEFAULTS or not isinstance(val["cuts"], list)):
+        raise ValueError(f"a local prior is {{'local': {{'type': 'switch' | 'hyperfield', ...}}, 'cuts': [...]}} or "
+                         f"empty, got {str(val)[:60]}")
+
+
+_Local = ruled(param.Dict, _local_rule)
 _Weights = ruled(param.List, _weights_rule)
 _Init = ruled(param.Selector, _init_rule, first=True)
 
@@ -212,6 +225,8 @@ class BFTSession(param.Parameterized):
                               label="coefficient of the order")
     extra_orders = _Orders({}, doc="Coefficients of further prior orders {'l4': c, ...} that a loaded file "
                                       "sets besides the order of the slider; kept in the prior, shown read-only.")
+    local_prior = _Local({}, doc="A regression's local prior (prior.local and prior.cuts of the document, "
+                                 "bftcore.models.local_regression), or {} for none.")
     # --- templates and mixture -------------------------------------------------------------------------------
     templates = param.ListSelector(default=[], objects=MENU_KINDS,
                                    label="templates t_j")

@@ -34,6 +34,8 @@ from ..foundations.templates import template_values
 from . import local_priors as lp
 from .regression import RegressionFit, RegressionModel
 
+#: The mixing coefficients a_j of the document's one template (a local prior takes one): the labels are per edge.
+ONE_TEMPLATE = np.ones(1)
 #: Largest chain whose posterior draws (:meth:`LocalRegressionKind.posterior_summary`) are made with a dense Cholesky.
 DENSE_DRAWS_MAX_NODES = 2000
 
@@ -42,7 +44,7 @@ DENSE_DRAWS_MAX_NODES = 2000
 class LocalRecord(Record):
     """A :class:`Record` of a local-prior regression: ``local`` holds the per-edge labels after this sweep, the
     responsibilities a_k(e) (m x edges) of a switch or the log-stiffness theta(e) - ln kappa_0 (1 x edges) of a
-    hyperfield; ``mixing`` is their mean over the edges."""
+    hyperfield; ``mixing`` is the one template's a_1 = 1 (the labels are per edge, not a global mixture)."""
 
     local: np.ndarray | None = None
 
@@ -117,7 +119,7 @@ def _records(p: _Problem, init=None) -> Iterator[LocalRecord]:
     reg = p.regression
     for it, h, labels, energy, step, conv in _sweeps(p, init):
         yield LocalRecord(iteration=it, energy=float(energy), train_error=reg.train_error(h),
-                          test_error=reg.test_error(h), mixing=labels.mean(axis=1), step=0.0 if it == 0 else step,
+                          test_error=reg.test_error(h), mixing=ONE_TEMPLATE, step=0.0 if it == 0 else step,
                           residual=_residual(p, h), method="em" if p.type == "switch" else "alternation",
                           change=step, converged=bool(conv), elapsed_s=time.perf_counter() - t0, h=h, field=h,
                           local=labels)
@@ -139,12 +141,12 @@ class LocalRegressionFit(RegressionFit):
         return self.last.local
 
     def summary(self) -> dict:
-        return {"energy": float(self.last.energy), "mixing": np.asarray(self.last.mixing).tolist(),
+        return {"energy": float(self.last.energy), "mixing": ONE_TEMPLATE.tolist(),
                 "test_error": self.model.test_error(self.h), "converged": self.converged, "stable": None}
 
     def to_document(self) -> dict:
         """The regression result document (CONVENTIONS.md §4) with ``energy`` the local prior's energy at h and
-        ``mixing`` the edge-averaged labels, without ``exact`` (no closed form) and ``stable`` None, plus ``local``:
+        ``mixing`` [1] (one template), without ``exact`` (no closed form) and ``stable`` None, plus ``local``:
         ``{"type", "edge_x", "cuts"}`` and ``"responsibilities"`` (a_k(e), one list per alternative, eq. (588)) for a
         switch or ``"log_stiffness"`` (theta(e) - ln kappa_0: the log of the stiffness relative to the document's
         Gaussian one) for a hyperfield."""
@@ -157,7 +159,7 @@ class LocalRegressionFit(RegressionFit):
         return {"model": "regression", "x": model.nodes.tolist(), "beta": self.energy.beta,
                 "energy": float(self.last.energy), "train_error": model.train_error(h),
                 "test_error": model.test_error(h), "iterations": int(self.last.iteration),
-                "converged": self.converged, "mixing": np.asarray(self.last.mixing).tolist(), "h": h.tolist(),
+                "converged": self.converged, "mixing": ONE_TEMPLATE.tolist(), "h": h.tolist(),
                 "history": [r.summary() for r in self.history], "elapsed_s": self.elapsed_s,
                 "stable": None, "local": local}
 

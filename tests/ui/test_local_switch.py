@@ -1,0 +1,45 @@
+"""The local prior mixture in a real browser: ?preset=local_switch loads, the EM run finishes, and the strip under the
+curve shows a_soft > 1/2 only at the step; the hyperfield toggle draws theta instead.  A screenshot is kept to be
+looked at (it must read on a projector)."""
+import os
+
+import numpy as np
+import pytest
+
+from app.harness import column, wait_for_app, wait_until
+
+pytestmark = pytest.mark.ui
+
+#: Where the screenshot of the finished step demo goes (assets/screenshots of the repository).
+SCREENSHOT = os.path.join(os.path.dirname(__file__), "..", "..", "assets", "screenshots", "local-switch.png")
+
+
+def finished(page) -> bool:
+    return "finished" in page.get_by_text("iteration ").first.inner_text()
+
+
+def strip(page):
+    left, right, v = (column(page, "bft-local-strip", c) for c in ("left", "right", "v"))
+    return np.asarray(left or [], float), np.asarray(right or [], float), np.asarray(v or [], float)
+
+
+def test_the_step_opens_only_where_the_data_ask(browser, server):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 720})
+    page = ctx.new_page()
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server[0] + "?preset=local_switch")
+    wait_for_app(page)
+    wait_until(lambda: finished(page) and strip(page)[2].size == 100, timeout=180)
+    left, right, a = strip(page)
+    mid = 0.5 * (left + right)
+    soft = mid[a > 0.5]
+    assert soft.size >= 1 and np.all(np.abs(soft - 0.5) <= 0.02)   # within two cells of x = 0.5, and only there
+    assert np.all((a >= 0) & (a <= 1))
+    assert page.locator(".bft-local-strip").first.is_visible()
+    page.screenshot(path=SCREENSHOT)
+    assert errors == []
+    log = open(server[1]).read()
+    assert "Traceback" not in log and "ERROR" not in log
+    ctx.close()
