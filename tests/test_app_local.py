@@ -49,3 +49,27 @@ def test_the_hyperfield_strip_is_theta_per_edge():
     theta = np.asarray(strip.theta.data["v"])
     assert theta.size == 100 and len(strip.source.data["v"]) == 0
     assert np.asarray(strip.theta.data["x"])[np.argmin(theta)] == np.float64(0.505)
+
+
+def test_the_controls_edit_pi_soft_the_type_and_the_cuts_through_the_document():
+    from app.views.controls import Controls
+    s = loaded()
+    c = Controls(session=s)
+    lc = c.local
+    assert lc.type.value == "binary switch" and lc.pi_soft.visible and lc.pi_soft.value == 0.05
+    s.set_local_value("pi_soft", 0.2)                       # what the slider's release calls
+    assert validate_config(s.to_config())["prior"]["local"]["pi"] == [0.8, 0.2] and lc.pi_soft.value == 0.2
+    lc.type.value = "hyperfield"                            # the toggle
+    doc = validate_config(s.to_config())
+    assert doc["prior"]["local"]["type"] == "hyperfield" and doc.kind.name == "regression-local-hyperfield"
+    assert lc.gamma.visible and not lc.pi_soft.visible
+    lc.cuts.value = "0.505"
+    assert validate_config(s.to_config())["prior"]["cuts"] == [0.505]
+    lc.type.value = "off"                                   # the cuts stay, on the document's Gaussian prior
+    doc = validate_config(s.to_config())
+    assert doc["prior"]["local"] == {"type": "switch", "stiffness": [1.0], "pi": [1.0]}
+    assert doc["prior"]["cuts"] == [0.505]
+    lc.cuts.value = ""
+    assert "local" not in s.to_config()["prior"] and s.kind.name == "regression"
+    lc.cuts.value = "a, b"
+    assert "Cuts must be x positions" in s.message

@@ -203,3 +203,15 @@ def test_cli_fit_prints_the_responsibilities(tmp_path):
     text = subprocess.run([sys.executable, "-m", "bftcore", "fit", str(path)], capture_output=True, text=True,
                           check=True).stdout
     assert "local switch: edges won by alternative >= 2 (a_k > others): x = 0.495, 0.505, 0.515" in text
+
+
+def test_a_warm_start_of_a_hyperfield_reaches_the_same_solution():
+    """The dashboard restarts from the curve on screen: a hyperfield takes its theta from that h (one theta step
+    from theta_0) and alternates to the same joint minimum as from theta_0 (the theta problem is convex per h)."""
+    cfg = validate_config(presets.PRESETS["local_hyperfield"][0])
+    cold = api.run(cfg)
+    warm_from = api.run(validate_config(presets.PRESETS["local_switch"][0])).h
+    warm = problems.LOCAL_HYPERFIELD.solve(cfg, init=warm_from)
+    np.testing.assert_allclose(warm.h, cold.h, atol=1e-6)
+    np.testing.assert_allclose(warm.labels, cold.labels, atol=1e-5)
+    np.testing.assert_allclose(warm.history[0].h, warm_from, atol=0.2)  # iteration 0 is near the start given

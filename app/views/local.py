@@ -24,8 +24,8 @@ def strip_values(rec, local_type: str) -> np.ndarray | None:
     """What the strip shows for a record: a_soft(e) (the last alternative's responsibilities: the softest, as the
     toggle and the presets order them) or theta(e) - ln kappa_0; None for a record without labels."""
     labels = getattr(rec, "local", None)
-    if labels is None:
-        return None
+    if labels is None or getattr(rec, "local_type", "") != local_type:
+        return None  # none, or a frame of the other type on its way out
     labels = np.asarray(labels, dtype=float)
     return labels[-1] if local_type == "switch" else labels[0]
 

@@ -47,6 +47,8 @@ class LocalRecord(Record):
     hyperfield; ``mixing`` is the one template's a_1 = 1 (the labels are per edge, not a global mixture)."""
 
     local: np.ndarray | None = None
+    #: "switch" or "hyperfield": what ``local`` holds.
+    local_type: str = ""
 
 
 @dataclass
@@ -100,9 +102,12 @@ def _sweeps(p: _Problem, init=None):
     else:
         hf = p.model
         assert isinstance(hf, lp.Hyperfield)
-        if start is not None:
-            raise ValueError("a hyperfield starts from theta = theta0, not from a field h; run it without init")
-        for it, phi, theta, step, conv in lp.hyperfield_sweeps(hf, None, so["max_iter"], so["tol"]):
+        theta0 = None
+        if start is not None:  # a warm start: theta of that field (the theta step from theta_0), then its h
+            if start.shape != (hf.chain.n,):
+                raise ValueError(f"init must have one value per x node ({hf.chain.n}), got shape {start.shape}")
+            theta0, _ = hf.theta_step(np.full(hf.chain.D.shape[0], hf.theta0), start)
+        for it, phi, theta, step, conv in lp.hyperfield_sweeps(hf, theta0, so["max_iter"], so["tol"]):
             yield it, phi + t, (theta - np.log(p.kappa0))[None, :], hf.value(phi, theta), step, conv
 
 
@@ -122,7 +127,7 @@ def _records(p: _Problem, init=None) -> Iterator[LocalRecord]:
                           test_error=reg.test_error(h), mixing=ONE_TEMPLATE, step=0.0 if it == 0 else step,
                           residual=_residual(p, h), method="em" if p.type == "switch" else "alternation",
                           change=step, converged=bool(conv), elapsed_s=time.perf_counter() - t0, h=h, field=h,
-                          local=labels)
+                          local=labels, local_type=p.type)
 
 
 @dataclass

@@ -43,3 +43,24 @@ def test_the_step_opens_only_where_the_data_ask(browser, server):
     log = open(server[1]).read()
     assert "Traceback" not in log and "ERROR" not in log
     ctx.close()
+
+
+def test_the_toggle_draws_the_hyperfields_theta_and_the_sliders_are_named(page):
+    page.goto(page.url.split("?")[0] + "?preset=local_switch")
+    wait_for_app(page)
+    wait_until(lambda: finished(page) and strip(page)[2].size == 100, timeout=180)
+    handles = page.evaluate("""() => { const out = []; const walk = (r) => { for (const el of r.querySelectorAll('*')) {
+      if (el.matches('.noUi-handle')) out.push(el.getAttribute('aria-label') || '');
+      if (el.shadowRoot) walk(el.shadowRoot); } }; walk(document); return out; }""")
+    assert "π_soft (prior probability of a soft edge)" in handles and all(handles)
+    page.get_by_role("button", name="hyperfield", exact=True).click()
+
+    def theta_at_the_end():  # the alternations play one frame each; the switch's run said "finished" before
+        status = page.get_by_text("iteration ").first.inner_text()
+        return len(column(page, "bft-local-theta", "v") or []) == 100 and "finished" in status and \
+            "energy 150.1755" in status  # the hyperfield's joint energy (the switch's is 388.1397)
+    wait_until(theta_at_the_end, timeout=240)
+    theta = np.asarray(column(page, "bft-local-theta", "v"), float)
+    x = np.asarray(column(page, "bft-local-theta", "x"), float)
+    assert abs(x[np.argmin(theta)] - 0.505) < 1e-9 and strip(page)[2].size == 0
+    assert page.errors == []
