@@ -215,3 +215,14 @@ def test_a_warm_start_of_a_hyperfield_reaches_the_same_solution():
     np.testing.assert_allclose(warm.h, cold.h, atol=1e-6)
     np.testing.assert_allclose(warm.labels, cold.labels, atol=1e-5)
     np.testing.assert_allclose(warm.history[0].h, warm_from, atol=0.2)  # iteration 0 is near the start given
+
+
+def test_the_png_and_csv_exports_draw_the_map_curve_without_an_exact_posterior(tmp_path):
+    """A local prior has no closed form: the figure and the table carry the MAP h, the exact columns stay empty."""
+    path = tmp_path / "step.json"
+    path.write_text(json.dumps(presets.PRESETS["local_switch"][0]))
+    subprocess.run([sys.executable, "-m", "bftcore", "fit", str(path), "--png", str(tmp_path / "f.png"), "--csv",
+                    str(tmp_path / "t")], capture_output=True, text=True, check=True)
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rows = (tmp_path / "t_h.csv").read_text().splitlines()
+    assert rows[0] == "x,h,mean,sd" and len(rows) == 102 and rows[1].endswith(",,")
