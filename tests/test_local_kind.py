@@ -226,3 +226,15 @@ def test_the_png_and_csv_exports_draw_the_map_curve_without_an_exact_posterior(t
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     rows = (tmp_path / "t_h.csv").read_text().splitlines()
     assert rows[0] == "x,h,mean,sd" and len(rows) == 102 and rows[1].endswith(",,")
+
+
+def test_as_beta_falls_the_labels_tend_to_pi_sqrt_r_and_the_jump_opens_only_as_it_grows():
+    """ln Z_k = -1/2 ln kappa_k does not depend on beta: at small beta a_k -> pi_k sqrt(r_k) / sum, not pi_k (no edge
+    goes soft); at the preset's beta only the step's edges are soft."""
+    low = step_doc()
+    low["beta"] = 1e-4
+    a = api.run(validate_config(low)).labels[1]
+    floor = 0.05 * np.sqrt(1e-3) / (0.95 + 0.05 * np.sqrt(1e-3))
+    np.testing.assert_allclose(a, floor, rtol=1e-3)
+    soft = api.run(validate_config(step_doc())).labels[1] > 0.5
+    assert 1 <= soft.sum() <= 4
