@@ -118,6 +118,8 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
     evidence may rise beyond it, and the value is a bound, not a maximum."""
     cfg = checked(config)
     kind = cfg.kind
+    if not kind.path_parameters:
+        kind.evidence_path(cfg, param, values)  # a kind that follows no evidence says why
     if param not in kind.path_parameters:
         raise ConfigError(f"the evidence path of the {kind.model} model follows one of "
                           f"{', '.join(kind.path_parameters)}; got {param!r}")

@@ -130,7 +130,7 @@ def test_the_other_answers_of_the_kind():
     assert kind.exact(cfg) is None and not kind.has_exact and kind.nodes(cfg) == 101 and kind.drawn_as == "curve"
     with pytest.raises(ConfigError, match="evidence of a regression with a local prior .* not implemented"):
         kind.evidence_path(cfg, "lambda", [0.1, 1.0])
-    with pytest.raises(ConfigError, match="follows one of"):
+    with pytest.raises(ConfigError, match="evidence of a regression with a local prior .* not implemented"):
         api.evidence_document(cfg, "lambda", [0.1, 1.0])
     post = api.posterior_summary(cfg, n=7)
     draws = np.asarray(post["draws"])
@@ -238,3 +238,12 @@ def test_as_beta_falls_the_labels_tend_to_pi_sqrt_r_and_the_jump_opens_only_as_i
     np.testing.assert_allclose(a, floor, rtol=1e-3)
     soft = api.run(validate_config(step_doc())).labels[1] > 0.5
     assert 1 <= soft.sum() <= 4
+
+
+def test_a_sweep_of_a_local_prior_is_refused_clearly(tmp_path):
+    path = tmp_path / "step.json"
+    path.write_text(json.dumps(presets.PRESETS["local_switch"][0]))
+    for args in (["sweep", str(path), "--beta", "1:100:3"], ["basins", str(path)], ["evidence", str(path)]):
+        out = subprocess.run([sys.executable, "-m", "bftcore", *args], capture_output=True, text=True)
+        assert out.returncode == 2 and "internal error" not in out.stderr, (args, out.stderr)
+        assert "local prior" in out.stderr, (args, out.stderr)

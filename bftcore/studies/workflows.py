@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ..foundations.config import checked, kind_of
+from ..foundations.config import ConfigError, checked, kind_of
 from ..foundations.distributed import run_tasks
 from ..foundations.limits import blas_threads
 from ..foundations.mixing import check_beta, fig7_config, zero_dimensional_model
@@ -218,7 +218,11 @@ STARTS = {"density": _density_starts, "density_1d": _density_starts, "regression
 def _model_and_starts(config: dict):
     """(solve, starts, count_stable, up_init) for a config of any kind."""
     valid = checked(config)
-    return STARTS[kind_of(valid).name](valid)
+    kind = kind_of(valid)
+    if kind.name not in STARTS:
+        raise ConfigError(f"beta sweeps and basins follow a global mixture of templates; a {kind.name} problem (a "
+                          f"local prior) has none: fit it at each beta instead, or remove prior.local/cuts")
+    return STARTS[kind.name](valid)
 
 
 SPACINGS = ("linear", "log")
