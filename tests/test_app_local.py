@@ -73,3 +73,11 @@ def test_the_controls_edit_pi_soft_the_type_and_the_cuts_through_the_document():
     assert "local" not in s.to_config()["prior"] and s.kind.name == "regression"
     lc.cuts.value = "a, b"
     assert "Cuts must be x positions" in s.message
+
+
+def test_a_runaway_hyperfield_says_where_and_what_to_raise():
+    s = loaded("local_hyperfield")
+    s.solve()
+    s.set_local_value("gamma_theta", 0.01)   # gamma_theta mu_theta = 0.01: theta would reach theta0 + 50
+    s.solve()
+    assert "hyperprior is too weak" in s.message and "raise gamma_theta" in s.message

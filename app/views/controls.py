@@ -153,7 +153,7 @@ class LocalControls:
         self.pi_soft = pn.widgets.FloatSlider(label="π_soft (prior probability of a soft edge)", start=0.001,
                                               end=0.5, step=0.001, value=0.05, width=width,
                                               css_classes=["bft-local-pi"])
-        self.gamma = pn.widgets.FloatSlider(label="γ_θ (hyperprior strength)", start=0.05, end=5.0, step=0.05,
+        self.gamma = pn.widgets.FloatSlider(label="γ_θ (hyperprior strength)", start=0.01, end=5.0, step=0.01,
                                             value=1.0, width=width, css_classes=["bft-local-gamma"])
         self.cuts = pn.widgets.TextInput(label="cuts at x (comma-separated, between nodes)", width=width,
                                          css_classes=["bft-local-cuts"])
