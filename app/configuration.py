@@ -3,9 +3,10 @@
 :func:`to_config` writes the document of a session's parameter values, :func:`params_from_config` reads a validated
 document back into parameter values.  Any valid document loads: what the controls cannot show (several prior orders
 at once, repeated or array templates, unnormalised weights, another grid or domain, a regression truth) is kept as it
-is in parameters of its own (``extra_orders``, ``file_templates``, ``file_weights``, ``regression_truth``) and
-written back unchanged.  The template menu is the registry of :mod:`bftcore.foundations.templates` (its menu kinds,
-labels and keys); :data:`TEMPLATE_PARAMS` names the parameter that holds each key of a menu template.
+is in parameters of its own (``extra_orders``, ``file_templates``, ``file_weights``, ``regression_truth``,
+``local_prior``) and written back unchanged.  The template menu is the registry of
+:mod:`bftcore.foundations.templates` (its menu kinds, labels and keys); :data:`TEMPLATE_PARAMS` names the
+parameter that holds each key of a menu template.
 
 The functions read the values as attributes of ``values`` (a :class:`app.session.BFTSession`, or anything with the
 same attributes); nothing here knows the session's runs or views.
@@ -53,7 +54,7 @@ CONFIG_PARAMS = ["model", "x_min", "x_max", "nx", "y_min", "y_max", "ny", "bound
                  "w_paper_t1", "w_paper_t2", "w_gaussian", "gauss_mu", "gauss_sigma", "w_constant", "const_value",
                  "w_linear", "lin_slope", "lin_intercept", "file_templates", "file_weights", "beta", "method",
                  "solver_mass2", "init", "init_mass2", "min_iter", "max_iter", "tol", "truth", "regression_truth",
-                 "data", "labels"]
+                 "data", "labels", "local_prior"]
 #: Parameters kept in the URL so that a link reproduces the state.
 URL_PARAMS = CONFIG_PARAMS + ["grid_size", "display", "frame_ms", "preset", "layout", "theme", "font_size"]
 #: The screen layouts (issue 28): "auto" is the presenter layout in a landscape window at least 1200 px wide (a
@@ -74,7 +75,19 @@ def kind_of_values(values):
     """The problem kind of a document of these parameter values (the model menu's entry on this grid), found as a
     validated document finds it (:func:`bftcore.foundations.config.kind_of`)."""
     model, field = MODELS[values.model]
-    return kind_of({"model": model, "grid": {"x": {"n": int(values.nx)}}, "prior": {"field": field}})
+    return kind_of({"model": model, "grid": {"x": {"n": int(values.nx)}},
+                    "prior": {"field": field, **local_keys(values, model)}})
+
+
+#: A local prior's defaults per type, as the dashboard's toggle sets them (the step demo's, bftcore.models.presets).
+LOCAL_DEFAULTS = {"switch": {"type": "switch", "stiffness": [1.0, 0.001], "pi": [0.95, 0.05]},
+                  "hyperfield": {"type": "hyperfield", "theta0": 0.0, "gamma_theta": 1.0, "mu_theta": 1.0}}
+
+
+def local_keys(values, model: str) -> dict:
+    """The prior's ``local`` and ``cuts`` of a regression with a local prior (``values.local_prior``), else {}."""
+    lp = getattr(values, "local_prior", None) or {}
+    return copy.deepcopy(lp) if model == "regression" and lp else {}
 
 
 def menu_kinds(model: str) -> tuple[str, ...]:
@@ -121,6 +134,7 @@ def to_config(values) -> dict:
              "l2": 0.0, "l4": 0.0, "l6": 0.0}
     prior.update({k: float(v) for k, v in values.extra_orders.items() if k in ORDERS})
     prior[values.order] = values.order_coef
+    prior.update(local_keys(values, model))
     if field:
         prior = {"field": field, **prior}
     init = values.init
@@ -219,6 +233,8 @@ def params_from_config(doc: dict) -> dict:
     out["order"] = orders[0] if orders else "l2"
     out["order_coef"] = float(pr.get(out["order"], 0.0))
     out["extra_orders"] = {o: float(pr[o]) for o in orders[1:]}
+    out["local_prior"] = ({"local": copy.deepcopy(pr["local"]), "cuts": [float(c) for c in pr.get("cuts", [])]}
+                          if "local" in pr else {})
     menu = menu_templates(doc, model)
     if menu is None:
         menu = {"templates": [], "file_templates": copy.deepcopy(doc.get("templates", [])),

@@ -24,6 +24,7 @@ from app.views.controls import Controls  # noqa: E402
 from app.views.evidence import EvidenceView  # noqa: E402
 from app.views.information import InformationView  # noqa: E402
 from app.views.learning import LearningView  # noqa: E402
+from app.views.local import LocalStrip  # noqa: E402
 from app.views.metastability import MetastabilityView  # noqa: E402
 from app.views.mixing import MixingView  # noqa: E402
 from app.views.overfitting import OverfittingView  # noqa: E402
@@ -255,6 +256,8 @@ def header_and_screen(session: BFTSession):
 def build():
     session = BFTSession(doc=pn.state.curdoc)
     canvas = DataCanvas(session=session)
+    # a local prior's labels per edge, under the curve they shape (hidden without a local prior)
+    canvas.below.append(LocalStrip(session=session, hero=canvas.figure))
     prior = PriorView(session=session, canvas=canvas)
     controls = Controls(session=session)
     presets = PresetsView(session=session)

@@ -64,6 +64,7 @@ from panel.io.state import set_curdoc
 
 from bftcore.foundations.config import kind_of
 from bftcore.foundations.limits import RunBudgetExceeded, blas_threads
+from bftcore.models.local_priors import HyperpriorTooWeak
 
 from .transport import at_release, one_message
 from .work import HEAVY
@@ -234,6 +235,8 @@ def failure_words(error: Exception, run=None) -> str:
     """What a user reads when the solver fails: what happened, in words, with no Python exception names.  The last
     good iteration stays on screen; the message goes away with the next action (see BFTSession)."""
     at = "" if run is None or run.last is None else f" after iteration {run.last.iteration}"
+    if isinstance(error, HyperpriorTooWeak):  # its own words say where and what to raise
+        return f"The solver stopped{at}: {error}. The last good iteration stays on screen."
     if isinstance(error, MemoryError):
         why = "the problem does not fit in the server's memory"
     elif isinstance(error, (np.linalg.LinAlgError, ZeroDivisionError)) or "singular" in str(error).lower():

@@ -43,6 +43,7 @@ from .configuration import (
     GRID_SIZES,
     INITS,
     KEEP_CURRENT,
+    LOCAL_DEFAULTS,
     MAX_POINTS,
     METHODS,
     MODELS,
@@ -163,6 +164,18 @@ def _init_rule(val) -> None:
 
 _Points = ruled(param.List, _points_rule)
 _Orders = ruled(param.Dict, _orders_rule)
+
+
+def _local_rule(val) -> None:
+    """A regression's local prior as the document has it, {"local": {...}, "cuts": [...]} or {} (none); the gate
+    checks its values when the document is made."""
+    if val and (set(val) != {"local", "cuts"} or not isinstance(val["local"], dict)
+                or val["local"].get("type") not in LOCAL_DEFAULTS or not isinstance(val["cuts"], list)):
+        raise ValueError(f"a local prior is {{'local': {{'type': 'switch' | 'hyperfield', ...}}, 'cuts': [...]}} or "
+                         f"empty, got {str(val)[:60]}")
+
+
+_Local = ruled(param.Dict, _local_rule)
 _Weights = ruled(param.List, _weights_rule)
 _Init = ruled(param.Selector, _init_rule, first=True)
 
@@ -212,6 +225,8 @@ class BFTSession(param.Parameterized):
                               label="coefficient of the order")
     extra_orders = _Orders({}, doc="Coefficients of further prior orders {'l4': c, ...} that a loaded file "
                                       "sets besides the order of the slider; kept in the prior, shown read-only.")
+    local_prior = _Local({}, doc="A regression's local prior (prior.local and prior.cuts of the document, "
+                                 "bftcore.models.local_regression), or {} for none.")
     # --- templates and mixture -------------------------------------------------------------------------------
     templates = param.ListSelector(default=[], objects=MENU_KINDS,
                                    label="templates t_j")
@@ -463,6 +478,55 @@ class BFTSession(param.Parameterized):
             self.message = f"Unknown preset {name!r}."
             return False
         return self.load_config(catalogue[name][0], preset=name)
+
+    # ===================================================================== local prior (app.views.controls)
+    def local_type(self) -> str:
+        """"off", "switch" or "hyperfield": the local prior of the problem ("off" also for cuts alone, a switch of
+        one alternative)."""
+        local = (self.local_prior or {}).get("local")
+        if not local or (local["type"] == "switch" and len(local["stiffness"]) == 1):
+            return "off"
+        return local["type"]
+
+    def set_local_type(self, local_type: str) -> None:
+        """Switch the local prior on with its defaults (:data:`app.configuration.LOCAL_DEFAULTS`), to another type,
+        or off; the cuts stay.  Refused with a message unless the model is regression."""
+        if self.kind.y_on_grid:
+            self.message = "A local prior is for the regression model: choose 'regression' first."
+            return
+        if local_type == self.local_type():
+            return
+        cuts = list((self.local_prior or {}).get("cuts", []))
+        if local_type == "off":
+            self.local_prior = {"local": {"type": "switch", "stiffness": [1.0], "pi": [1.0]}, "cuts": cuts} \
+                if cuts else {}
+        else:
+            self.local_prior = {"local": copy.deepcopy(LOCAL_DEFAULTS[local_type]), "cuts": cuts}
+
+    def set_local_value(self, key: str, value: float) -> None:
+        """One hyperparameter of the local prior: ``"pi_soft"`` (the last alternative's pi_k of a switch of two, the
+        first gets the rest) or a hyperfield's ``"theta0"``, ``"gamma_theta"``, ``"mu_theta"``."""
+        local = copy.deepcopy((self.local_prior or {}).get("local"))
+        if not local:
+            return
+        if key == "pi_soft" and local["type"] == "switch" and len(local["pi"]) == 2:
+            local["pi"] = [1.0 - float(value), float(value)]
+        elif key in ("theta0", "gamma_theta", "mu_theta") and local["type"] == "hyperfield":
+            local[key] = float(value)
+        else:
+            return
+        if local != self.local_prior["local"]:
+            self.local_prior = {**self.local_prior, "local": local}
+
+    def set_cuts(self, cuts) -> None:
+        """Cut the chain at these x positions (eqs. (519)-(522)); [] removes every cut.  A plain regression gets a
+        switch of one alternative (its own Gaussian prior) to carry them."""
+        cuts = sorted(float(c) for c in cuts)
+        local = (self.local_prior or {}).get("local") or {"type": "switch", "stiffness": [1.0], "pi": [1.0]}
+        if not cuts and self.local_type() == "off":
+            self.local_prior = {}
+        else:
+            self.local_prior = {"local": copy.deepcopy(local), "cuts": cuts}
 
     def use_menu_templates(self):
         """Drop the file's templates and go back to the template menu."""

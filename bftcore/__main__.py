@@ -125,6 +125,8 @@ def _summary_fit(doc: dict, cfg: dict | None = None) -> str:
         lines.insert(3, f"max P         {doc['max_P']:.6g}")
     if "exact" in doc:
         lines.append(f"exact b_j     {', '.join(f'{b:.4g}' for b in doc['exact']['b'])}")
+    if "local" in doc:
+        lines.append(_local_line(doc["local"]))
     if "evidence" in doc:
         ev = doc["evidence"]
         lines.append("chosen by evidence: " + ", ".join(f"{k} = {v:.6g}" for k, v in ev["chosen"].items())
@@ -133,6 +135,20 @@ def _summary_fit(doc: dict, cfg: dict | None = None) -> str:
     for n in doc.get("notes", []):
         lines.append(f"note: {n}")
     return "\n".join(lines)
+
+
+def _local_line(local: dict) -> str:
+    """Where a local prior's labels say the fit bends: the edges won by an alternative other than the first (a
+    switch's soft edges), or the edges whose stiffness is below a tenth of the document's Gaussian one."""
+    ex = np.asarray(local["edge_x"], dtype=float)
+    if local["type"] == "switch":
+        a = np.asarray(local["responsibilities"], dtype=float)
+        marked, what = np.argmax(a, axis=0) > 0, "edges won by alternative >= 2 (a_k > others)"
+    else:
+        marked, what = np.asarray(local["log_stiffness"], dtype=float) < np.log(0.1), "edges with stiffness < 0.1 x"
+    where = ", ".join(f"{v:.6g}" for v in ex[marked][:12]) + (" ..." if marked.sum() > 12 else "") or "none"
+    cuts = f"; cuts at x = {', '.join(f'{c:g}' for c in local['cuts'])}" if local["cuts"] else ""
+    return f"local {local['type']}: {what}: x = {where}{cuts}"
 
 
 def _document_of(args) -> dict | None:

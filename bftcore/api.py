@@ -118,6 +118,7 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
     cfg = checked(config)
     kind = cfg.kind
     if not kind.path_parameters:
+        kind.evidence_path(cfg, param, values)  # a kind that follows no evidence says why
         raise ConfigError(f"the evidence is not defined for a {kind.name.replace('_', ' ')} document (it is for a "
                           f"Gaussian prior and noise); set its hyperparameters by hand and fit it")
     if param not in kind.path_parameters:
@@ -156,8 +157,9 @@ def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9,
     """What is uncertain about the fit, for a picture: density (field L): the pointwise ``level`` credible band
     of the regression function h(x) of p(y|x) from ``n`` Laplace samples about the MAP ``field`` (solved here if
     None), and h(x) of five of those samples -> ``{"x", "h_lo", "h_hi", "h_median", "h_draws", "kind":
-    "laplace"}``; regression: ``n`` exact posterior draws of
-    h on the x nodes -> ``{"x", "draws", "kind": "exact"}``."""
+    "laplace"}``; regression: ``n`` exact posterior draws of h on the x nodes -> ``{"x", "draws", "kind": "exact"}``;
+    regression with a local prior: ``n`` draws given the solution's labels -> ``{"x", "draws", "kind":
+    "conditional"}``."""
     cfg = checked(config)
     kind = cfg.kind
     check_samples(n, kind.nodes(cfg))  # before the fit, not after it

@@ -19,11 +19,14 @@ CONFIGS = {"density": lambda: presets.figure_config("fig14"),
                                   "data": [-1.0, -0.5, 0.2, 0.3, 1.1]},
            "robust_regression": lambda: {**presets.regression_presets()["two_trends"], "templates": [
                {"kind": "constant", "value": 1.0}], "weights": [1.0], "data_term": {"name": "insensitive"},
-               "solver": {"max_iter": 100}}}
+               "solver": {"max_iter": 100}},
+           "regression-local-switch": lambda: presets.PRESETS["local_switch"][0],
+           "regression-local-hyperfield": lambda: presets.PRESETS["local_hyperfield"][0]}
 
 
 def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole_protocol():
-    assert set(problems.KINDS) == {"density", "regression", "density_1d", "robust_regression"}
+    assert set(problems.KINDS) == {"density", "regression", "density_1d", "robust_regression",
+                                   "regression-local-switch", "regression-local-hyperfield"}
     for name, kind in problems.KINDS.items():
         cfg = validate_config(CONFIGS[name]())
         assert cfg["model"] == kind.model  # the gate accepts it
@@ -39,8 +42,9 @@ def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole
         assert all(hasattr(kind, a) for a in attributes), name
         assert isinstance(kind.claims, dict) and isinstance(kind.y_on_grid, bool)
         assert kind.name == name and kind.drawn_as in ("heatmap", "curve", "density")
-        # an evidence path follows some hyperparameter, unless the kind has no evidence (robust regression)
-        assert kind.path_parameters or name == "robust_regression"
+        # a kind follows its evidence along some hyperparameters, or has none and refuses to (robust regression, a
+        # local prior)
+        assert kind.path_parameters or name == "robust_regression" or kind.name.startswith("regression-local-")
         assert isinstance(api.run(validate_config(CONFIGS[name]())), kind.result_type)
         for method in wanted:
             assert callable(getattr(kind, method)), (name, method)
@@ -52,7 +56,7 @@ def test_a_kinds_node_count_is_the_size_of_its_field(name):
     gen = api.iterate(cfg)
     start = next(gen)
     gen.close()
-    field = start.h if name in ("regression", "robust_regression") else start.field
+    field = start.h if name.startswith("regression") or name == "robust_regression" else start.field
     assert problems.kind_of(cfg).nodes(cfg) == np.asarray(field).size
 
 
@@ -82,7 +86,9 @@ def test_callers_that_ask_the_kind_do_not_compare_the_models_name():
     a document is read)."""
     paths = ["bftcore/api.py", "app/runner.py", "app/session.py", "bftcore/studies/learning.py",
              "bftcore/studies/workflows.py", "bftcore/models/density_1d.py", "bftcore/models/problems.py",
-             "bftcore/models/density.py"] + [str(p.relative_to(ROOT)) for p in (ROOT / "app" / "views").glob("*.py")]
+             "bftcore/models/density.py",
+             "bftcore/models/local_regression.py"]
+    paths += [str(p.relative_to(ROOT)) for p in (ROOT / "app" / "views").glob("*.py")]
     for path in paths:
         text = (ROOT / path).read_text()
         assert not re.search(r"""\[["']model["']\]\s*[!=]=""", text), path

@@ -234,7 +234,7 @@ def test_a_data_table_fits_with_a_robust_configuration_that_sets_lambda_and_beta
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda doc: api.evidence_document(doc, "lambda"), "evidence is not defined for a robust regression"),
+    (lambda doc: api.evidence_document(doc, "lambda"), "evidence of a robust regression is not defined"),
     (lambda doc: api.sweep_document(doc, 0.1, 10.0, 3), "beta sweep or a basin search is not defined"),
     (lambda doc: api.learning_curve_document(doc, [5, 10]), "learning curve or a bootstrap is not defined"),
 ])
@@ -244,3 +244,12 @@ def test_the_gaussian_studies_refuse_a_robust_document_by_name(call, message):
     with pytest.raises(ValueError, match=message):
         call(presets.robust_prior_config())
     assert "lambda" in api.PATH_PARAMETERS["regression"]  # plain regression's, not the robust kind's empty list
+
+
+def test_a_local_prior_and_a_robust_regression_are_not_combined():
+    """Each has its own solver and kind: a document asking for both is refused by name, not solved by one of them
+    while the other's keys are ignored."""
+    doc = presets.robust_prior_config()
+    doc["prior"] = {**doc["prior"], "cuts": [0.505]}
+    with pytest.raises(ConfigError, match="cannot be combined"):
+        validate_config(doc)

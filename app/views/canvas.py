@@ -40,6 +40,25 @@ TEXT_REGRESSION = """The orange curve is the MAP regression function h(x) of the
 white dots the data and the dotted lines the templates t_j(x) the prior components are centred on. **Click** to
 add a point at the nearest x node. With a single x node (fig. 7) the curve is one value, drawn as a diamond with
 its number."""
+#: A regression with a local prior (app.views.local draws its labels under the curve), per type.
+EQUATION_LOCAL = {
+    "switch": (r"$E(h) = \frac{\beta}{2}\sum_i (h(x_i)-y_i)^2 - \sum_e \ln \sum_k \pi_k\,\sqrt{r_k}\,"
+               r"e^{-\frac{\beta}{2} r_k \kappa_0 (Dh)_e^2}$ (583), "
+               r"$a_k(e) \propto \pi_k \sqrt{r_k}\, e^{-\frac{\beta}{2} r_k \kappa_0 (Dh)_e^2}$ (588)"),
+    "hyperfield": (r"$E(h,\theta) = \frac{\beta}{2}\sum_i (h(x_i)-y_i)^2 + \frac{\kappa_0}{2}\sum_e e^{\theta_e}"
+                   r"(Dh)_e^2 + \frac{1}{2}(\theta-\theta_0, K_\theta(\theta-\theta_0)) - \frac{1}{2}\sum_e"
+                   r" \theta_e$ (456)"),
+}
+TEXT_LOCAL = {
+    "switch": """Each edge between neighbouring x nodes has its own label: the Gaussian prior's stiffness
+κ₀ = βλh (r = 1) or a soft one (r ≪ 1), with prior probabilities π_k. The strip under the curve is a_soft, the posterior
+probability that an edge is soft. EM alternates: the labels from the curve, then the curve from the labels (one frame
+each; the energy never rises). As β grows the jump opens only where the data ask for it; at small β no edge opens,
+since a_soft tends to π_soft√r_soft / Σ_k π_k√r_k, not to π_soft.""",
+    "hyperfield": """Each edge has a log-stiffness θ (relative to the Gaussian prior's κ₀ = βλh), tied to its
+neighbours by the hyperprior K_θ = γ_θ(−Δ + μ_θ). The strip shows θ: it dips where the data jump and rises towards
+1/(2γ_θμ_θ) where the curve is flat. The solver alternates the curve and θ; the joint energy never rises.""",
+}
 TEXT = """The colour is the learned conditional density p(y|x) on the grid; every column (fixed x) integrates to 1.
 White dots are the training data. **Click** to add a point (it snaps to the nearest node), switch the click
 mode to *remove* to delete the nearest point. The solver restarts from the current field after every change,
@@ -190,6 +209,8 @@ class DataCanvas(pn.viewable.Viewer):
         self.show_heldout.param.watch(self._update_heldout, "value")
         #: More toggles of the hero's form row, placed by the layout (app.main: the posterior band and draws).
         self.extras: list = []
+        #: What the layout puts right under the plot (app.main: a local prior's labels per edge, app.views.local).
+        self.below: list = []
         s.param.watch(self._update_image, ["record", "display", "truth", "model"] + GRID_PARAMS)
         s.param.watch(self._update_points, ["data"])
         s.param.watch(self._update_ranges, ["model", "data", "templates", "file_templates", "const_value",
@@ -212,7 +233,8 @@ class DataCanvas(pn.viewable.Viewer):
         self.add_button = pn.widgets.Button(label="Add point", width=100, margin=(18, 5, 0, 5),
                                             css_classes=["bft-add-point"])
         self.add_button.on_click(self._add_typed)
-        s.param.watch(self._update_text, ["model"])
+        s.param.watch(self._update_text, ["model", "local_prior"])
+        self._update_text()  # a canvas built over a session that already holds a problem says what it draws
         s.param.watch(self._update_labels, ["labels"])
         self._update_labels()
         self._update_templates()
@@ -291,7 +313,12 @@ class DataCanvas(pn.viewable.Viewer):
                 _set(item, visible=bool(item.renderers[0].visible))
 
     def _update_text(self, *_):
-        regression = not self.session.kind.y_on_grid
+        s = self.session
+        regression = not s.kind.y_on_grid
+        local = (s.local_prior or {}).get("local", {}).get("type") if regression else None
+        if local:
+            self.equation.object, self.text.object = EQUATION_LOCAL[local], TEXT_LOCAL[local]
+            return
         self.equation.object = EQUATION_REGRESSION if regression else EQUATION
         self.text.object = TEXT_REGRESSION if regression else TEXT
 
@@ -413,5 +440,5 @@ class DataCanvas(pn.viewable.Viewer):
                           styles={"min-width": "0", "min-height": "40px"}, css_classes=["bft-add-form"])
         explain = pn.FlexBox(self.equation, self.card, flex_wrap="wrap", align_items="flex-start", margin=0,
                              sizing_mode="stretch_width", styles={"min-width": "0"})
-        return pn.Column(self.pane, explain, form,
+        return pn.Column(self.pane, *self.below, explain, form,
                          sizing_mode="stretch_both", margin=0, css_classes=["bft-hero"])

@@ -138,6 +138,77 @@ def template_options(model: str) -> dict:
     return {KINDS[(model, k)].label: k for k in kinds(model, menu=True)}
 
 
+class LocalControls:
+    """The local prior of a regression (Sect. 6.4, 5.3.3, (519)-(522)): its type (off / binary switch / continuous
+    hyperfield), pi_soft of a switch, gamma_theta of a hyperfield, and cuts; each edits the session's
+    ``local_prior`` through the session's own methods, so that the document, the link and the file say the same.
+    The labels' temperature is the mixture's beta slider (the document's beta, 1/sigma^2 of the noise too)."""
+
+    TYPES = {"off": "off", "binary switch": "switch", "hyperfield": "hyperfield"}
+
+    def __init__(self, session: BFTSession, width: int):
+        s = self.session = session
+        self.type = pn.widgets.RadioButtonGroup(label="local prior", options=list(self.TYPES), value="off",
+                                                width=width, css_classes=["bft-local-type"])
+        self.pi_soft = pn.widgets.FloatSlider(label="π_soft (prior probability of a soft edge)", start=0.001,
+                                              end=0.5, step=0.001, value=0.05, width=width,
+                                              css_classes=["bft-local-pi"])
+        self.gamma = pn.widgets.FloatSlider(label="γ_θ (hyperprior strength)", start=0.01, end=5.0, step=0.01,
+                                            value=1.0, width=width, css_classes=["bft-local-gamma"])
+        self.cuts = pn.widgets.TextInput(label="cuts at x (comma-separated, between nodes)", width=width,
+                                         css_classes=["bft-local-cuts"])
+        self.note = pn.pane.Markdown("The labels' temperature is β (under *Templates and mixture*): 1/σ² of the "
+                                     "noise too, as in [001].", width=width,
+                                     styles={"font-size": "12px", "color": "#555"}, margin=(-6, 10, 0, 10))
+        self._pulling = False
+        self.type.param.watch(user_action(lambda e: self._push(s.set_local_type, self.TYPES[e.new])), "value")
+        self.pi_soft.param.watch(user_action(lambda e: self._push(s.set_local_value, "pi_soft", e.new)),
+                                 "value_throttled")
+        self.gamma.param.watch(user_action(lambda e: self._push(s.set_local_value, "gamma_theta", e.new)),
+                               "value_throttled")
+        self.cuts.param.watch(user_action(self._on_cuts), "value")
+        without_debounce(self.pi_soft, "value", "value_throttled")
+        without_debounce(self.gamma, "value", "value_throttled")
+        s.param.watch(self._pull, ["local_prior", "model"])
+        self._pull()
+
+    def _push(self, fn, *args):
+        if not self._pulling:
+            fn(*args)
+
+    def _on_cuts(self, event):
+        if self._pulling:
+            return
+        try:
+            cuts = [float(t) for t in event.new.replace(";", ",").split(",") if t.strip()]
+        except ValueError:
+            self.session.message = f"Cuts must be x positions separated by commas, got {event.new[:40]!r}."
+            return
+        self.session.set_cuts(cuts)
+
+    def _pull(self, *_):
+        s = self.session
+        local = (s.local_prior or {}).get("local") or {}
+        self._pulling = True
+        try:
+            self.type.value = next(k for k, v in self.TYPES.items() if v == s.local_type())
+            if local.get("type") == "switch" and len(local.get("pi", [])) == 2:
+                self.pi_soft.value = min(max(float(local["pi"][1]), self.pi_soft.start), self.pi_soft.end)
+            if local.get("type") == "hyperfield":
+                self.gamma.value = min(max(float(local["gamma_theta"]), self.gamma.start), self.gamma.end)
+            text = ", ".join(f"{c:g}" for c in (s.local_prior or {}).get("cuts", []))
+            if self.cuts.value != text:
+                self.cuts.value = text
+        finally:
+            self._pulling = False
+        self.pi_soft.visible = local.get("type") == "switch" and len(local.get("pi", [])) == 2 and \
+            s.local_type() != "off"
+        self.gamma.visible = local.get("type") == "hyperfield"
+
+    def panel(self) -> pn.Column:
+        return pn.Column(self.type, self.pi_soft, self.gamma, self.cuts, self.note)
+
+
 class Controls(pn.viewable.Viewer):
     session = param.ClassSelector(class_=BFTSession)
 
@@ -224,6 +295,8 @@ class Controls(pn.viewable.Viewer):
         self.drop_orders = pn.widgets.Button(label="Keep only the slider's order", width=W, visible=False)
         self.drop_orders.on_click(user_action(lambda _: setattr(s, "extra_orders", {})))
         self.grid_text = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False)
+        self.local = LocalControls(s, W)
+        self.local_panel = self.local.panel()
         s.param.watch(self._sync_visibility, ["model", "templates", "method", "init", "beta", "file_templates",
                                               "file_weights", "extra_orders", "grid_size", "x_min", "x_max", "nx",
                                               "y_min", "y_max", "ny"])
@@ -256,6 +329,7 @@ class Controls(pn.viewable.Viewer):
         w["solver_mass2"].visible = s.method == "massive"
         w["init_mass2"].visible = s.init == "kernel"
         w["display"].disabled = not kind.y_on_grid  # P or L of a density; regression draws h
+        self.local.type.disabled = kind.y_on_grid  # a density has no chain of edges
         if s.file_templates:
             self.from_file.object = "**Templates from the file** (read-only, written back unchanged): " + "; ".join(
                 f"t{j + 1} = {markdown_text(describe(t, model))}, p = {p:g}" for j, (t, p) in
@@ -284,7 +358,7 @@ class Controls(pn.viewable.Viewer):
                        sizing_mode="stretch_width", max_width=310, margin=0, styles={"column-gap": "0px"}),
             w["live"],  # own line: beside the buttons its label was cut at 1280 px
             h("Canvas"), w["click_mode"], w["display"],
-            pn.Accordion(
+            self._accordion(
                 ("Model and prior", pn.Column(w["model"], w["lam"], w["lam_x"], w["lam_y"], w["l0"],
                                               w["order"], w["order_coef"], self.orders_note, self.drop_orders)),
                 ("Templates and mixture", pn.Column(self.from_file, self.use_menu, w["templates"], w["w_uniform"],
@@ -292,10 +366,25 @@ class Controls(pn.viewable.Viewer):
                                                     w["gauss_sigma"], w["w_constant"], w["const_value"],
                                                     w["w_linear"], w["lin_slope"], w["lin_intercept"],
                                                     w["beta"])),
+                ("Local prior: switch, hyperfield, cuts", self.local_panel),
                 ("Solver and grid", pn.Column(w["method"], w["solver_mass2"], w["init"], w["init_mass2"],
                                               self.solver_note,
                                               w["max_iter"], pn.Row(w["min_iter"], w["tol"]),
                                               w["grid_size"], self.grid_text,
-                                              pn.Row(w["boundary_x"], w["boundary_y"]), w["truth"])),
-                active=[0], toggle=False, width=300),
+                                              pn.Row(w["boundary_x"], w["boundary_y"]), w["truth"]))),
             width=310)
+
+    #: The local prior's section of the accordion (opened when a problem with a local prior is loaded).
+    LOCAL_SECTION = 2
+
+    def _accordion(self, *sections) -> pn.Accordion:
+        acc = pn.Accordion(*sections, active=[0], toggle=False, width=300)
+        s = self.session
+        assert s is not None  # a view is built with its session
+
+        def open_local(*_):
+            if s.local_type() != "off" and self.LOCAL_SECTION not in acc.active:
+                acc.active = [*acc.active, self.LOCAL_SECTION]
+        s.param.watch(open_local, ["local_prior"])
+        open_local()
+        return acc

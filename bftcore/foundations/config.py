@@ -67,7 +67,12 @@ CHOOSABLE = {"density": ("lambda",), "regression": ("lambda", "l0", "beta")}
 #: whether a lambda is too stiff or too weak is judged against the grid and the data (:func:`_check_conditioning`).
 LAMBDA_MAGNITUDE = MAX_SCALED_MAGNITUDE
 CHOOSE_DEFAULT_RANGE = {"lambda": (1e-3, 1e3, 30), "l0": (1e-4, 1e2, 30), "beta": (1e-3, 1e3, 30)}
-PRIOR_KEYS = ("field", "lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6") + ("potential",)  # robust regression
+#: (``potential``: robust regression, :mod:`bftcore.models.robust`; ``local``, ``cuts``: the local priors)
+PRIOR_KEYS = ("field", "lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6", "local", "cuts", "potential")
+#: The local priors of a regression's prior (key ``prior.local``, :func:`_local_prior`): their keys per type.
+LOCAL_KEYS = {"switch": ("type", "stiffness", "pi"), "hyperfield": ("type", "theta0", "gamma_theta", "mu_theta")}
+#: Most alternatives of a local switch (a guard of the document's size; the dashboard draws two).
+MAX_LOCAL_ALTERNATIVES = 16
 SOLVER_KEYS = ("method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol")
 AXIS_KEYS = ("min", "max", "n", "boundary")
 INITS = ("uniform", "kernel", "empirical")
@@ -974,6 +979,8 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
         truth = _array(truth, (grid.x.n,), "truth (one value per x node)", mag=MAX_COORDINATE).tolist()
     elif truth is not None:
         raise ConfigError(f"truth for regression must be a template object or a list of values, got {_show(truth)}")
+    if "local" in pr or "cuts" in pr:
+        prior.update(_local_prior(pr, model, Axis(**x), pts, templates, prior, doc.get("choose")))
     out = {"model": model, "grid": {"x": x, "y": y}, "data": pts, "prior": prior, "templates": templates,
            "weights": weights, "beta": beta, "solver": solver, "truth": truth}
     choose = _choose(doc.get("choose"), model, field, len(templates), x["n"] * (y["n"] if model == "density" else 1),
@@ -984,6 +991,9 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     if labels:
         out["labels"] = labels
     _robust(doc, out)  # robust regression's keys (the block at the end of this module)
+    if out.get("solver", {}).get("method") == IRLS and (out["prior"].get("local") or out["prior"].get("cuts")):
+        raise ConfigError("prior.local or prior.cuts (a local prior) and a robust regression (prior.potential, "
+                          "data_term or solver.method irls) cannot be combined: each has its own solver; remove one")
     _check_cost(out, grid, limits)  # before any template is evaluated on the grid
     _check_conditioning(out, grid, lam_chosen="lambda" in choose)
     if model == "density":
@@ -992,6 +1002,94 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     else:
         out["templates"] = [_regression_template_check(t, f"templates[{i}]", grid) for i, t in enumerate(templates)]
     return Valid(copy_document(out))
+
+
+def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, prior: dict, choose) -> dict:
+    """The keys ``prior.local`` and ``prior.cuts`` of a regression: local prior mixtures, a log-stiffness hyperfield
+    and cuts on the chain of x nodes (:mod:`bftcore.models.local_priors`), as ``{"local": {...}, "cuts": [...]}``.
+
+    ``{"type": "switch", "stiffness": [r_1, ...], "pi": [pi_1, ...]}``: filter switching, eqs. (582)-(588); edge
+    alternative k has the stiffness r_k times the document's Gaussian one (its lambda, l2 and beta), so r_k is a
+    pure number; pi_k is the per-edge hyperprior (sums to 1).  ``{"type": "hyperfield", "theta0": t, "gamma_theta":
+    g, "mu_theta": m}``: a log-stiffness per edge, eqs. (454)-(457), whose reference e^theta0 is again relative to
+    the document's Gaussian stiffness (theta0 = 0: that stiffness); gamma_theta, mu_theta are pure numbers.
+    ``cuts``: x positions where the chain is cut, eqs. (519)-(522).  ``cuts`` alone is a switch with one
+    alternative (r = 1): the Gaussian prior of the document with the cut edges removed.  The document's beta keeps
+    its meaning (1/sigma^2, and the temperature of the labels as in [001])."""
+    if model != "regression":
+        raise ConfigError("prior.local and prior.cuts are local priors of a regression (\"model\": \"regression\"); "
+                          "remove them from a density document")
+    if axis.boundary == "periodic":
+        raise ConfigError("prior.local/cuts act on the edges of an open chain of x nodes, but grid.x.boundary is "
+                          "\"periodic\"; set grid.x.boundary to \"neumann\" or \"free\"")
+    if len(templates) != 1:
+        raise ConfigError(f"prior.local/cuts take one template (the prior mean the local prior is about), got "
+                          f"{len(templates)}; a global mixture of templates and a local prior together is not "
+                          f"supported: keep one template")
+    if prior["l0"] != 0 or prior["l4"] != 0 or prior["l6"] != 0 or prior["l2"] <= 0:
+        raise ConfigError("prior.local/cuts make the first-difference prior (l2) local; set l0, l4 and l6 to 0 and "
+                          "l2 > 0")
+    if choose:
+        raise ConfigError("choose: the evidence of a local prior is not implemented; remove \"choose\" or "
+                          "prior.local/cuts")
+    spec = pr.get("local", {"type": "switch", "stiffness": [1.0], "pi": [1.0]})
+    if not isinstance(spec, dict):
+        raise ConfigError(f"prior.local must be an object such as {{\"type\": \"switch\", \"stiffness\": [1, "
+                          f"0.001], \"pi\": [0.95, 0.05]}}, got {_show(spec)}")
+    kind = _str(spec.get("type"), "prior.local.type", tuple(LOCAL_KEYS))
+    _keys(spec, LOCAL_KEYS[kind], f"prior.local (type {kind!r})")
+    if kind == "switch":
+        for key in ("stiffness", "pi"):
+            if not isinstance(spec.get(key), list) or not spec[key]:
+                raise ConfigError(f"prior.local.{key} must be a non-empty list of numbers (one per alternative), "
+                                  f"got {_show(spec.get(key))}")
+        _within(len(spec["stiffness"]), MAX_LOCAL_ALTERNATIVES, "a local switch of {} alternatives",
+                "use fewer alternatives")
+        r = [_num(v, f"prior.local.stiffness[{i}]", 0, lo_open=True, mag=LAMBDA_MAGNITUDE)
+             for i, v in enumerate(spec["stiffness"])]
+        p = [_num(v, f"prior.local.pi[{i}]", 0, 1, lo_open=True) for i, v in enumerate(spec["pi"])]
+        if len(p) != len(r):
+            raise ConfigError(f"prior.local.pi must give one probability per alternative of prior.local.stiffness "
+                              f"({len(r)}), got {len(p)}")
+        if abs(sum(p) - 1.0) > 1e-9:
+            raise ConfigError(f"prior.local.pi must sum to 1 (a probability per edge), got sum {sum(p):.12g}; "
+                              f"divide the values by their sum")
+        local: dict = {"type": "switch", "stiffness": r, "pi": p}
+    else:
+        local = {"type": "hyperfield",
+                 "theta0": _num(spec.get("theta0", 0.0), "prior.local.theta0", mag=LAMBDA_MAGNITUDE),
+                 "gamma_theta": _num(spec.get("gamma_theta", 1.0), "prior.local.gamma_theta", 0, lo_open=True,
+                                     mag=LAMBDA_MAGNITUDE),
+                 "mu_theta": _num(spec.get("mu_theta", 1.0), "prior.local.mu_theta", 0, lo_open=True,
+                                  mag=LAMBDA_MAGNITUDE)}
+    cuts_in = pr.get("cuts", [])
+    if cuts_in is None:
+        cuts_in = []
+    if not isinstance(cuts_in, list):
+        raise ConfigError(f"prior.cuts must be a list of x positions, got {_show(cuts_in)}")
+    _within(len(cuts_in), max(axis.n - 1, 0), "{} cuts", "a chain has one edge fewer than nodes; use fewer cuts")
+    cuts = sorted(_num(c, f"prior.cuts[{i}]", mag=MAX_COORDINATE) for i, c in enumerate(cuts_in))
+    keep = np.ones(max(axis.n - 1, 0), dtype=bool)
+    for c in cuts:
+        if not axis.min < c < axis.max:
+            raise ConfigError(f"prior.cuts: a cut at x = {c:g} is outside the grid's interior ({axis.min:g}, "
+                              f"{axis.max:g}); put cuts strictly between the first and last node")
+        s = (c - axis.min) / axis.h
+        if abs(s - round(s)) < 1e-9:
+            raise ConfigError(f"prior.cuts: a cut at x = {c:g} falls on a node; put it between two nodes (e.g. "
+                              f"x = {axis.min + (round(s) + 0.5) * axis.h:g})")
+        if not keep[int(np.floor(s))]:
+            raise ConfigError(f"prior.cuts: two cuts cross the same edge near x = {c:g}; keep one")
+        keep[int(np.floor(s))] = False
+    block = np.concatenate([[0], np.cumsum(~keep)])
+    counts = np.bincount(axis.snap(np.array([q[0] for q in pts], dtype=float)), minlength=axis.n) if pts else \
+        np.zeros(axis.n)
+    for b in range(int(block[-1]) + 1):
+        if counts[block == b].sum() == 0:
+            nodes = axis.nodes[block == b]
+            raise ConfigError(f"prior.cuts: the block x in [{nodes[0]:g}, {nodes[-1]:g}] between cuts has no data, so "
+                              f"its level is undetermined (eq. (522)); add data there or remove a cut")
+    return {"local": local, "cuts": cuts}
 
 
 def copy_document(doc: dict) -> dict:

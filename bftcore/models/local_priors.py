@@ -292,18 +292,15 @@ class LocalFit:
 
 def local_mixture(x, y, axis: Axis, sigma: float, kappas, pis, beta: float = 1.0, templates=None,
                   cuts=()) -> LocalMixture:
-    """The :class:`LocalMixture` of data on ``axis`` (validated: a ValueError names the bad parameter)."""
+    """The :class:`LocalMixture` of data on ``axis`` (its parameters checked: a ValueError names the bad one)."""
     c = chain(x, y, axis, sigma, cuts)
     k, p, b, t = _check_mixture(kappas, pis, beta, templates, c.n)
     return LocalMixture(c, k, p, b, t)
 
 
-def fit_local(model: LocalMixture, init=None, max_iter: int = 500, tol: float = 1e-10) -> LocalFit:
-    """EM on the labels from ``init`` (default: the Gaussian fit with kappa_bar = sum_k pi_k kappa_k).
-
-    Each sweep: (E) a_k(e) from phi by (588); (M) one linear solve of the a-weighted Gaussian problem.  By Jensen,
-    ``-ln sum_k pi_k e^{-f_k} <= sum_k a_k (f_k - ln pi_k + ln a_k)`` with equality at the a of (588), and the M step
-    minimises that bound exactly, so E(phi) never increases.  Stops when max |phi change| <= tol (1 + max |phi|)."""
+def em_sweeps(model: LocalMixture, init=None, max_iter: int = 500, tol: float = 1e-10):
+    """Yield ``(iteration, phi, step, converged)`` for the start (iteration 0, step nan) and each EM sweep of
+    :func:`fit_local`: what the dashboard animates, one frame per sweep."""
     c = model.chain
     if init is None:
         phi = model.m_step(np.broadcast_to(model.pis[:, None], (model.pis.size, c.D.shape[0])))
@@ -311,18 +308,28 @@ def fit_local(model: LocalMixture, init=None, max_iter: int = 500, tol: float = 
         phi = np.asarray(init, dtype=float).copy()
         if phi.shape != (c.n,):
             raise ValueError(f"init must have one value per node ({c.n}), got shape {phi.shape}")
-    energy = [model.value(phi)]
-    converged = False
-    it = 0
+    yield 0, phi, float("nan"), False
     for it in range(1, max_iter + 1):
         new = model.m_step(model.responsibilities(phi))
         step = float(np.max(np.abs(new - phi)))
         phi = new
-        energy.append(model.value(phi))
-        if step <= tol * (1.0 + float(np.max(np.abs(phi)))):
-            converged = True
+        converged = step <= tol * (1.0 + float(np.max(np.abs(phi))))
+        yield it, phi, step, converged
+        if converged:
             break
-    return LocalFit(phi, model.responsibilities(phi), energy, it, converged, c.edge_x, model.beta, model)
+
+
+def fit_local(model: LocalMixture, init=None, max_iter: int = 500, tol: float = 1e-10) -> LocalFit:
+    """EM on the labels from ``init`` (default: the Gaussian fit with kappa_bar = sum_k pi_k kappa_k).
+
+    Each sweep: (E) a_k(e) from phi by (588); (M) one linear solve of the a-weighted Gaussian problem.  By Jensen,
+    ``-ln sum_k pi_k e^{-f_k} <= sum_k a_k (f_k - ln pi_k + ln a_k)`` with equality at the a of (588), and the M step
+    minimises that bound exactly, so E(phi) never increases.  Stops when max |phi change| <= tol (1 + max |phi|)
+    (the sweeps are :func:`em_sweeps`)."""
+    energy = []
+    for it, phi, _, converged in em_sweeps(model, init, max_iter, tol):
+        energy.append(model.value(phi))
+    return LocalFit(phi, model.responsibilities(phi), energy, it, converged, model.chain.edge_x, model.beta, model)
 
 
 def local_mixture_fit(x, y, axis: Axis, sigma: float, kappas, pis, beta: float = 1.0, templates=None, cuts=(),
@@ -501,13 +508,25 @@ def hyperfield_fit(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: f
     exceeds ``theta_bound`` anywhere, :class:`HyperpriorTooWeak` (a ValueError) says where and what to change,
     instead of letting e^theta overflow into NaN.  Stops when max |theta change| <= tol (1 + max |theta|)."""
     model = hyperfield(x, y, axis, sigma, theta0, gamma_theta, mu_theta, cuts)
+    energy = []
+    for it, phi, theta, _, converged in hyperfield_sweeps(model, init_theta, max_iter, tol, theta_bound):
+        energy.append(model.value(phi, theta))
+    return HyperfieldFit(phi, theta, energy, it, converged, model.chain.edge_x, model)
+
+
+def hyperfield_sweeps(model: Hyperfield, init_theta=None, max_iter: int = 500, tol: float = 1e-10,
+                      theta_bound: float = 20.0):
+    """Yield ``(iteration, phi, theta, step, converged)`` for the start (iteration 0) and each alternation of
+    :func:`hyperfield_fit` (its stopping rule and its :class:`HyperpriorTooWeak` verdict)."""
     c = model.chain
     e = c.D.shape[0]
     theta = np.full(e, model.theta0) if init_theta is None else np.asarray(init_theta, dtype=float).copy()
     if theta.shape != (e,):
         raise ValueError(f"init_theta must have one value per kept edge ({e}), got shape {theta.shape}")
-
-    def runaway(new):
+    phi = model.phi_step(theta)
+    yield 0, phi, theta, float("nan"), False
+    for it in range(1, max_iter + 1):
+        new, _ = model.theta_step(theta, phi)
         bad = (new - model.theta0 > theta_bound) | ~np.isfinite(new)
         if np.any(bad):
             raise HyperpriorTooWeak(
@@ -516,9 +535,13 @@ def hyperfield_fit(x, y, axis: Axis, sigma: float, theta0: float, gamma_theta: f
                 f"on {int(bad.sum())} edges; the per-edge pull "
                 f"gamma_theta*mu_theta = {model.gamma_theta * model.mu_theta:g} would let theta reach "
                 f"theta0 + {1 / (2 * model.gamma_theta * model.mu_theta):.3g}); raise gamma_theta (or mu_theta)")
-    phi, theta, energy, it, converged = _alternate(model, theta, lambda th, ph: model.theta_step(th, ph)[0],
-                                                   runaway, max_iter, tol)
-    return HyperfieldFit(phi, theta, energy, it, converged, c.edge_x, model)
+        step = float(np.max(np.abs(new - theta)))
+        theta = new
+        phi = model.phi_step(theta)
+        converged = step <= tol * (1.0 + float(np.max(np.abs(theta))))
+        yield it, phi, theta, step, converged
+        if converged:
+            break
 
 
 # --------------------------------------------------------------------------------------------------------------

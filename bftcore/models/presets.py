@@ -201,6 +201,20 @@ DEMO_TEXT = {
     "two_trends": "Regression with a rising and a falling linear template fighting over five points. Above "
                   "beta = 1.38 both trends are stable MAP solutions (hysteresis in a beta sweep), while the exact "
                   "posterior weights b_j stay smooth.",
+    "local_switch": "A local prior mixture (Sect. 6.4): 40 noisy points of a unit step at x = 0.5. Every edge "
+                    "between neighbouring nodes chooses between the stiff Gaussian prior and a soft one (1000 "
+                    "times weaker, prior probability pi_soft = 0.05); the strip under the fit shows a_soft, the "
+                    "posterior probability that an edge is soft. EM alternates the two: the labels from the "
+                    "curve, then the curve from the labels. At beta = 100 (sigma = 0.1) the jump opens only at "
+                    "the step, where the data ask for it. Lower beta (noisier data, hotter labels): no edge opens, "
+                    "a_soft stays near its floor pi_soft sqrt(r_soft) / (...) and the step is smoothed over. "
+                    "Raise it to 10^4 and the data are trusted so much that edges open at the noise too.",
+    "local_hyperfield": "The step of 'local_switch' with a continuous log-stiffness per edge instead of two "
+                        "labels (Sects. 5.3.3, 5.6): the strip shows theta, the log of each edge's stiffness "
+                        "relative to the Gaussian prior. A smoothness hyperprior (gamma_theta, mu_theta) ties "
+                        "neighbouring edges: theta dips to about -3 at the step and rises towards "
+                        "1 / (2 gamma_theta mu_theta) = 0.5 where the curve is flat. A weak hyperprior lets it run "
+                        "away there, and the solver says so.",
 }
 
 
@@ -213,12 +227,37 @@ def metastable_mixture_config() -> dict:
     return cfg
 
 
+def local_switch_config(local_type: str = "switch") -> dict:
+    """The step demo of a local prior (digest 1A/1B): 101 Neumann nodes on [0, 1], a unit step after x = 0.5 (the
+    node at 0.5 counts as before it), 40 distinct nodes drawn by ``np.random.default_rng(0).choice(101, 40,
+    replace=False)``, then y = step + 0.1 N(0, 1) from the same generator; beta = 100 = 1/sigma^2 (sigma = 0.1) and
+    lambda = 0.1, l2 = 1: a Gaussian stiffness per edge of beta lambda hx = 0.1, the digest's kappa_stiff.
+    ``"switch"``: filter switching between that stiffness (r = 1) and a soft one (r = 0.001), pi_soft = 0.05;
+    ``"hyperfield"``: a log-stiffness per edge about it (theta0 = 0, gamma_theta = mu_theta = 1).  The truth is the
+    step on the nodes (the test error)."""
+    rng = np.random.default_rng(0)
+    idx = rng.choice(101, 40, replace=False)
+    nodes = np.linspace(0.0, 1.0, 101)
+    truth = (nodes > 0.5).astype(float)
+    y = truth[idx] + 0.1 * rng.standard_normal(40)
+    local = ({"type": "switch", "stiffness": [1.0, 0.001], "pi": [0.95, 0.05]} if local_type == "switch" else
+             {"type": "hyperfield", "theta0": 0.0, "gamma_theta": 1.0, "mu_theta": 1.0})
+    return {"model": "regression", "grid": {"x": {"min": 0.0, "max": 1.0, "n": 101, "boundary": "neumann"}},
+            "data": [[float(nodes[i]), float(v)] for i, v in zip(idx, y)],
+            "prior": {"lambda": 0.1, "l0": 0.0, "l2": 1.0, "l4": 0.0, "l6": 0.0, "local": local, "cuts": []},
+            "templates": [{"kind": "constant", "value": 0.0}], "weights": [1.0], "beta": 100.0,
+            "solver": {"method": "newton", "init": "kernel", "min_iter": 1, "max_iter": 300, "tol": 1e-10},
+            "truth": truth.tolist()}
+
+
 def _catalogue() -> dict:
     out = {name: (figure_config(name), FIGURE_NOTES[name]) for name in FIGURES}
     out["fig7"] = (fig7_config(), DEMO_TEXT["fig7"])
     out["overfitting"] = (figure_config("fig27"), DEMO_TEXT["overfitting"])
     out["metastable_mixture"] = (metastable_mixture_config(), DEMO_TEXT["metastable_mixture"])
     out["two_trends"] = (regression_presets()["two_trends"], DEMO_TEXT["two_trends"])
+    out["local_switch"] = (local_switch_config("switch"), DEMO_TEXT["local_switch"])
+    out["local_hyperfield"] = (local_switch_config("hyperfield"), DEMO_TEXT["local_hyperfield"])
     for name in REAL_DATA:
         out[name] = (real_data_config(name), DEMO_TEXT[name])
     return out
@@ -242,6 +281,8 @@ TITLES = {
     "metastable_mixture": "Metastability: a plateau near t₂, then decay to t₁",
     "fig7": "Fig 7 [001]: one datum, two templates, a bifurcation in β",
     "two_trends": "Two linear trends: hysteresis of a regression mixture",
+    "local_switch": "Local prior mixture: a jump opens only where the data ask",
+    "local_hyperfield": "Local stiffness hyperfield: the log-stiffness dips at the step",
     "old_faithful": "Old Faithful: waiting time against eruption length (min)",
     "motorcycle": "Motorcycle crash test: head acceleration (g) against time (ms)",
 }
@@ -253,6 +294,7 @@ GROUPS = {
     "§7.4.2 Gaussian mixture prior (Figs 23–28)": ["fig23", "fig24", "fig25", "fig26", "fig27", "fig28"],
     "Teaching demos: overfitting, metastability": ["overfitting", "metastable_mixture"],
     "Regression with mixture priors [001]": ["fig7", "two_trends"],
+    "§6.4, §5.3.3 Local priors: switches and hyperfields": ["local_switch", "local_hyperfield"],
     "Real data in its own units": ["old_faithful", "motorcycle"],
 }
 

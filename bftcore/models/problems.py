@@ -10,7 +10,9 @@ kinds declare (:func:`~bftcore.foundations.config.kind_of`, :attr:`~bftcore.foun
 Today's kinds: :data:`DENSITY` (the conditional density p(y|x) of Lemm's Sect. 3, :mod:`bftcore.models.density`, with
 the Laplace evidence of :mod:`bftcore.models.evidence` added here: that module sits above the density's),
 :data:`REGRESSION` (Gaussian regression with mixtures of GP priors, seed 001, :mod:`bftcore.models.regression`) and
-:data:`DENSITY_1D` (the 1-D density p(y), :mod:`bftcore.models.density_1d`).  A new kind (non-Gaussian priors, image
+:data:`DENSITY_1D` (the 1-D density p(y), :mod:`bftcore.models.density_1d`), and the regressions with a local prior,
+:data:`LOCAL_SWITCH` and :data:`LOCAL_HYPERFIELD` (:mod:`bftcore.models.local_regression`, documents with
+``prior.local``; registered after the plain regression, so asked first).  A new kind (non-Gaussian priors, image
 completion, BYY...) is a module defining a class with the protocol's attributes and methods, and one line here.
 
 Importing :mod:`bftcore` imports this module, so every kind is registered before a document asks for its kind.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..foundations.config import KINDS, ProblemKind, kind_of, register  # noqa: F401 - the registry, re-exported
-from . import density, density_1d, evidence, regression, robust
+from . import density, density_1d, evidence, local_regression, regression, robust
 
 
 class _Density(density.DensityKind):
@@ -46,3 +48,7 @@ DENSITY_1D: ProblemKind = register(density_1d.Density1D())
 #: Regression with a non-quadratic prior potential and a robust data term (Sects. 6.5, 3.7.4), by IRLS: it claims the
 #: regression documents with ``solver.method: "irls"`` (the gate sets it when prior.potential or data_term is given).
 ROBUST_REGRESSION: ProblemKind = register(robust.RobustRegressionKind())
+#: Regression with a local prior mixture (filter switching, Sect. 6.4) and/or cuts.
+LOCAL_SWITCH: ProblemKind = register(local_regression.LocalRegressionKind("switch"))
+#: Regression with a log-stiffness hyperfield (Sects. 5.3.3, 5.6) and/or cuts.
+LOCAL_HYPERFIELD: ProblemKind = register(local_regression.LocalRegressionKind("hyperfield"))

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..foundations.config import check_output, grid_from_config, length_of
+from ..foundations.config import check_output, grid_from_config, kind_of, length_of
 from ..foundations.grid import Grid
 from ..foundations.metrics import regression_function
 
@@ -120,6 +120,15 @@ def bands_of(doc) -> dict | None:
 
 
 
+def cfg_has_exact(cfg) -> bool:
+    """The document's kind has a closed-form part (a regression's exact posterior); a kind without one (a local
+    prior) has none to draw."""
+    try:
+        return bool(kind_of(cfg).has_exact)
+    except (KeyError, TypeError):
+        return True
+
+
 def _x_nodes(doc, n: int, fallback: np.ndarray, what: str) -> np.ndarray:
     x = doc.get("x")
     if x is None:
@@ -148,11 +157,14 @@ def fit_arrays(cfg, doc) -> dict[str, Any]:
         out["x"] = _x_nodes(doc, len(h), grid.x.nodes if grid.x.n == len(h) else np.arange(len(h), dtype=float),
                             "fit document")
         out["h"] = h
-        exact = _need(doc, "exact", "fit document")
-        out["mean"] = _floats(_need(exact, "mean", "fit document's exact"), "exact.mean", h.shape)
-        var = _floats(_need(exact, "var", "fit document's exact"), "exact.var", h.shape)
-        with np.errstate(invalid="ignore"):
-            out["sd"] = np.where(var >= 0, np.sqrt(np.abs(var)), np.nan)
+        exact = doc.get("exact") if not cfg_has_exact(cfg) else _need(doc, "exact", "fit document")
+        if exact is None:  # a kind without a closed form (a local prior): the MAP h alone
+            out["mean"] = out["sd"] = np.full(h.shape, np.nan)
+        else:
+            out["mean"] = _floats(_need(exact, "mean", "fit document's exact"), "exact.mean", h.shape)
+            var = _floats(_need(exact, "var", "fit document's exact"), "exact.var", h.shape)
+            with np.errstate(invalid="ignore"):
+                out["sd"] = np.where(var >= 0, np.sqrt(np.abs(var)), np.nan)
     bands = bands_of(doc)
     if bands is not None:
         n = len(out["x"])
@@ -260,7 +272,7 @@ def record_document(cfg: dict, record, exact: dict | None = None) -> dict:
         h, sd = regression_function(P, grid)
         return {"model": "density", "P": P, "L": np.asarray(record.L, dtype=float),
                 "regression": {"h": h, "sd": sd}}
-    if exact is None:
+    if exact is None and cfg_has_exact(cfg):
         raise ValueError("the exact posterior of a regression is computed when its run ends; let the run finish")
     return {"model": "regression", "x": grid.x.nodes, "h": np.asarray(record.h, dtype=float),
-            "exact": {"mean": exact["mean"], "var": exact["var"]}}
+            "exact": None if exact is None else {"mean": exact["mean"], "var": exact["var"]}}

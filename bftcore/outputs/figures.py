@@ -337,8 +337,9 @@ def fit_figure(cfg: dict, doc: dict):
     a = _one_node(a, xlim, ("h", "sd", "mean", "lo", "hi"))
     x, mean, sd = a["x"], a["mean"], a["sd"]
     blue = PALETTE[0]
-    layers = [_band(hv, x, mean - 2 * sd, mean + 2 * sd, "exact mean ± 2 sd", color=blue, alpha=0.25),
-              _curve(hv, x, mean, "exact posterior mean", color=blue, linewidth=3.0, linestyle="--")]
+    layers = [] if np.all(np.isnan(mean)) else [  # no closed form (a local prior): the MAP h alone
+        _band(hv, x, mean - 2 * sd, mean + 2 * sd, "exact mean ± 2 sd", color=blue, alpha=0.25),
+        _curve(hv, x, mean, "exact posterior mean", color=blue, linewidth=3.0, linestyle="--")]
     if "lo" in a:
         layers += [_curve(hv, x, a["lo"], "credible band", color=_GREY, linewidth=2.5, linestyle=":"),
                    _curve(hv, x, a["hi"], "", color=_GREY, linewidth=2.5, linestyle=":")]

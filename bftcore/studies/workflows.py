@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from ..foundations.config import checked, kind_of
+from ..foundations.config import ConfigError, checked, kind_of
 from ..foundations.distributed import run_tasks
 from ..foundations.limits import blas_threads
 from ..foundations.mixing import check_beta, fig7_config, zero_dimensional_model
@@ -220,8 +220,9 @@ def _model_and_starts(config: dict):
     valid = checked(config)
     kind = kind_of(valid)
     if kind.name not in STARTS:
-        raise ValueError(f"a beta sweep or a basin search is not defined for a {kind.name.replace('_', ' ')} "
-                         f"document (kinds: {', '.join(STARTS)}); fit it instead")
+        raise ConfigError(f"a beta sweep or a basin search is not defined for a {kind.name.replace('_', ' ')} "
+                          f"document: they follow a global mixture of templates under a Gaussian prior; fit it "
+                          f"instead (for a local prior: fit it at each beta, or remove prior.local/cuts)")
     return STARTS[kind.name](valid)
 
 

@@ -1,0 +1,83 @@
+"""A local prior in the dashboard without a browser: the session keeps the document's prior.local and prior.cuts,
+the strip under the curve follows each frame, the explanation card says what is drawn, and the controls edit pi_soft,
+the type and the cuts through the same document."""
+import numpy as np
+
+from app.session import BFTSession
+from app.views.canvas import EQUATION_LOCAL, EQUATION_REGRESSION, DataCanvas
+from app.views.local import LocalStrip
+from bftcore.foundations.config import validate_config
+from bftcore.models import presets
+
+
+def loaded(name="local_switch"):
+    s = BFTSession()
+    assert s.load_preset(name), s.message
+    return s
+
+
+def test_the_session_writes_back_the_documents_local_prior():
+    s = loaded()
+    doc = validate_config(s.to_config())
+    want = validate_config(presets.PRESETS["local_switch"][0])
+    assert doc["prior"]["local"] == want["prior"]["local"] and doc["prior"]["cuts"] == []
+    assert doc.kind is want.kind and s.kind is want.kind
+    s.model = "density, prior on L"   # the local prior belongs to a regression: not written into a density
+    assert "local" not in s.to_config()["prior"] and s.kind.name == "density"
+
+
+def test_the_strip_follows_the_frames_and_shows_a_soft_at_the_step():
+    s = loaded()
+    canvas = DataCanvas(session=s)
+    strip = LocalStrip(session=s, hero=canvas.figure)
+    assert canvas.equation.object == EQUATION_LOCAL["switch"]
+    s.solve()
+    left, right, a = (np.asarray(strip.source.data[c]) for c in ("left", "right", "v"))
+    assert strip.pane.visible and a.size == 100
+    np.testing.assert_allclose(a, s.record.local[-1])
+    assert np.all(np.abs(0.5 * (left + right)[a > 0.5] - 0.5) <= 0.02)
+    assert "min-height" in canvas.figure.styles and "max(200px" in canvas.figure.styles["min-height"]
+    s.local_prior = {}               # back to the plain regression: the strip goes, the plot gets its height back
+    assert not strip.pane.visible and canvas.equation.object == EQUATION_REGRESSION
+    assert "max(200px" not in canvas.figure.styles.get("min-height", "")
+
+
+def test_the_hyperfield_strip_is_theta_per_edge():
+    s = loaded("local_hyperfield")
+    strip = LocalStrip(session=s)
+    s.solve()
+    theta = np.asarray(strip.theta.data["v"])
+    assert theta.size == 100 and len(strip.source.data["v"]) == 0
+    assert np.asarray(strip.theta.data["x"])[np.argmin(theta)] == np.float64(0.505)
+
+
+def test_the_controls_edit_pi_soft_the_type_and_the_cuts_through_the_document():
+    from app.views.controls import Controls
+    s = loaded()
+    c = Controls(session=s)
+    lc = c.local
+    assert lc.type.value == "binary switch" and lc.pi_soft.visible and lc.pi_soft.value == 0.05
+    s.set_local_value("pi_soft", 0.2)                       # what the slider's release calls
+    assert validate_config(s.to_config())["prior"]["local"]["pi"] == [0.8, 0.2] and lc.pi_soft.value == 0.2
+    lc.type.value = "hyperfield"                            # the toggle
+    doc = validate_config(s.to_config())
+    assert doc["prior"]["local"]["type"] == "hyperfield" and doc.kind.name == "regression-local-hyperfield"
+    assert lc.gamma.visible and not lc.pi_soft.visible
+    lc.cuts.value = "0.505"
+    assert validate_config(s.to_config())["prior"]["cuts"] == [0.505]
+    lc.type.value = "off"                                   # the cuts stay, on the document's Gaussian prior
+    doc = validate_config(s.to_config())
+    assert doc["prior"]["local"] == {"type": "switch", "stiffness": [1.0], "pi": [1.0]}
+    assert doc["prior"]["cuts"] == [0.505]
+    lc.cuts.value = ""
+    assert "local" not in s.to_config()["prior"] and s.kind.name == "regression"
+    lc.cuts.value = "a, b"
+    assert "Cuts must be x positions" in s.message
+
+
+def test_a_runaway_hyperfield_says_where_and_what_to_raise():
+    s = loaded("local_hyperfield")
+    s.solve()
+    s.set_local_value("gamma_theta", 0.01)   # gamma_theta mu_theta = 0.01: theta would reach theta0 + 50
+    s.solve()
+    assert "hyperprior is too weak" in s.message and "raise gamma_theta" in s.message
