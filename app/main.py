@@ -19,7 +19,7 @@ from app.configuration import DEFAULT_FONT, MAX_POINTS  # noqa: E402
 from app.session import BFTSession  # noqa: E402
 from app.transport import ARIA_JS, install_browser_patches, user_action  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
-from app.views.common import ARIA, LiveText  # noqa: E402
+from app.views.common import ARIA, LATER_ARIA, LiveText  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
 from app.views.evidence import EvidenceView  # noqa: E402
 from app.views.information import InformationView  # noqa: E402
@@ -338,7 +338,7 @@ def build():
                        sizing_mode="stretch_width")
     SharePanel.sync_url(session)
     install_browser_patches(pn.state.curdoc)
-    pn.state.curdoc.js_on_event("document_ready", CustomJS(args=dict(labels=ARIA), code=ARIA_JS))
+    pn.state.curdoc.js_on_event("document_ready", CustomJS(args=dict(labels={**ARIA, **LATER_ARIA}), code=ARIA_JS))
     # the layout, font size and theme of the link (read above by sync_url), on the page before its first paint
     pn.state.curdoc.js_on_event("document_ready", CustomJS(
         args=dict(layout=session.layout, size=session.font_size, dark=session.theme == "dark", css=DARK_SHADOW_CSS),

@@ -33,10 +33,14 @@ ARIA = {"bft-export": "Download the figure of the fit as a PNG at projector reso
         "bft-x-in": "x of a point to add", "bft-y-in": "y of a point to add",
         "bft-add-point": "Add the point (x, y) to the data",
         "bft-heldout-toggle": "Show 50 held-out test points from the true density",
-        "bft-canvas-plot": "The learned density p(y|x) with the data; click to add a point",
-        "bft-info-step": "Step: add one datum drawn from the true h", "bft-info-reset": "Reset: no data, same seed",
-        "bft-info-factorial": "factorial prior p(h) = p(h(x_a)) p(h(x_b))",
-        "bft-info-figure": "Joint posterior to show: Fig 6 (h and γ) or Figs 9–10 (h and β of the prior mixture)"}
+        "bft-canvas-plot": "The learned density p(y|x) with the data; click to add a point"}
+#: The names of the controls of tabs built when first opened (the "Information and hyperpriors" tab): named by the
+#: same page script, once they exist (:data:`ARIA` holds the controls of every page from its first document).
+LATER_ARIA = {"bft-info-step": "Step: add one datum drawn from the true h",
+              "bft-info-reset": "Reset: no data, same seed",
+              "bft-info-factorial": "factorial prior p(h) = p(h(x_a)) p(h(x_b))",
+              "bft-info-figure": "Joint posterior to show: Fig 6 (h and γ) or Figs 9–10 (h and β of the prior "
+                                 "mixture)"}
 
 
 
@@ -215,8 +219,8 @@ def teaching(equation: str, text: str) -> pn.Column:
         sizing_mode="stretch_width", margin=0)
 
 
-__all__ = ["ALARM_STYLES", "ARIA", "alarm_html", "HV_OVERLAY", "LEGEND", "PALETTE", "SERIES", "Cividis256", "Shown",
-           "hv_look",
+__all__ = ["ALARM_STYLES", "ARIA", "LATER_ARIA", "alarm_html", "HV_OVERLAY", "LEGEND", "PALETTE", "SERIES",
+           "Cividis256", "Shown", "hv_look",
            "hv_name", "hv_pane", "make_figure", "style_figure",
            "legend_outside", "html_text", "markdown_text",
            "set_changed", "teaching", "replace_data", "hidden_until_drawn", "show_drawn"]
