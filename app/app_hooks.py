@@ -27,9 +27,9 @@ def on_server_loaded(server_context) -> None:
     lifecycle hook beside ``process_request``."""
     from app.session import presets_to_choose, remember_chosen
     from app.work import at_low_priority
-    from bftcore.models import presets
+    from bftcore import api
 
-    at_low_priority(presets.choose, presets_to_choose(), remember_chosen)
+    at_low_priority(api.choose_preset, presets_to_choose(), remember_chosen)
     # Bokeh validates each new session's document (every model's checks, about 0.1 s of a page's server time); the
     # page's models are the same for every session, and tests/test_app_document.py validates them: off here, unless
     # BOKEH_VALIDATE_DOC asks for it

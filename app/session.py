@@ -101,7 +101,7 @@ def _chosen_preset(name: str) -> tuple[dict, dict | None]:
     .choose_hyperparameters`), and what was chosen: once per process, since a preset never changes."""
     got = _CHOSEN.get(name)
     if got is None:
-        got = _CHOSEN.setdefault(name, presets.choose(name))
+        got = _CHOSEN.setdefault(name, api.choose_preset(name))
     return got
 
 

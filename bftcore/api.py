@@ -48,7 +48,7 @@ from .foundations.limits import blas_threads
 from .foundations.mixing import detect_plateaus  # noqa: F401 - part of the API
 from .foundations.records import FitResult, Record
 from .foundations.templates import paper_true_density, template_density, template_field  # noqa: F401 - part of the API
-from .models import regression
+from .models import presets, regression
 from .models.density import (  # noqa: F401 - the density problem's parts, part of the API
     EMPIRICAL_EPS,
     DensityFit,
@@ -66,8 +66,8 @@ from .studies.workflows import basins_document, fig7_document, sweep_document  #
 
 __all__ = ["ConfigError", "Valid", "default_config", "validate_config", "grid_from_config", "build_density", "iterate",
            "run", "fit", "Record", "FitResult", "sweep_document", "basins_document", "fig7_document",
-           "evidence_document", "choose_hyperparameters", "posterior_summary", "learning_curve_document",
-           "bootstrap_document"]
+           "evidence_document", "choose_hyperparameters", "choose_preset", "posterior_summary",
+           "learning_curve_document", "bootstrap_document"]
 
 #: The hyperparameters an evidence path can follow, per model: the list of the kind that takes every document of the
 #: model (bftcore.models.problems; a more specific kind, such as robust regression, may follow none).
@@ -165,6 +165,12 @@ def posterior_summary(config: dict, field=None, n: int = 40, level: float = 0.9,
     check_samples(n, kind.nodes(cfg))  # before the fit, not after it
     blas_threads()
     return kind.posterior_summary(cfg, field, n, level, np.random.default_rng(seed))
+
+
+def choose_preset(name: str) -> tuple[dict, dict | None]:
+    """:func:`choose_hyperparameters` of preset ``name``'s document (:data:`bftcore.models.presets.PRESETS`): what
+    the dashboard computes once per process for a preset on real data (its lambda by the evidence)."""
+    return choose_hyperparameters(presets.PRESETS[name][0])
 
 
 def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:

@@ -206,6 +206,6 @@ def test_a_preset_chosen_by_the_warm_up_is_not_computed_again(monkeypatch):
     monkeypatch.setattr(session, "_CHOSEN", {})
     chosen = ({"marker": 1}, {"lam": 2.0})
     session.remember_chosen(name, chosen)
-    monkeypatch.setattr(session.presets, "choose", lambda name: pytest.fail("computed again"))
+    monkeypatch.setattr(session.api, "choose_preset", lambda name: pytest.fail("computed again"))
     assert session._chosen_preset(name) is chosen
     assert session.preset_document(name) == chosen and session.preset_document(name) is not chosen

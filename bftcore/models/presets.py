@@ -321,12 +321,6 @@ def random_problem(n: int, prior: dict, seed: int = 0, points: int = 200) -> dic
                        "tol": 1e-9}}
 
 
-def choose(name: str) -> tuple[dict, dict | None]:
-    """Preset ``name``'s validated document with what its ``choose`` asks the evidence for chosen, and what was
-    chosen (:func:`bftcore.api.choose_hyperparameters`)."""
-    from ..api import choose_hyperparameters  # the API builds on the presets' models, not the other way round
-    return choose_hyperparameters(PRESETS[name][0])
-
 
 # --------------------------------------------------------------------------------------------------------------
 # robust regression (Sects. 6.5 and 3.7.4, Figs 5 and 12): the step with an outlier of scripts/robust_step_demo.py
