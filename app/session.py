@@ -24,7 +24,7 @@ import numpy as np
 import param
 
 from bftcore import api
-from bftcore.foundations.config import kind_of, parse_document, validate_config, validate_sweep
+from bftcore.foundations.config import GAUSSIAN_LOCAL, kind_of, parse_document, validate_config, validate_sweep
 from bftcore.foundations.distributed import Cancelled
 from bftcore.foundations.grid import Axis, Grid
 from bftcore.foundations.limits import LIMITS, MAX_COORDINATE, MAX_MAGNITUDE, MIN_BETA, RunBudgetExceeded
@@ -498,8 +498,7 @@ class BFTSession(param.Parameterized):
             return
         cuts = list((self.local_prior or {}).get("cuts", []))
         if local_type == "off":
-            self.local_prior = {"local": {"type": "switch", "stiffness": [1.0], "pi": [1.0]}, "cuts": cuts} \
-                if cuts else {}
+            self.local_prior = {"local": copy.deepcopy(GAUSSIAN_LOCAL), "cuts": cuts} if cuts else {}
         else:
             self.local_prior = {"local": copy.deepcopy(LOCAL_DEFAULTS[local_type]), "cuts": cuts}
 
@@ -522,7 +521,7 @@ class BFTSession(param.Parameterized):
         """Cut the chain at these x positions (eqs. (519)-(522)); [] removes every cut.  A plain regression gets a
         switch of one alternative (its own Gaussian prior) to carry them."""
         cuts = sorted(float(c) for c in cuts)
-        local = (self.local_prior or {}).get("local") or {"type": "switch", "stiffness": [1.0], "pi": [1.0]}
+        local = (self.local_prior or {}).get("local") or GAUSSIAN_LOCAL
         if not cuts and self.local_type() == "off":
             self.local_prior = {}
         else:

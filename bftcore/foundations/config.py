@@ -71,6 +71,8 @@ CHOOSE_DEFAULT_RANGE = {"lambda": (1e-3, 1e3, 30), "l0": (1e-4, 1e2, 30), "beta"
 PRIOR_KEYS = ("field", "lambda", "lambda_x", "lambda_y", "l0", "l2", "l4", "l6", "local", "cuts", "potential")
 #: The local priors of a regression's prior (key ``prior.local``, :func:`_local_prior`): their keys per type.
 LOCAL_KEYS = {"switch": ("type", "stiffness", "pi"), "hyperfield": ("type", "theta0", "gamma_theta", "mu_theta")}
+#: The local prior that cuts alone carry: a switch of one alternative, the document's own Gaussian prior.
+GAUSSIAN_LOCAL = {"type": "switch", "stiffness": [1.0], "pi": [1.0]}
 #: Most alternatives of a local switch (a guard of the document's size; the dashboard draws two).
 MAX_LOCAL_ALTERNATIVES = 16
 SOLVER_KEYS = ("method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol")
@@ -1032,7 +1034,7 @@ def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, p
     if choose:
         raise ConfigError("choose: the evidence of a local prior is not implemented; remove \"choose\" or "
                           "prior.local/cuts")
-    spec = pr.get("local", {"type": "switch", "stiffness": [1.0], "pi": [1.0]})
+    spec = pr.get("local", GAUSSIAN_LOCAL)
     if not isinstance(spec, dict):
         raise ConfigError(f"prior.local must be an object such as {{\"type\": \"switch\", \"stiffness\": [1, "
                           f"0.001], \"pi\": [0.95, 0.05]}}, got {_show(spec)}")
