@@ -4,7 +4,7 @@
 document back into parameter values.  Any valid document loads: what the controls cannot show (several prior orders
 at once, repeated or array templates, unnormalised weights, another grid or domain, a regression truth) is kept as it
 is in parameters of its own (``extra_orders``, ``file_templates``, ``file_weights``, ``regression_truth``,
-``local_prior``) and written back unchanged.  The template menu is the registry of
+``local_prior``, ``robust_prior``) and written back unchanged.  The template menu is the registry of
 :mod:`bftcore.foundations.templates` (its menu kinds, labels and keys); :data:`TEMPLATE_PARAMS` names the
 parameter that holds each key of a menu template.
 
@@ -54,7 +54,7 @@ CONFIG_PARAMS = ["model", "x_min", "x_max", "nx", "y_min", "y_max", "ny", "bound
                  "w_paper_t1", "w_paper_t2", "w_gaussian", "gauss_mu", "gauss_sigma", "w_constant", "const_value",
                  "w_linear", "lin_slope", "lin_intercept", "file_templates", "file_weights", "beta", "method",
                  "solver_mass2", "init", "init_mass2", "min_iter", "max_iter", "tol", "truth", "regression_truth",
-                 "data", "labels", "local_prior"]
+                 "data", "labels", "local_prior", "robust_prior"]
 #: Parameters kept in the URL so that a link reproduces the state.
 URL_PARAMS = CONFIG_PARAMS + ["grid_size", "display", "frame_ms", "preset", "layout", "theme", "font_size"]
 #: The screen layouts (issue 28): "auto" is the presenter layout in a landscape window at least 1200 px wide (a
@@ -75,8 +75,11 @@ def kind_of_values(values):
     """The problem kind of a document of these parameter values (the model menu's entry on this grid), found as a
     validated document finds it (:func:`bftcore.foundations.config.kind_of`)."""
     model, field = MODELS[values.model]
-    return kind_of({"model": model, "grid": {"x": {"n": int(values.nx)}},
-                    "prior": {"field": field, **local_keys(values, model)}})
+    doc = {"model": model, "grid": {"x": {"n": int(values.nx)}},
+           "prior": {"field": field, **local_keys(values, model)}, "solver": {"method": values.method}}
+    if robust_of(values, model):
+        doc["solver"]["method"] = config.IRLS
+    return kind_of(doc)
 
 
 #: A local prior's defaults per type, as the dashboard's toggle sets them (the step demo's, bftcore.models.presets).
@@ -88,6 +91,23 @@ def local_keys(values, model: str) -> dict:
     """The prior's ``local`` and ``cuts`` of a regression with a local prior (``values.local_prior``), else {}."""
     lp = getattr(values, "local_prior", None) or {}
     return copy.deepcopy(lp) if model == "regression" and lp else {}
+
+
+#: The prior potentials of the dashboard's selector (Fig 12, :data:`bftcore.foundations.config.POTENTIAL_PRESETS`):
+#: "off" is no robust prior (the Gaussian prior and data term, solved by the model's own solver).
+POTENTIALS = ("off", "quadratic", "cup", "cusp", "inverted_cup")
+#: The data terms of the selector (Fig 5, :data:`bftcore.foundations.config.DATA_TERM_PARAMETERS`); a regression's.
+DATA_TERMS = tuple(config.DATA_TERM_PARAMETERS)
+
+
+def robust_of(values, model: str) -> dict:
+    """The robust prior of the values (``values.robust_prior``: ``{"potential": {...}, "data_term": {...}}``, the
+    document's ``prior.potential`` and ``data_term``) as the model takes it: a regression both, a density the
+    potential only (its data term is its counts); {} for none."""
+    rb = getattr(values, "robust_prior", None) or {}
+    if model == "density":
+        rb = {k: v for k, v in rb.items() if k == "potential"}
+    return copy.deepcopy(rb)
 
 
 def menu_kinds(model: str) -> tuple[str, ...]:
@@ -135,6 +155,9 @@ def to_config(values) -> dict:
     prior.update({k: float(v) for k, v in values.extra_orders.items() if k in ORDERS})
     prior[values.order] = values.order_coef
     prior.update(local_keys(values, model))
+    robust = robust_of(values, model)
+    if "potential" in robust:
+        prior["potential"] = robust["potential"]
     if field:
         prior = {"field": field, **prior}
     init = values.init
@@ -157,6 +180,10 @@ def to_config(values) -> dict:
                    "init_mass2": values.init_mass2, "min_iter": int(values.min_iter),
                    "max_iter": int(values.max_iter), "tol": float(values.tol)},
     }
+    if robust:  # a prior potential or a data term is solved by IRLS (the gate's rule); the method menu waits
+        doc["solver"]["method"] = config.IRLS
+        if "data_term" in robust:
+            doc["data_term"] = robust["data_term"]
     if model == "density" and values.truth == "paper":  # the paper truth (708) is a density
         doc["truth"] = "paper"
     elif model == "regression" and values.regression_truth is not None:
@@ -235,6 +262,10 @@ def params_from_config(doc: dict) -> dict:
     out["extra_orders"] = {o: float(pr[o]) for o in orders[1:]}
     out["local_prior"] = ({"local": copy.deepcopy(pr["local"]), "cuts": [float(c) for c in pr.get("cuts", [])]}
                           if "local" in pr else {})
+    robust = {"potential": copy.deepcopy(pr["potential"])} if "potential" in pr else {}
+    if "data_term" in doc:
+        robust["data_term"] = copy.deepcopy(doc["data_term"])
+    out["robust_prior"] = robust
     menu = menu_templates(doc, model)
     if menu is None:
         menu = {"templates": [], "file_templates": copy.deepcopy(doc.get("templates", [])),
@@ -245,7 +276,9 @@ def params_from_config(doc: dict) -> dict:
     init = s.get("init", "kernel")
     if init.startswith("template:"):
         init = f"template {int(init.split(':')[1]) + 1}"
-    out.update(method=s["method"], solver_mass2=s.get("mass2", 0.01), init=init,
+    if s["method"] != config.IRLS:  # IRLS follows from the robust prior; the method menu keeps its own choice
+        out["method"] = s["method"]
+    out.update(solver_mass2=s.get("mass2", 0.01), init=init,
                init_mass2=s.get("init_mass2", 0.1), min_iter=int(s.get("min_iter", 4)),
                max_iter=int(s.get("max_iter", 50)), tol=float(s.get("tol", 1e-8)))
     if model == "density":

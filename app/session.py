@@ -24,7 +24,18 @@ import numpy as np
 import param
 
 from bftcore import api
-from bftcore.foundations.config import GAUSSIAN_LOCAL, kind_of, parse_document, validate_config, validate_sweep
+from bftcore.foundations.config import (
+    DATA_TERM_PARAMETERS,
+    GAUSSIAN_LOCAL,
+    POTENTIAL_PRESETS,
+    ROBUST_B,
+    ROBUST_EPS,
+    ROBUST_MU,
+    kind_of,
+    parse_document,
+    validate_config,
+    validate_sweep,
+)
 from bftcore.foundations.distributed import Cancelled
 from bftcore.foundations.grid import Axis, Grid
 from bftcore.foundations.limits import LIMITS, MAX_COORDINATE, MAX_MAGNITUDE, MIN_BETA, RunBudgetExceeded
@@ -40,6 +51,7 @@ from . import configuration
 from .configuration import (
     CONFIG_PARAMS,
     CUSTOM_GRID,
+    DATA_TERMS,
     GRID_SIZES,
     INITS,
     KEEP_CURRENT,
@@ -48,6 +60,7 @@ from .configuration import (
     METHODS,
     MODELS,
     ORDERS,
+    POTENTIALS,
     TEMPLATE_INIT,
     X_RANGE,
     Y_RANGE,
@@ -176,6 +189,20 @@ def _local_rule(val) -> None:
 
 
 _Local = ruled(param.Dict, _local_rule)
+
+
+def _robust_rule(val) -> None:
+    """A robust prior as the document has it, {"potential": {"name": ...}, "data_term": {"name": ...}} (either may
+    be left out) or {} (none); the gate checks its values when the document is made."""
+    if val and (not set(val) <= {"potential", "data_term"}
+                or not all(isinstance(v, dict) and isinstance(v.get("name"), str) for v in val.values())
+                or val.get("potential", {"name": "quadratic"})["name"] not in POTENTIALS[1:]
+                or val.get("data_term", {"name": "gaussian"})["name"] not in DATA_TERMS):
+        raise ValueError(f"a robust prior is {{'potential': {{'name': 'cup' | ...}}, 'data_term': {{'name': "
+                         f"'insensitive' | ...}}}} or empty, got {str(val)[:60]}")
+
+
+_Robust = ruled(param.Dict, _robust_rule)
 _Weights = ruled(param.List, _weights_rule)
 _Init = ruled(param.Selector, _init_rule, first=True)
 
@@ -227,6 +254,8 @@ class BFTSession(param.Parameterized):
                                       "sets besides the order of the slider; kept in the prior, shown read-only.")
     local_prior = _Local({}, doc="A regression's local prior (prior.local and prior.cuts of the document, "
                                  "bftcore.models.local_regression), or {} for none.")
+    robust_prior = _Robust({}, doc="A robust prior: the prior potential psi (prior.potential of the document) and, "
+                                   "for a regression, the data term (data_term), bftcore.models.robust; {} for none.")
     # --- templates and mixture -------------------------------------------------------------------------------
     templates = param.ListSelector(default=[], objects=MENU_KINDS,
                                    label="templates t_j")
@@ -498,9 +527,19 @@ class BFTSession(param.Parameterized):
             return
         cuts = list((self.local_prior or {}).get("cuts", []))
         if local_type == "off":
-            self.local_prior = {"local": copy.deepcopy(GAUSSIAN_LOCAL), "cuts": cuts} if cuts else {}
+            local = {"local": copy.deepcopy(GAUSSIAN_LOCAL), "cuts": cuts} if cuts else {}
         else:
-            self.local_prior = {"local": copy.deepcopy(LOCAL_DEFAULTS[local_type]), "cuts": cuts}
+            local = {"local": copy.deepcopy(LOCAL_DEFAULTS[local_type]), "cuts": cuts}
+        self._set_local(local)
+
+    def _set_local(self, local: dict) -> None:
+        """The local prior; a robust prior goes off with a message (each has its own solver: EM, IRLS)."""
+        if local and self.robust_prior:
+            self._keep_message = True
+            self.message = "The robust prior is off: a local prior and a robust prior each have their own solver."
+            self.param.update(robust_prior={}, local_prior=local)
+        else:
+            self.local_prior = local
 
     def set_local_value(self, key: str, value: float) -> None:
         """One hyperparameter of the local prior: ``"pi_soft"`` (the last alternative's pi_k of a switch of two, the
@@ -523,9 +562,91 @@ class BFTSession(param.Parameterized):
         cuts = sorted(float(c) for c in cuts)
         local = (self.local_prior or {}).get("local") or GAUSSIAN_LOCAL
         if not cuts and self.local_type() == "off":
-            self.local_prior = {}
+            self._set_local({})
         else:
-            self.local_prior = {"local": copy.deepcopy(local), "cuts": cuts}
+            self._set_local({"local": copy.deepcopy(local), "cuts": cuts})
+
+    # ===================================================================== robust prior (app.views.robust)
+    def potential_name(self) -> str:
+        """"off" (no robust prior) or the name of the prior potential psi ("quadratic" when a robust data term
+        alone is on)."""
+        return (self.robust_prior or {}).get("potential", {}).get("name", "quadratic") if self.robust_prior else "off"
+
+    def data_term_name(self) -> str:
+        """The data term of a robust regression ("gaussian" when none is set)."""
+        return (self.robust_prior or {}).get("data_term", {}).get("name", "gaussian")
+
+    def set_potential(self, name: str) -> None:
+        """The prior potential psi of Fig. 12 (Sect. 6.5): "off", "quadratic", "cup", "cusp" or "inverted_cup", with
+        the document's defaults (a = +-1 relative to the Gaussian prior's curvature, gamma of Fig. 12) and the b
+        already set; a regression's data term stays.  A local prior is switched off (each has its own solver)."""
+        if name not in POTENTIALS:
+            self.message = f"Unknown prior potential {str(name)[:40]!r}; choose one of {', '.join(POTENTIALS)}."
+            return
+        rb = copy.deepcopy(self.robust_prior or {})
+        if name == "off":
+            rb.pop("potential", None)
+            if rb.get("data_term", {}).get("name", "gaussian") == "gaussian" or self.kind.y_on_grid:
+                rb = {}
+            else:  # a robust data term alone: the quadratic potential is the Gaussian prior
+                rb["potential"] = {"name": "quadratic", "s0": 0.0}
+        else:
+            old = rb.get("potential", {})
+            s0 = float(old.get("s0", 0.0))
+            if name == "quadratic":
+                rb["potential"] = {"name": "quadratic", "s0": s0}
+            else:
+                preset = POTENTIAL_PRESETS[name]
+                rb["potential"] = {"name": name, "a": -1.0 if preset["a"] < 0 else 1.0,
+                                   "b": float(old.get("b", ROBUST_B)), "gamma": float(preset["gamma"]), "s0": s0}
+            if not self.kind.y_on_grid:
+                rb.setdefault("data_term", {"name": "gaussian"})
+        self._set_robust(rb)
+
+    def set_data_term(self, name: str) -> None:
+        """The data term of a robust regression (Fig. 5, Sect. 3.7.4): "gaussian", "mixture2", "mixture11" or
+        "insensitive", with the document's defaults (mu, eps one noise width).  A density's data term is its counts:
+        refused with a message."""
+        if self.kind.y_on_grid:
+            self.message = "A robust data term is for the regression model; a density's data term is its counts."
+            return
+        if name not in DATA_TERMS:
+            self.message = f"Unknown data term {str(name)[:40]!r}; choose one of {', '.join(DATA_TERMS)}."
+            return
+        rb = copy.deepcopy(self.robust_prior or {})
+        term: dict = {"name": name}
+        if "mu" in DATA_TERM_PARAMETERS[name]:
+            term["mu"] = float(rb.get("data_term", {}).get("mu", ROBUST_MU))
+        if "eps" in DATA_TERM_PARAMETERS[name]:
+            term["eps"] = float(rb.get("data_term", {}).get("eps", ROBUST_EPS))
+        rb["data_term"] = term
+        rb.setdefault("potential", {"name": "quadratic", "s0": 0.0})
+        if name == "gaussian" and rb["potential"]["name"] == "quadratic":
+            rb = {}  # the Gaussian prior and data term: plain regression, by its own solver
+        self._set_robust(rb)
+
+    def set_robust_value(self, key: str, value: float) -> None:
+        """One number of the robust prior: the potential's ``"b"`` (the edge threshold, in noise widths per node
+        difference) or the data term's ``"mu"`` / ``"eps"`` (in noise widths)."""
+        rb = copy.deepcopy(self.robust_prior or {})
+        if key == "b" and rb.get("potential", {}).get("name", "quadratic") != "quadratic":
+            rb["potential"]["b"] = float(value)
+        elif key in ("mu", "eps") and key in rb.get("data_term", {}):
+            rb["data_term"][key] = float(value)
+        else:
+            return
+        self._set_robust(rb)
+
+    def _set_robust(self, rb: dict) -> None:
+        if rb == (self.robust_prior or {}):
+            return
+        if rb and self.local_prior:
+            self._keep_message = True
+            self.message = ("The local prior is off: a robust prior and a local prior each have their own solver "
+                            "(IRLS and EM).")
+            self.param.update(local_prior={}, robust_prior=rb)
+            return
+        self.robust_prior = rb
 
     def use_menu_templates(self):
         """Drop the file's templates and go back to the template menu."""
@@ -566,6 +687,30 @@ class BFTSession(param.Parameterized):
         if self.message:
             self.message = ""
         self.data = self.data + [pt]
+        return True
+
+    def move_point(self, index: int, x: float, y: float) -> bool:
+        """Move data point ``index`` to the node nearest to (x, y) (a drag on the canvas); the old place is kept for
+        undo.  An index that is not a point, or a place off the grid or beyond the coordinates' bound, is refused
+        with a message and the data stay as they were."""
+        if not (isinstance(index, (int, np.integer)) and 0 <= index < len(self.data)):
+            self.message = f"Ignored the drag: there is no point {str(index)[:20]}."
+            return False
+        if not (_number_within(x, *COORDINATE) and _number_within(y, *COORDINATE)):
+            self.message = (f"Ignored the drag: the point must stay within coordinates of magnitude "
+                            f"{MAX_COORDINATE:g}.")
+            return False
+        try:
+            pt = self._snap_point(x, y)
+        except ValueError as e:
+            self.message = f"Ignored the drag: {e}"
+            return False
+        if pt == self.data[index]:
+            return False
+        self._push_undo()
+        if self.message:
+            self.message = ""
+        self.data = [*self.data[:index], pt, *self.data[index + 1:]]
         return True
 
     def remove_point_near(self, x: float, y: float) -> bool:

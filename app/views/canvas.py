@@ -16,13 +16,21 @@ import numpy as np
 import panel as pn
 import param
 from bokeh.events import DoubleTap, Tap
-from bokeh.models import ColorBar, ColumnDataSource, CustomJS, CustomJSTickFormatter, LabelSet, LinearColorMapper
+from bokeh.models import (
+    ColorBar,
+    ColumnDataSource,
+    CustomJS,
+    CustomJSTickFormatter,
+    LabelSet,
+    LinearColorMapper,
+    PointDrawTool,
+)
 
 from bftcore.api import empirical_density
 from bftcore.foundations.templates import paper_true_density, template_values
 from bftcore.models.presets import sample_paper_data
 
-from ..configuration import X_RANGE, Y_RANGE
+from ..configuration import X_RANGE, Y_RANGE, robust_of
 from ..session import BFTSession
 from ..transport import user_action
 from .common import FONT, PALETTE, SERIES, label_axes, make_figure
@@ -59,6 +67,20 @@ since a_soft tends to π_soft√r_soft / Σ_k π_k√r_k, not to π_soft.""",
 neighbours by the hyperprior K_θ = γ_θ(−Δ + μ_θ). The strip shows θ: it dips where the data jump and rises towards
 1/(2γ_θμ_θ) where the curve is flat. The solver alternates the curve and θ; the joint energy never rises.""",
 }
+#: A robust prior (app.views.robust), for a regression and for a density.
+EQUATION_ROBUST = {
+    "regression": (r"$E(h) = \sum_i \rho\big(h(x_i)-y_i\big) + \beta\lambda h_x \sum_e \psi\big((W(h-t))_e\big)$,"
+                   r" $\psi(s) = a\big(1 - 1/(1 + (|s - s_0|/b)^\gamma)\big)$ (589)-(600), IRLS"),
+    "density": (r"$E(L) = -\sum_i L(x_i,y_i) + (e^L, \Lambda_X) + \lambda \sum_e \psi\big((W(L-t))_e\big)$,"
+                r" $\psi(s) = a\big(1 - 1/(1 + (|s - s_0|/b)^\gamma)\big)$ (589)-(600), IRLS"),
+}
+TEXT_ROBUST = """A **robust prior** (Sect. 6.5) replaces the Gaussian prior's ½s² on each difference s between
+neighbouring nodes by a potential ψ of Fig 12 (the inset under *Robust prior*): the **cup** smooths small differences
+like the Gaussian prior but costs at most a fixed amount, so a large jump stays sharp; the **cusp** (γ < 1) does so
+more strongly; the **inverted cup** rewards large differences. A regression may also take a **robust data term**
+(Sect. 3.7.4, Fig 5): with the ε-insensitive error or a mixture of Gaussians, an outlier pulls with a bounded force.
+**Drag a point** (the outlier) and watch the fit ignore it. IRLS solves it: each step is a Gaussian problem with
+weights ψ′(s)/s per edge and ρ′(e)/e per datum, and a line search on the true energy, which never rises."""
 TEXT = """The colour is the learned conditional density p(y|x) on the grid; every column (fixed x) integrates to 1.
 White dots are the training data. **Click** to add a point (it snaps to the nearest node), switch the click
 mode to *remove* to delete the nearest point. The solver restarts from the current field after every change,
@@ -166,8 +188,23 @@ class DataCanvas(pn.viewable.Viewer):
         self.heldout = fig.scatter("x", "y", source=self.heldout_source, size=7, marker="x", color="#dddddd",
                                    alpha=0.7, line_width=2, legend_label="held-out test data", visible=False)
         self.points_source = ColumnDataSource(dict(x=[], y=[]), name="bft-points-source")
-        fig.scatter("x", "y", source=self.points_source, size=10, fill_color="white", line_color="black",
-                    line_width=1.5, legend_label="data")
+        self.points = fig.scatter("x", "y", source=self.points_source, size=10, fill_color="white",
+                                  line_color="black", line_width=1.5, legend_label="data",
+                                  selection_fill_color="white", nonselection_fill_alpha=1.0,
+                                  nonselection_line_alpha=1.0)
+        # drag a point to move it (the outlier of the robust preset): Bokeh's point-draw tool, without adding points
+        # (a click adds one through the Tap event, snapped by the session), is the plot's drag tool, so a drag on a
+        # point moves it in the browser.  The tool does not send the source it edits to the server (Bokeh 3.9: no
+        # Python data change arrives), so at the end of every drag the page copies the points into a relay source
+        # of their own, which it does send (_on_drag)
+        self.drag = PointDrawTool(renderers=[self.points], add=False, drag=True,
+                                  description="Drag a data point to move it")
+        fig.add_tools(self.drag)
+        fig.toolbar.active_drag = self.drag
+        self.drag_relay = ColumnDataSource(dict(x=[], y=[]), name="bft-drag-relay")
+        fig.js_on_event("panend", CustomJS(args=dict(src=self.points_source, relay=self.drag_relay),
+                                           code="relay.data = {x: Array.from(src.data.x), y: Array.from(src.data.y)}"))
+        self.drag_relay.on_change("data", self._on_drag)
         # repeated points: a ring whose size grows with the count, and the count beside it
         self.duplicates_source = ColumnDataSource(dict(x=[], y=[], n=[], size=[], label=[]),
                                                   name="bft-duplicates-source")
@@ -233,7 +270,7 @@ class DataCanvas(pn.viewable.Viewer):
         self.add_button = pn.widgets.Button(label="Add point", width=100, margin=(18, 5, 0, 5),
                                             css_classes=["bft-add-point"])
         self.add_button.on_click(self._add_typed)
-        s.param.watch(self._update_text, ["model", "local_prior"])
+        s.param.watch(self._update_text, ["model", "local_prior", "robust_prior"])
         self._update_text()  # a canvas built over a session that already holds a problem says what it draws
         s.param.watch(self._update_labels, ["labels"])
         self._update_labels()
@@ -249,6 +286,25 @@ class DataCanvas(pn.viewable.Viewer):
     @user_action  # the point, the count, the link and the first frame of its run: one message
     def _on_tap(self, event):
         self.session.click(event.x, event.y)
+
+    @user_action  # the moved point, its run's first frame and the link: one message
+    def _on_drag(self, attr, old, new):
+        """The points as the browser has them after a drag (the relay): the one point that moved goes to the session
+        (snapped to its node, with undo); anything else the browser did to the source (the tool's Delete key on a
+        selected point) is put back from the session's data."""
+        s = self.session
+        try:
+            xs, ys = np.asarray(new["x"], dtype=float), np.asarray(new["y"], dtype=float)
+        except (KeyError, TypeError, ValueError):
+            xs = ys = np.zeros(0)
+        pts = np.asarray(s.data, dtype=float).reshape(-1, 2)
+        if xs.shape == ys.shape == (len(pts),):
+            moved = np.flatnonzero((xs != pts[:, 0]) | (ys != pts[:, 1]))
+            if not len(moved):
+                return  # the session's own data (a frame, a click), or a drag that ended where it began
+            if len(moved) == 1 and s.move_point(int(moved[0]), float(xs[moved[0]]), float(ys[moved[0]])):
+                return
+        self.points_source.data = dict(x=pts[:, 0], y=pts[:, 1])  # refused or not a move: the session's points
 
     def _x_span(self):
         g = self.session.grid
@@ -316,6 +372,10 @@ class DataCanvas(pn.viewable.Viewer):
         s = self.session
         regression = not s.kind.y_on_grid
         local = (s.local_prior or {}).get("local", {}).get("type") if regression else None
+        if robust_of(s, s.kind.model):
+            self.equation.object = EQUATION_ROBUST["regression" if regression else "density"]
+            self.text.object = TEXT_ROBUST
+            return
         if local:
             self.equation.object, self.text.object = EQUATION_LOCAL[local], TEXT_LOCAL[local]
             return

@@ -20,10 +20,11 @@ from bokeh.models import CustomJS, CustomJSTickFormatter
 
 from bftcore.foundations.templates import KINDS, describe, kinds
 
-from ..configuration import CUSTOM_GRID
+from ..configuration import CUSTOM_GRID, robust_of
 from ..session import MENU_KINDS, BFTSession
 from ..transport import SHORTCUTS_JS, user_action, without_debounce
 from .common import markdown_text
+from .robust import RobustControls
 
 #: Keyboard shortcuts of the page (key as KeyboardEvent.key, "Control+" before it with Ctrl) -> css class of the
 #: control the key presses (app.transport.SHORTCUTS_JS; not while typing in a field or a menu).  "l" toggles the
@@ -136,6 +137,12 @@ def linear_slider(session, name: str, width: int, step: float = 0.01, **kw):
 def template_options(model: str) -> dict:
     """The template menu of a model ("density" or "regression"): label -> kind, from bftcore's registry."""
     return {KINDS[(model, k)].label: k for k in kinds(model, menu=True)}
+
+
+#: The solver section's note, and what it says while a robust prior is on (the method menu is then disabled).
+SOLVER_NOTE = "A new solver or start field restarts the run from that start at once."
+IRLS_NOTE = ("**Solved by IRLS**, the robust prior's solver (*Robust prior* section); the menu's solver returns "
+             "when the robust prior is off.")
 
 
 class LocalControls:
@@ -283,7 +290,7 @@ class Controls(pn.viewable.Viewer):
             "live": pn.widgets.Checkbox.from_param(sp.live),
         }
         self.solver_note = pn.pane.Markdown(
-            "A new solver or start field restarts the run from that start at once.", width=W,
+            SOLVER_NOTE, width=W,
             styles={"font-size": "12px", "color": "#555"}, margin=(-6, 10, 0, 10))
         # what a loaded file sets and the controls cannot show: read-only, kept in the configuration
         self.from_file = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False,
@@ -297,7 +304,10 @@ class Controls(pn.viewable.Viewer):
         self.grid_text = pn.pane.Markdown("", width=W, styles={"font-size": "12px"}, visible=False)
         self.local = LocalControls(s, W)
         self.local_panel = self.local.panel()
+        self.robust = RobustControls(s, W)
+        self.robust_panel = self.robust.panel()
         s.param.watch(self._sync_visibility, ["model", "templates", "method", "init", "beta", "file_templates",
+                                              "robust_prior",
                                               "file_weights", "extra_orders", "grid_size", "x_min", "x_max", "nx",
                                               "y_min", "y_max", "ny"])
         w = self.widgets["max_iter"]  # a loaded value beyond the slider's soft range widens it (the others: _bind)
@@ -326,7 +336,10 @@ class Controls(pn.viewable.Viewer):
         w["gauss_mu"].visible = w["gauss_sigma"].visible = "gaussian" in active
         w["const_value"].visible = "constant" in active
         w["lin_slope"].visible = w["lin_intercept"].visible = "linear" in active
-        w["solver_mass2"].visible = s.method == "massive"
+        irls = robust_of(s, model) != {}
+        w["method"].disabled = irls  # a robust prior is solved by IRLS: the menu keeps its choice for later
+        self.solver_note.object = (IRLS_NOTE if irls else SOLVER_NOTE)
+        w["solver_mass2"].visible = s.method == "massive" and not irls
         w["init_mass2"].visible = s.init == "kernel"
         w["display"].disabled = not kind.y_on_grid  # P or L of a density; regression draws h
         self.local.type.disabled = kind.y_on_grid  # a density has no chain of edges
@@ -367,6 +380,7 @@ class Controls(pn.viewable.Viewer):
                                                     w["w_linear"], w["lin_slope"], w["lin_intercept"],
                                                     w["beta"])),
                 ("Local prior: switch, hyperfield, cuts", self.local_panel),
+                ("Robust prior: potential ψ, data term", self.robust_panel),
                 ("Solver and grid", pn.Column(w["method"], w["solver_mass2"], w["init"], w["init_mass2"],
                                               self.solver_note,
                                               w["max_iter"], pn.Row(w["min_iter"], w["tol"]),
@@ -374,8 +388,9 @@ class Controls(pn.viewable.Viewer):
                                               pn.Row(w["boundary_x"], w["boundary_y"]), w["truth"]))),
             width=310)
 
-    #: The local prior's section of the accordion (opened when a problem with a local prior is loaded).
+    #: The local and the robust prior's sections of the accordion (opened when a problem with one is loaded).
     LOCAL_SECTION = 2
+    ROBUST_SECTION = 3
 
     def _accordion(self, *sections) -> pn.Accordion:
         acc = pn.Accordion(*sections, active=[0], toggle=False, width=300)
@@ -385,6 +400,8 @@ class Controls(pn.viewable.Viewer):
         def open_local(*_):
             if s.local_type() != "off" and self.LOCAL_SECTION not in acc.active:
                 acc.active = [*acc.active, self.LOCAL_SECTION]
-        s.param.watch(open_local, ["local_prior"])
+            if s.robust_prior and self.ROBUST_SECTION not in acc.active:
+                acc.active = [*acc.active, self.ROBUST_SECTION]
+        s.param.watch(open_local, ["local_prior", "robust_prior"])
         open_local()
         return acc

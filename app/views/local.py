@@ -51,6 +51,7 @@ class LocalStrip(pn.viewable.Viewer):
         fig.line("x", "v", source=self.theta, color="black", line_width=2.5)
         self.colorbar = ColorBar(color_mapper=self.mapper, width=12, title=None, ticker=FixedTicker(ticks=[0, 0.5, 1]))
         fig.add_layout(self.colorbar, "right")
+        fig.visible = False
         self.figure = fig
         self.pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width", height=STRIP_HEIGHT, visible=False, margin=0,
                                   css_classes=["bft-local-strip"])
@@ -61,9 +62,11 @@ class LocalStrip(pn.viewable.Viewer):
     def _show(self, visible: bool) -> None:
         """Show or hide the strip; while shown, the hero's plot is shorter by the strip's height (but at least 200
         px), so that the strip is on screen in the presenter layout, whose plot fills the window's height."""
-        if self.pane.visible == visible:
+        if self.pane.visible == visible and self.figure.visible == visible:
             return
-        self.pane.visible = visible
+        # the figure too: with only the pane hidden, the browser still drew the strip's title under the plot of
+        # every regression without a local prior
+        self.pane.visible = self.figure.visible = visible
         if self.hero is not None:
             self.hero.styles = ({**self._hero_styles, "min-height": f"max(200px, calc(var(--bft-plot-min, 260px) - "
                                                                     f"{STRIP_HEIGHT + 10}px))"}

@@ -101,19 +101,22 @@ class RegressionView(pn.viewable.Viewer):
         replace_data(self.truth, dict(x=x if truth is not None else [], h=truth if truth is not None else []))
         for item in self.figure.legend.items:
             if item.renderers and item.renderers[0] in (self.exact_band, self.exact_line):
-                item.visible = not s.kind.y_on_grid
+                item.visible = not s.kind.y_on_grid and s.kind.has_exact  # none for a local or robust prior
             if item.renderers and item.renderers[0] is self.truth_line:
                 item.visible = truth is not None
         xpad = 0.5 * (g.hx if g.x.n > 1 else 1.0)
         self.figure.x_range.update(start=g.x.min - xpad, end=g.x.max + xpad)
         if not s.kind.y_on_grid:
-            self.figure.title.text = "regression: MAP h(x), exact predictive mean and templates"
+            self.figure.title.text = ("regression: MAP h(x), exact predictive mean and templates" if s.kind.has_exact
+                                      else "regression: MAP h(x) and templates")
             ys = [_curve(t, x) for t in s.template_specs()[0]]
             ys = [v for v in ys if v is not None]
             self.templates.data = dict(xs=[x] * len(ys), ys=ys, color=[SERIES[(3 + k) % 10] for k in range(len(ys))])
             self.caption.object = EQUATION_REGRESSION
-            lo = [g.y.min] + pts[:, 1].tolist() + [float(np.min(v)) for v in ys]
-            hi = [g.y.max] + pts[:, 1].tolist() + [float(np.max(v)) for v in ys]
+            # the data's and the templates' y (the density's y grid, 1..15 on the paper domain, is not a
+            # regression's: with it the robust preset's unit step was a flat line at the bottom of 0..15)
+            lo = pts[:, 1].tolist() + [float(np.min(v)) for v in ys] or [0.0]
+            hi = pts[:, 1].tolist() + [float(np.max(v)) for v in ys] or [1.0]
             pad = max(0.5, 0.05 * (max(hi) - min(lo)))
             self.figure.y_range.update(start=min(lo) - pad, end=max(hi) + pad)
         else:

@@ -250,78 +250,6 @@ def local_switch_config(local_type: str = "switch") -> dict:
             "truth": truth.tolist()}
 
 
-def _catalogue() -> dict:
-    out = {name: (figure_config(name), FIGURE_NOTES[name]) for name in FIGURES}
-    out["fig7"] = (fig7_config(), DEMO_TEXT["fig7"])
-    out["overfitting"] = (figure_config("fig27"), DEMO_TEXT["overfitting"])
-    out["metastable_mixture"] = (metastable_mixture_config(), DEMO_TEXT["metastable_mixture"])
-    out["two_trends"] = (regression_presets()["two_trends"], DEMO_TEXT["two_trends"])
-    out["local_switch"] = (local_switch_config("switch"), DEMO_TEXT["local_switch"])
-    out["local_hyperfield"] = (local_switch_config("hyperfield"), DEMO_TEXT["local_hyperfield"])
-    for name in REAL_DATA:
-        out[name] = (real_data_config(name), DEMO_TEXT[name])
-    return out
-
-
-#: What each preset shows, in a few words: the preset menu's label (the menu's values stay the names).
-TITLES = {
-    "fig14": "Fig 14: two points, smoothness prior on ln P",
-    "fig15": "Fig 15: two points, prior on P itself (P ≥ 0 active)",
-    "fig16": "Fig 16: two points, third-order prior on ln P",
-    "fig17": "Fig 17: two points, third-order prior on P",
-    "fig21": "Fig 21: 50 points, smoothness prior, no template",
-    "fig22": "Fig 22: Fig 21 from the kernel start: compare solvers",
-    "fig23": "Fig 23: mixture of two templates, started at t₁",
-    "fig24": "Fig 24: mixture started at t₂: the start decides",
-    "fig25": "Fig 25: mixture started from a uniform L",
-    "fig26": "Fig 26: too large λ: the prior overrules the data",
-    "fig27": "Fig 27: overfitting with too small λ",
-    "fig28": "Fig 28: stuck in the metastable t₂ solution",
-    "overfitting": "Overfitting: the test error rises while the energy falls",
-    "metastable_mixture": "Metastability: a plateau near t₂, then decay to t₁",
-    "fig7": "Fig 7 [001]: one datum, two templates, a bifurcation in β",
-    "two_trends": "Two linear trends: hysteresis of a regression mixture",
-    "local_switch": "Local prior mixture: a jump opens only where the data ask",
-    "local_hyperfield": "Local stiffness hyperfield: the log-stiffness dips at the step",
-    "old_faithful": "Old Faithful: waiting time against eruption length (min)",
-    "motorcycle": "Motorcycle crash test: head acceleration (g) against time (ms)",
-}
-
-#: The preset menu's chapters (of the paper, Sect. 7.4, and of [001]), in the menu's order: title -> preset names.
-#: Every preset is in exactly one.
-GROUPS = {
-    "§7.4.1 Gaussian prior (Figs 14–17, 21–22)": ["fig14", "fig15", "fig16", "fig17", "fig21", "fig22"],
-    "§7.4.2 Gaussian mixture prior (Figs 23–28)": ["fig23", "fig24", "fig25", "fig26", "fig27", "fig28"],
-    "Teaching demos: overfitting, metastability": ["overfitting", "metastable_mixture"],
-    "Regression with mixture priors [001]": ["fig7", "two_trends"],
-    "§6.4, §5.3.3 Local priors: switches and hyperfields": ["local_switch", "local_hyperfield"],
-    "Real data in its own units": ["old_faithful", "motorcycle"],
-}
-
-
-#: name -> (configuration, two or three sentences for a class): every preset the CLI and the dashboard offer.
-#: Treat it as read-only; a caller that changes a configuration copies it first.
-PRESETS = _catalogue()
-
-
-def random_problem(n: int, prior: dict, seed: int = 0, points: int = 200) -> dict:
-    """A density problem on an n x n mesh of unit spacing (x Neumann, y periodic) with ``points`` data: x uniform,
-    y Gaussian around the middle (sd n/8); Newton from the kernel start; ``prior`` adds to lambda = lambda_x =
-    lambda_y = 1 with every order 0.  The benchmark's cases and the tests of the fast paths use it."""
-    rng = np.random.default_rng(seed)
-    x = rng.uniform(1, n, points)
-    y = np.clip(rng.normal((n + 1) / 2, n / 8, points), 1, n)
-    pr = {"field": "L", "lambda": 1.0, "lambda_x": 1.0, "lambda_y": 1.0, "l0": 0.0, "l2": 0.0, "l4": 0.0,
-          "l6": 0.0, **prior}
-    return {"model": "density",
-            "grid": {"x": {"min": 1, "max": n, "n": n, "boundary": "neumann"},
-                     "y": {"min": 1, "max": n, "n": n, "boundary": "periodic"}},
-            "data": np.column_stack([x, y]).tolist(), "prior": pr,
-            "solver": {"method": "newton", "init": "kernel", "init_mass2": 0.1, "min_iter": 1, "max_iter": 200,
-                       "tol": 1e-9}}
-
-
-
 # --------------------------------------------------------------------------------------------------------------
 # robust regression (Sects. 6.5 and 3.7.4, Figs 5 and 12): the step with an outlier of scripts/robust_step_demo.py
 # --------------------------------------------------------------------------------------------------------------
@@ -354,3 +282,79 @@ DEMO_TEXT["robust_prior"] = (
     "neighbouring nodes 0.30, against 0.21). Watch the energy fall over some three hundred IRLS steps. Then switch "
     "the data term to gaussian: the cup alone does not ignore the outlier, it follows it with a plateau near 1.5 "
     "bounded by two edges.")
+
+
+def _catalogue() -> dict:
+    out = {name: (figure_config(name), FIGURE_NOTES[name]) for name in FIGURES}
+    out["fig7"] = (fig7_config(), DEMO_TEXT["fig7"])
+    out["overfitting"] = (figure_config("fig27"), DEMO_TEXT["overfitting"])
+    out["metastable_mixture"] = (metastable_mixture_config(), DEMO_TEXT["metastable_mixture"])
+    out["two_trends"] = (regression_presets()["two_trends"], DEMO_TEXT["two_trends"])
+    out["local_switch"] = (local_switch_config("switch"), DEMO_TEXT["local_switch"])
+    out["local_hyperfield"] = (local_switch_config("hyperfield"), DEMO_TEXT["local_hyperfield"])
+    out["robust_prior"] = (robust_prior_config(), DEMO_TEXT["robust_prior"])
+    for name in REAL_DATA:
+        out[name] = (real_data_config(name), DEMO_TEXT[name])
+    return out
+
+
+#: What each preset shows, in a few words: the preset menu's label (the menu's values stay the names).
+TITLES = {
+    "fig14": "Fig 14: two points, smoothness prior on ln P",
+    "fig15": "Fig 15: two points, prior on P itself (P ≥ 0 active)",
+    "fig16": "Fig 16: two points, third-order prior on ln P",
+    "fig17": "Fig 17: two points, third-order prior on P",
+    "fig21": "Fig 21: 50 points, smoothness prior, no template",
+    "fig22": "Fig 22: Fig 21 from the kernel start: compare solvers",
+    "fig23": "Fig 23: mixture of two templates, started at t₁",
+    "fig24": "Fig 24: mixture started at t₂: the start decides",
+    "fig25": "Fig 25: mixture started from a uniform L",
+    "fig26": "Fig 26: too large λ: the prior overrules the data",
+    "fig27": "Fig 27: overfitting with too small λ",
+    "fig28": "Fig 28: stuck in the metastable t₂ solution",
+    "overfitting": "Overfitting: the test error rises while the energy falls",
+    "metastable_mixture": "Metastability: a plateau near t₂, then decay to t₁",
+    "fig7": "Fig 7 [001]: one datum, two templates, a bifurcation in β",
+    "two_trends": "Two linear trends: hysteresis of a regression mixture",
+    "local_switch": "Local prior mixture: a jump opens only where the data ask",
+    "local_hyperfield": "Local stiffness hyperfield: the log-stiffness dips at the step",
+    "robust_prior": "Robust prior and data term: the fit ignores the outlier, keeps the jump",
+    "old_faithful": "Old Faithful: waiting time against eruption length (min)",
+    "motorcycle": "Motorcycle crash test: head acceleration (g) against time (ms)",
+}
+
+#: The preset menu's chapters (of the paper, Sect. 7.4, and of [001]), in the menu's order: title -> preset names.
+#: Every preset is in exactly one.
+GROUPS = {
+    "§7.4.1 Gaussian prior (Figs 14–17, 21–22)": ["fig14", "fig15", "fig16", "fig17", "fig21", "fig22"],
+    "§7.4.2 Gaussian mixture prior (Figs 23–28)": ["fig23", "fig24", "fig25", "fig26", "fig27", "fig28"],
+    "Teaching demos: overfitting, metastability": ["overfitting", "metastable_mixture"],
+    "Regression with mixture priors [001]": ["fig7", "two_trends"],
+    "§6.4, §5.3.3 Local priors: switches and hyperfields": ["local_switch", "local_hyperfield"],
+    "§6.5, §3.7.4 Non-quadratic potentials, robust data terms": ["robust_prior"],
+    "Real data in its own units": ["old_faithful", "motorcycle"],
+}
+
+
+#: name -> (configuration, two or three sentences for a class): every preset the CLI and the dashboard offer.
+#: Treat it as read-only; a caller that changes a configuration copies it first.
+PRESETS = _catalogue()
+
+
+def random_problem(n: int, prior: dict, seed: int = 0, points: int = 200) -> dict:
+    """A density problem on an n x n mesh of unit spacing (x Neumann, y periodic) with ``points`` data: x uniform,
+    y Gaussian around the middle (sd n/8); Newton from the kernel start; ``prior`` adds to lambda = lambda_x =
+    lambda_y = 1 with every order 0.  The benchmark's cases and the tests of the fast paths use it."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(1, n, points)
+    y = np.clip(rng.normal((n + 1) / 2, n / 8, points), 1, n)
+    pr = {"field": "L", "lambda": 1.0, "lambda_x": 1.0, "lambda_y": 1.0, "l0": 0.0, "l2": 0.0, "l4": 0.0,
+          "l6": 0.0, **prior}
+    return {"model": "density",
+            "grid": {"x": {"min": 1, "max": n, "n": n, "boundary": "neumann"},
+                     "y": {"min": 1, "max": n, "n": n, "boundary": "periodic"}},
+            "data": np.column_stack([x, y]).tolist(), "prior": pr,
+            "solver": {"method": "newton", "init": "kernel", "init_mass2": 0.1, "min_iter": 1, "max_iter": 200,
+                       "tol": 1e-9}}
+
+
