@@ -176,13 +176,12 @@ def to_config(values) -> dict:
         "templates": templates,
         "weights": weights,
         "beta": float(values.beta),
-        "solver": {"method": values.method, "mass2": values.solver_mass2, "init": init,
+        # a prior potential or a data term is solved by IRLS (the gate's rule); the method menu waits
+        "solver": {"method": config.IRLS if robust else values.method, "mass2": values.solver_mass2, "init": init,
                    "init_mass2": values.init_mass2, "min_iter": int(values.min_iter),
                    "max_iter": int(values.max_iter), "tol": float(values.tol)},
     }
-    if robust:  # a prior potential or a data term is solved by IRLS (the gate's rule); the method menu waits
-        doc["solver"]["method"] = config.IRLS
-        if "data_term" in robust:
+    if robust:
             doc["data_term"] = robust["data_term"]
     if model == "density" and values.truth == "paper":  # the paper truth (708) is a density
         doc["truth"] = "paper"

@@ -526,8 +526,9 @@ class BFTSession(param.Parameterized):
         if local_type == self.local_type():
             return
         cuts = list((self.local_prior or {}).get("cuts", []))
+        local: dict
         if local_type == "off":
-            local = {"local": copy.deepcopy(GAUSSIAN_LOCAL), "cuts": cuts} if cuts else {}
+            local = {"local": copy.deepcopy(dict(GAUSSIAN_LOCAL)), "cuts": cuts} if cuts else {}
         else:
             local = {"local": copy.deepcopy(LOCAL_DEFAULTS[local_type]), "cuts": cuts}
         self._set_local(local)
