@@ -71,6 +71,8 @@ kappa_0 lambda_x / hx^2 and kappa_0 lambda_y / hy^2 unchanged); templates shift 
 """
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -79,17 +81,32 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from ..foundations import metrics
+from ..foundations.config import ConfigError, checked
 from ..foundations.grid import Grid
 from ..foundations.operators import PriorOperator, difference_matrix
+from ..foundations.records import FitResult, Record, finite_list
 from ..foundations.solvers import at_energy_rounding, line_search
 from ..foundations.solvers import iterate as solver_iterate
-from .density import LogDensityEnergy, LogPoint, Prior, normalise_log
+from .density import (
+    DensityFit,
+    DensityProblem,
+    LogDensityEnergy,
+    LogPoint,
+    Prior,
+    build_density,
+    initial_field,
+    normalise_log,
+    run_to_end,
+)
 from .local_priors import HyperpriorTooWeak, _check_hyperprior
+from .local_regression import ONE_TEMPLATE, LocalRecord
 
 __all__ = ["Lattice", "lattice", "EdgeQuadraticDensityEnergy", "KKTNewtonStep", "LocalMixtureDensityEnergy",
            "local_mixture_density", "em_sweeps", "LocalDensityFit", "fit_local_density", "DensityHyperfield",
            "density_hyperfield", "hyperfield_sweeps", "DensityHyperfieldFit", "fit_density_hyperfield",
-           "exact_log_det_term", "HyperpriorTooWeak"]
+           "exact_log_det_term", "HyperpriorTooWeak", "LocalDensityKind", "LocalDensityDocumentFit",
+           "solve_document"]
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -648,3 +665,162 @@ def exact_log_det_term(lat: Lattice, theta) -> float:
     w = np.linalg.eigvalsh(K)
     zero = w <= 1e-10 * w.max()
     return -0.5 * float(np.sum(np.log(w[~zero])))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the problem kinds: a "model": "density" document with prior.local / prior.cuts (field L)
+# (bftcore.foundations.config._local_density_prior: the keys, their units and what is refused)
+# --------------------------------------------------------------------------------------------------------------
+@dataclass
+class _DocumentProblem:
+    """A validated local-prior density document made ready for the solver."""
+
+    density: DensityProblem   # grid, counts, the Gaussian operator and truth of the document
+    model: LocalMixtureDensityEnergy | DensityHyperfield
+
+    @property
+    def type(self) -> str:
+        return self.density.config["prior"]["local"]["type"]
+
+
+def _document_problem(config: dict) -> _DocumentProblem:
+    cfg = checked(config)
+    if "local" not in cfg["prior"]:
+        raise ValueError("this document has no prior.local or prior.cuts: it is a plain density")
+    problem = build_density(cfg)
+    pr, spec = cfg["prior"], cfg["prior"]["local"]
+    lat = lattice(problem.grid, pr["lambda"] * pr["l2"], pr["lambda_x"], pr["lambda_y"], pr["cuts"])
+    t = problem.energy.prior.templates[0]   # the document's template (zero without one)
+    model: LocalMixtureDensityEnergy | DensityHyperfield
+    if spec["type"] == "switch":
+        # beta kappa_k = r_k kappa_0: one alternative is the document's Gaussian prior for any beta (the common
+        # -1/2 ln(1/beta) of the ln Z drops out of the responsibilities)
+        beta = float(cfg["beta"])
+        r = np.asarray(spec["stiffness"], dtype=float) / beta
+        model = LocalMixtureDensityEnergy(lat, problem.N, r, spec["pi"], beta, np.broadcast_to(t, (r.size,) + t.shape))
+    else:
+        _check_hyperprior(spec["theta0"], spec["gamma_theta"], spec["mu_theta"], "stiffness relative to lambda")
+        model = DensityHyperfield(lat, problem.N, t, float(spec["theta0"]), float(spec["gamma_theta"]),
+                                  float(spec["mu_theta"]))
+    return _DocumentProblem(problem, model)
+
+
+def _document_records(p: _DocumentProblem, init=None) -> Iterator[LocalRecord]:
+    """One record per EM sweep (switch: ``local`` the responsibilities a_k(e)) or alternation (hyperfield:
+    ``local`` theta(e), relative to the document's Gaussian stiffness), with L, P and the errors of a density."""
+    t0 = time.perf_counter()
+    density, so = p.density, p.density.config["solver"]
+    model = p.model
+    if isinstance(model, LocalMixtureDensityEnergy):
+        L0 = initial_field(density, init)
+        for it, L, change, conv in em_sweeps(model, L0, so["max_iter"], so["tol"]):
+            pt = model.at(L)
+            yield _record(p, it, L, pt.value, pt.residual, pt.responsibilities, change, conv, "em", t0)
+    else:
+        start = None if init is None or isinstance(init, str) else np.asarray(init, dtype=float)
+        for it, L, theta, change, conv in hyperfield_sweeps(model, start, so["max_iter"], so["tol"]):
+            residual = max(model.L_energy(theta).at(L).residual,
+                           float(np.max(np.abs(model.theta_gradient(theta, L)))))
+            yield _record(p, it, L, model.value(L, theta), residual, theta[None, :], change, conv, "alternation", t0)
+
+
+def _record(p: _DocumentProblem, it: int, L, energy: float, residual: float, local, change: float, conv: bool,
+            method: str, t0: float) -> LocalRecord:
+    density = p.density
+    te = metrics.test_error(L, density.P_true, density.grid) if density.P_true is not None else None
+    return LocalRecord(iteration=it, energy=float(energy), train_error=metrics.training_error(L, density.N),
+                       test_error=te, mixing=ONE_TEMPLATE, step=0.0 if it == 0 else change, residual=float(residual),
+                       method="start" if it == 0 else method, change=change, converged=bool(conv),
+                       elapsed_s=time.perf_counter() - t0, L=L, P=np.exp(L), field=L, local=np.asarray(local),
+                       local_type=p.type)
+
+
+@dataclass
+class LocalDensityDocumentFit(DensityFit):
+    """A density fit with a local prior: the records (the last with L, P and ``local``), the problem, and the
+    lattice the labels live on.  ``problem.energy`` is the energy whose Lagrange multipliers the result reports:
+    the mixture's, or the L problem's at the final theta."""
+
+    lattice: Lattice | None = None
+    local_type: str = "switch"
+
+    @property
+    def labels(self) -> np.ndarray:
+        """a_k(e) (switch, m x edges) or theta(e) (hyperfield, 1 x edges, relative to the document's stiffness)."""
+        assert isinstance(self.last, LocalRecord) and self.last.local is not None
+        return self.last.local
+
+    def to_document(self) -> dict:
+        """The density result document (CONVENTIONS.md §4) plus ``local``: ``{"type", "edge_x", "edge_y" (the edges'
+        midpoints), "edge_direction" (0 an x-edge, 1 a y-edge), "cuts"}`` (a regression's keys, plus y) and
+        ``"responsibilities"`` (a_k(e), one list per alternative, eq. (588)) for a switch or ``"log_stiffness"``
+        (theta(e): the log of the stiffness relative to the document's Gaussian one) for a hyperfield.  ``mixing`` is
+        [1]: the labels are per edge."""
+        doc = super().to_document()
+        lat = self.lattice
+        assert lat is not None
+        local: dict = {"type": self.local_type, "edge_x": lat.edge_x.tolist(), "edge_y": lat.edge_y.tolist(),
+                       "edge_direction": lat.direction.tolist(), "cuts": list(lat.cuts)}
+        if self.local_type == "switch":
+            local["responsibilities"] = finite_list(self.labels)
+        else:
+            local["log_stiffness"] = finite_list(self.labels[0])
+        doc["local"] = local
+        return doc
+
+
+def solve_document(config: dict, init=None, callback=None) -> LocalDensityDocumentFit:
+    """Fit a density document with a local prior to the end of its sweeps (``solver.max_iter``; ``solver.tol`` on
+    the max-abs change of L, and of theta for a hyperfield), or until ``callback(record)`` returns True."""
+    p = _document_problem(config)
+    history, elapsed = run_to_end(_document_records(p, init), callback)
+    model = p.model
+    energy = model if isinstance(model, LocalMixtureDensityEnergy) else model.L_energy(history[-1].local[0])
+    problem = dataclasses.replace(p.density, energy=energy)
+    return LocalDensityDocumentFit(history, elapsed, problem, None, model.lattice, p.type)
+
+
+class LocalDensityKind:
+    """A density (field L) with a local prior of one type (``"switch"``, ``"hyperfield"``) as a problem kind
+    (:class:`bftcore.foundations.config.ProblemKind`), registered in :mod:`bftcore.models.problems` after the plain
+    density, so that it is asked first; it claims the density documents whose ``prior.local.type`` is its type."""
+
+    model: str = "density"
+    path_parameters: tuple[str, ...] = ()
+    has_exact: bool = False
+    y_on_grid: bool = True
+    default_templates: tuple[str, ...] = ()
+    result_type: type[FitResult] = LocalDensityDocumentFit
+    drawn_as: str = "heatmap"
+
+    def __init__(self, local_type: str):
+        self.local_type = local_type
+        self.name = f"density-local-{local_type}"
+        self.claims: dict[str, object] = {"prior.local.type": local_type}
+
+    def nodes(self, cfg: dict) -> int:
+        return cfg["grid"]["x"]["n"] * cfg["grid"]["y"]["n"]
+
+    def is_sparse_heavy(self, cfg: dict) -> bool:
+        return True  # one sparse LU of the bordered Newton system per sweep
+
+    def iterate(self, cfg: dict, init=None) -> Iterator[Record]:
+        yield from _document_records(_document_problem(cfg), init)
+
+    def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
+        if check_stability:
+            raise ConfigError("the stability check of a density with a local prior is not implemented (its Hessian "
+                              "mixes over the labels); fit without it")
+        return solve_document(cfg, init, callback)
+
+    def evidence_path(self, cfg: dict, param: str, values) -> dict:
+        raise ConfigError("the evidence of a density with a local prior (prior.local, prior.cuts) is not implemented "
+                          "(the sum over the labels has no closed form); remove prior.local/cuts for the Laplace "
+                          "evidence")
+
+    def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
+        raise ConfigError("posterior draws of a density with a local prior are not implemented; remove "
+                          "prior.local/cuts for the Laplace band")
+
+    def exact(self, cfg: dict) -> dict | None:
+        return None
