@@ -175,10 +175,11 @@ def test_the_gate_refuses_what_the_solver_cannot_do_and_says_what_to_do(change, 
     _refused(cfg, match)
 
 
-def test_a_density_document_with_a_local_prior_is_refused():
+def test_a_density_document_with_a_local_prior_on_a_periodic_grid_is_refused():
+    """Density documents may carry a local prior (tests/test_local_density.py), on an open grid only."""
     cfg = copy.deepcopy(presets.PRESETS["fig14"][0])
     cfg["prior"]["local"] = {"type": "switch", "stiffness": [1.0], "pi": [1.0]}
-    _refused(cfg, r"local priors of a regression .* remove them from a density document")
+    _refused(cfg, r"open grid, but grid.x or grid.y has boundary \"periodic\"")
 
 
 def test_the_hyperfields_runaway_is_a_clear_error_through_the_route():

@@ -21,12 +21,25 @@ CONFIGS = {"density": lambda: presets.figure_config("fig14"),
                {"kind": "constant", "value": 1.0}], "weights": [1.0], "data_term": {"name": "insensitive"},
                "solver": {"max_iter": 100}},
            "regression-local-switch": lambda: presets.PRESETS["local_switch"][0],
-           "regression-local-hyperfield": lambda: presets.PRESETS["local_hyperfield"][0]}
+           "regression-local-hyperfield": lambda: presets.PRESETS["local_hyperfield"][0],
+           "density-local-switch": lambda: _local_density({"type": "switch", "stiffness": [1.0, 0.01],
+                                                           "pi": [0.95, 0.05]}),
+           "density-local-hyperfield": lambda: _local_density({"type": "hyperfield", "theta0": 0.0,
+                                                               "gamma_theta": 1.0, "mu_theta": 1.0})}
+
+
+def _local_density(local: dict) -> dict:
+    """A small density document (field L, open grid) with a local prior (bftcore.models.local_density)."""
+    return {"model": "density", "grid": {"x": {"min": 0, "max": 1, "n": 8, "boundary": "neumann"},
+                                         "y": {"min": 0, "max": 2, "n": 8, "boundary": "neumann"}},
+            "data": [[0.1, 0.5], [0.3, 0.6], [0.7, 1.5], [0.9, 1.4]],
+            "prior": {"field": "L", "lambda": 4.0, "l2": 1.0, "local": local}}
 
 
 def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole_protocol():
     assert set(problems.KINDS) == {"density", "regression", "density_1d", "robust_regression",
-                                   "regression-local-switch", "regression-local-hyperfield"}
+                                   "regression-local-switch", "regression-local-hyperfield",
+                                   "density-local-switch", "density-local-hyperfield"}
     for name, kind in problems.KINDS.items():
         cfg = validate_config(CONFIGS[name]())
         assert cfg["model"] == kind.model  # the gate accepts it
@@ -44,7 +57,7 @@ def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole
         assert kind.name == name and kind.drawn_as in ("heatmap", "curve", "density")
         # a kind follows its evidence along some hyperparameters, or has none and refuses to (robust regression, a
         # local prior)
-        assert kind.path_parameters or name == "robust_regression" or kind.name.startswith("regression-local-")
+        assert kind.path_parameters or name == "robust_regression" or "-local-" in kind.name
         assert isinstance(api.run(validate_config(CONFIGS[name]())), kind.result_type)
         for method in wanted:
             assert callable(getattr(kind, method)), (name, method)

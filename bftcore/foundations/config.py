@@ -982,7 +982,10 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     elif truth is not None:
         raise ConfigError(f"truth for regression must be a template object or a list of values, got {_show(truth)}")
     if "local" in pr or "cuts" in pr:
-        prior.update(_local_prior(pr, model, Axis(**x), pts, templates, prior, doc.get("choose")))
+        if model == "density":
+            prior.update(_local_density_prior(pr, Axis(**x), Axis(**y), templates, prior, doc.get("choose")))
+        else:
+            prior.update(_local_prior(pr, model, Axis(**x), pts, templates, prior, doc.get("choose")))
     out = {"model": model, "grid": {"x": x, "y": y}, "data": pts, "prior": prior, "templates": templates,
            "weights": weights, "beta": beta, "solver": solver, "truth": truth}
     choose = _choose(doc.get("choose"), model, field, len(templates), x["n"] * (y["n"] if model == "density" else 1),
@@ -1006,34 +1009,9 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     return Valid(copy_document(out))
 
 
-def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, prior: dict, choose) -> dict:
-    """The keys ``prior.local`` and ``prior.cuts`` of a regression: local prior mixtures, a log-stiffness hyperfield
-    and cuts on the chain of x nodes (:mod:`bftcore.models.local_priors`), as ``{"local": {...}, "cuts": [...]}``.
-
-    ``{"type": "switch", "stiffness": [r_1, ...], "pi": [pi_1, ...]}``: filter switching, eqs. (582)-(588); edge
-    alternative k has the stiffness r_k times the document's Gaussian one (its lambda, l2 and beta), so r_k is a
-    pure number; pi_k is the per-edge hyperprior (sums to 1).  ``{"type": "hyperfield", "theta0": t, "gamma_theta":
-    g, "mu_theta": m}``: a log-stiffness per edge, eqs. (454)-(457), whose reference e^theta0 is again relative to
-    the document's Gaussian stiffness (theta0 = 0: that stiffness); gamma_theta, mu_theta are pure numbers.
-    ``cuts``: x positions where the chain is cut, eqs. (519)-(522).  ``cuts`` alone is a switch with one
-    alternative (r = 1): the Gaussian prior of the document with the cut edges removed.  The document's beta keeps
-    its meaning (1/sigma^2, and the temperature of the labels as in [001])."""
-    if model != "regression":
-        raise ConfigError("prior.local and prior.cuts are local priors of a regression (\"model\": \"regression\"); "
-                          "remove them from a density document")
-    if axis.boundary == "periodic":
-        raise ConfigError("prior.local/cuts act on the edges of an open chain of x nodes, but grid.x.boundary is "
-                          "\"periodic\"; set grid.x.boundary to \"neumann\" or \"free\"")
-    if len(templates) != 1:
-        raise ConfigError(f"prior.local/cuts take one template (the prior mean the local prior is about), got "
-                          f"{len(templates)}; a global mixture of templates and a local prior together is not "
-                          f"supported: keep one template")
-    if prior["l0"] != 0 or prior["l4"] != 0 or prior["l6"] != 0 or prior["l2"] <= 0:
-        raise ConfigError("prior.local/cuts make the first-difference prior (l2) local; set l0, l4 and l6 to 0 and "
-                          "l2 > 0")
-    if choose:
-        raise ConfigError("choose: the evidence of a local prior is not implemented; remove \"choose\" or "
-                          "prior.local/cuts")
+def _local_spec(pr: dict) -> dict:
+    """``prior.local`` checked (its keys per type, :data:`LOCAL_KEYS`), or the Gaussian local prior that cuts alone
+    carry; shared by the regression's and the density's local priors."""
     spec = pr.get("local", GAUSSIAN_LOCAL)
     if not isinstance(spec, dict):
         raise ConfigError(f"prior.local must be an object such as {{\"type\": \"switch\", \"stiffness\": [1, "
@@ -1064,6 +1042,38 @@ def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, p
                                      mag=LAMBDA_MAGNITUDE),
                  "mu_theta": _num(spec.get("mu_theta", 1.0), "prior.local.mu_theta", 0, lo_open=True,
                                   mag=LAMBDA_MAGNITUDE)}
+    return local
+
+
+def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, prior: dict, choose) -> dict:
+    """The keys ``prior.local`` and ``prior.cuts`` of a regression: local prior mixtures, a log-stiffness hyperfield
+    and cuts on the chain of x nodes (:mod:`bftcore.models.local_priors`), as ``{"local": {...}, "cuts": [...]}``.
+
+    ``{"type": "switch", "stiffness": [r_1, ...], "pi": [pi_1, ...]}``: filter switching, eqs. (582)-(588); edge
+    alternative k has the stiffness r_k times the document's Gaussian one (its lambda, l2 and beta), so r_k is a
+    pure number; pi_k is the per-edge hyperprior (sums to 1).  ``{"type": "hyperfield", "theta0": t, "gamma_theta":
+    g, "mu_theta": m}``: a log-stiffness per edge, eqs. (454)-(457), whose reference e^theta0 is again relative to
+    the document's Gaussian stiffness (theta0 = 0: that stiffness); gamma_theta, mu_theta are pure numbers.
+    ``cuts``: x positions where the chain is cut, eqs. (519)-(522).  ``cuts`` alone is a switch with one
+    alternative (r = 1): the Gaussian prior of the document with the cut edges removed.  The document's beta keeps
+    its meaning (1/sigma^2, and the temperature of the labels as in [001])."""
+    if model != "regression":
+        raise ConfigError("prior.local and prior.cuts are local priors of a regression (\"model\": \"regression\"); "
+                          "remove them from a density document")
+    if axis.boundary == "periodic":
+        raise ConfigError("prior.local/cuts act on the edges of an open chain of x nodes, but grid.x.boundary is "
+                          "\"periodic\"; set grid.x.boundary to \"neumann\" or \"free\"")
+    if len(templates) != 1:
+        raise ConfigError(f"prior.local/cuts take one template (the prior mean the local prior is about), got "
+                          f"{len(templates)}; a global mixture of templates and a local prior together is not "
+                          f"supported: keep one template")
+    if prior["l0"] != 0 or prior["l4"] != 0 or prior["l6"] != 0 or prior["l2"] <= 0:
+        raise ConfigError("prior.local/cuts make the first-difference prior (l2) local; set l0, l4 and l6 to 0 and "
+                          "l2 > 0")
+    if choose:
+        raise ConfigError("choose: the evidence of a local prior is not implemented; remove \"choose\" or "
+                          "prior.local/cuts")
+    local = _local_spec(pr)
     cuts_in = pr.get("cuts", [])
     if cuts_in is None:
         cuts_in = []
@@ -1092,6 +1102,55 @@ def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, p
             raise ConfigError(f"prior.cuts: the block x in [{nodes[0]:g}, {nodes[-1]:g}] between cuts has no data, so "
                               f"its level is undetermined (eq. (522)); add data there or remove a cut")
     return {"local": local, "cuts": cuts}
+
+
+def _cut_list(pr: dict, axis: Axis) -> list:
+    """``prior.cuts`` of a density checked: x positions strictly between two x nodes, one per edge."""
+    cuts_in = pr.get("cuts", [])
+    if cuts_in is None:
+        cuts_in = []
+    if not isinstance(cuts_in, list):
+        raise ConfigError(f"prior.cuts must be a list of x positions, got {_show(cuts_in)}")
+    _within(len(cuts_in), max(axis.n - 1, 0), "{} cuts", "a grid has one x step fewer than x nodes; use fewer cuts")
+    cuts = sorted(_num(c, f"prior.cuts[{i}]", mag=MAX_COORDINATE) for i, c in enumerate(cuts_in))
+    used: set[int] = set()
+    for c in cuts:
+        if not axis.min < c < axis.max:
+            raise ConfigError(f"prior.cuts: a cut at x = {c:g} is outside the grid's interior ({axis.min:g}, "
+                              f"{axis.max:g}); put cuts strictly between the first and last x node")
+        s = (c - axis.min) / axis.h
+        if abs(s - round(s)) < 1e-9:
+            raise ConfigError(f"prior.cuts: a cut at x = {c:g} falls on an x node; put it between two nodes (e.g. "
+                              f"x = {axis.min + (round(s) + 0.5) * axis.h:g})")
+        if int(np.floor(s)) in used:
+            raise ConfigError(f"prior.cuts: two cuts cross the same x step near x = {c:g}; keep one")
+        used.add(int(np.floor(s)))
+    return cuts
+
+
+def _local_density_prior(pr: dict, x: Axis, y: Axis, templates: list, prior: dict, choose) -> dict:
+    """The keys ``prior.local`` and ``prior.cuts`` of a density (:mod:`bftcore.models.local_density`): the same
+    keys as a regression's (:func:`_local_prior`) on the edges of the (x, y) grid, for field L only.  The stiffness
+    r_k and e^theta0 are relative to the document's Gaussian prior (lambda l2, with lambda_x, lambda_y), pure
+    numbers; the document's beta is the temperature of the labels (one alternative is the document's Gaussian prior
+    for any beta); the one template, if any, is the prior mean of every alternative.  A cut at x = c removes the
+    x-edges across it.  A block without data is allowed: the normalisation per x fixes its level."""
+    if prior["field"] != "L":
+        raise ConfigError("prior.local/cuts on a density act on the edges of L = ln P; set prior.field to \"L\" (a "
+                          "prior on P with a local prior is not implemented)")
+    if x.boundary == "periodic" or y.boundary == "periodic":
+        raise ConfigError("prior.local/cuts act on the edges of an open grid, but grid.x or grid.y has boundary "
+                          "\"periodic\"; set both boundaries to \"neumann\" or \"free\"")
+    if len(templates) > 1:
+        raise ConfigError(f"prior.local/cuts on a density take at most one template (the prior mean the local prior "
+                          f"is about), got {len(templates)}; keep one or none")
+    if prior["l0"] != 0 or prior["l4"] != 0 or prior["l6"] != 0 or prior["l2"] <= 0:
+        raise ConfigError("prior.local/cuts make the first-difference prior (l2) local; set l0, l4 and l6 to 0 and "
+                          "l2 > 0")
+    if choose:
+        raise ConfigError("choose: the evidence of a local prior is not implemented; remove \"choose\" or "
+                          "prior.local/cuts")
+    return {"local": _local_spec(pr), "cuts": _cut_list(pr, x)}
 
 
 def copy_document(doc: dict) -> dict:

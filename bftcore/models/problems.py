@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..foundations.config import KINDS, ProblemKind, kind_of, register  # noqa: F401 - the registry, re-exported
-from . import density, density_1d, evidence, local_regression, regression, robust
+from . import density, density_1d, evidence, local_density, local_regression, regression, robust
 
 
 class _Density(density.DensityKind):
@@ -52,3 +52,7 @@ ROBUST_REGRESSION: ProblemKind = register(robust.RobustRegressionKind())
 LOCAL_SWITCH: ProblemKind = register(local_regression.LocalRegressionKind("switch"))
 #: Regression with a log-stiffness hyperfield (Sects. 5.3.3, 5.6) and/or cuts.
 LOCAL_HYPERFIELD: ProblemKind = register(local_regression.LocalRegressionKind("hyperfield"))
+#: The conditional density (field L) with a local prior mixture on the grid's edges (Sect. 6.4) and/or cuts.
+DENSITY_LOCAL_SWITCH: ProblemKind = register(local_density.LocalDensityKind("switch"))
+#: The conditional density (field L) with a log-stiffness hyperfield on the grid's edges (Sects. 5.3.3, 5.6).
+DENSITY_LOCAL_HYPERFIELD: ProblemKind = register(local_density.LocalDensityKind("hyperfield"))
