@@ -127,6 +127,53 @@ def test_iterate_yields_one_record_per_irls_step_with_a_falling_energy():
     assert records[-1].converged and fit.to_document()["verdict"].startswith("converged")
 
 
+def test_iterate_streams_the_records_while_irls_runs_and_they_are_solves(monkeypatch):
+    """The dashboard animates a kind by consuming iterate one record at a time: the first record must come before the
+    run ends.  Counted, not timed: the IRLS matrices built when the first record arrives against the whole run's."""
+    cfg = validate_config(doc(potential={"name": "cup"}, data_term={"name": "insensitive"},
+                              solver={"max_iter": 5000}))
+    built = []
+    matrix = robust.RobustRegression.irls_matrix
+    monkeypatch.setattr(robust.RobustRegression, "irls_matrix", lambda self, h: built.append(1) or matrix(self, h))
+    stream = problems.ROBUST_REGRESSION.iterate(cfg)
+    first = next(stream)
+    at_first = len(built)
+    rest = list(stream)
+    assert first.method == "start" and at_first <= 1 < len(built) and len(rest) > 2
+    # the same records as solve_config's, completed alike; the last carries the verdict
+    streamed = [first] + rest
+    fit = robust.solve_config(cfg)
+    assert len(streamed) == len(fit.history)
+    for a, b in zip(streamed, fit.history):
+        assert (a.iteration, a.method, a.converged, a.verdict) == (b.iteration, b.method, b.converged, b.verdict)
+        assert (a.energy, a.train_error, a.test_error, a.residual, a.step) == (
+            b.energy, b.train_error, b.test_error, b.residual, b.step)
+        np.testing.assert_array_equal(a.h, b.h)
+    assert [r.verdict for r in streamed[:-1]] == [None] * (len(streamed) - 1)
+    assert streamed[-1].verdict == fit.fit.verdict and streamed[-1].converged == fit.converged
+
+
+def test_irls_steps_hold_no_record_back_longer_than_one_step():
+    """irls_steps yields record k by the time the solver has built the matrix of step k + 1 (a run that ends because
+    no step lowers the energy learns that its last record is the last only by trying one more)."""
+    cfg = validate_config(doc(potential={"name": "cup"}))
+    problem = robust.problem_from_config(cfg)
+
+    class Counting(robust.RobustRegression):
+        built = 0
+
+        def irls_matrix(self, h):
+            Counting.built += 1
+            return super().irls_matrix(h)
+
+    counted = Counting.__new__(Counting)
+    counted.__dict__.update(problem.__dict__)
+    seen = []
+    for rec in robust.irls_steps(counted, max_iter=5000):
+        seen.append((rec.iteration, Counting.built))
+    assert all(built <= it + 1 for it, built in seen) and len(seen) > 3
+
+
 def test_evidence_and_posterior_draws_are_refused_clearly_and_nothing_is_exact():
     cfg = validate_config(doc(potential={"name": "cup"}))
     kind = cfg.kind

@@ -246,10 +246,13 @@ def _negative_curvature_step(problem: RobustRegression, h: np.ndarray, point: Ro
     return None
 
 
-def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: float = 1e-10,
-          gtol: float = 1e-10, max_escapes: int = MAX_ESCAPES) -> RobustFit:
-    """Minimise the energy of ``problem`` by IRLS with a line search (module docstring).  ``init``: ``"gaussian"``
-    (:meth:`RobustRegression.gaussian_fit`) or node values.
+def irls_steps(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: float = 1e-10,
+               gtol: float = 1e-10, max_escapes: int = MAX_ESCAPES) -> Iterator[Record]:
+    """The IRLS run of :func:`solve` as a stream: one :class:`~bftcore.foundations.records.Record` per step
+    (iteration 0 the start; with ``h``), the last one with ``converged`` set and the run's ``verdict`` (why it
+    ended, in words).  A record is yielded as soon as the solver knows whether it is the last: the step after it is
+    taken, or the run ends (a run that ends because no step lowers the energy learns so only by trying one more),
+    so the stream runs at most one step behind the solver and a consumer sees the fit move while it is computed.
 
     IRLS, like the gradient, cannot leave a saddle: a node without data halfway between its neighbours stays there
     (equal weights on both edges), which is a maximum along that node for a concave psi (the inverted cup).  So when a
@@ -268,15 +271,16 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
     if not (isinstance(max_iter, (int, np.integer)) and max_iter >= 1):
         raise ValueError(f"max_iter must be a whole number >= 1, got {max_iter!r}")
     point = problem.at(h)
+    count = 0
 
-    def record(step, method, change, done):
-        return Record(iteration=len(records), energy=point.value, train_error=None, test_error=None, mixing=np.ones(1),
-                      step=step, residual=point.residual, method=method, change=change, converged=done,
+    def record(step, method, change):
+        return Record(iteration=count, energy=point.value, train_error=None, test_error=None, mixing=np.ones(1),
+                      step=step, residual=point.residual, method=method, change=change, converged=False,
                       elapsed_s=time.perf_counter() - t0, h=h, field=h)
 
-    records: list[Record] = []
-    records.append(record(0.0, "start", np.nan, False))
-    energies, steps = [point.value], []
+    pending = record(0.0, "start", np.nan)  # the newest record, held until the solver knows whether it is the last
+    count = 1
+    energies = [point.value]
     eta_gradient = None
     escapes, verdict, converged, it = 0, "", False, 0
     for it in range(1, max_iter + 1):
@@ -306,10 +310,10 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
                 dE = point.value - new_point.value
                 h, point = new_h, new_point
                 energies.append(point.value)
-                steps.append(method)
                 still = (change <= tol * max(problem.y_scale, float(np.max(np.abs(h))))
                          and dE <= 1e-12 * max(abs(energies[0]), abs(point.value)))
-                records.append(record(eta, method, change, False))
+                yield pending
+                pending, count = record(eta, method, change), count + 1
                 if point.residual <= gtol:
                     verdict = f"converged: stationarity residual {point.residual:.2e} <= {gtol:g}"
                 elif still:
@@ -324,11 +328,10 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
                 change = float(np.max(np.abs(moved[0] - h)))
                 h, point = moved
                 energies.append(point.value)
-                steps.append("curvature")
-                records.append(record(1.0, "curvature", change, False))
+                yield pending
+                pending, count = record(1.0, "curvature", change), count + 1
                 continue
         converged = verdict.startswith("converged")
-        records[-1].converged = converged
         break
     else:
         verdict = (f"not converged after {max_iter} iterations: the last one lowered the energy by "
@@ -336,8 +339,22 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
                    f"raise max_iter or start closer")
     if escapes:
         verdict += f" (after {escapes} step(s) out of a saddle along negative curvature)"
-    return RobustFit(h=h, energy=energies, iterations=len(steps), converged=converged, verdict=verdict,
-                     residual=point.residual, steps=steps, records=records, elapsed_s=time.perf_counter() - t0)
+    pending.converged, pending.verdict = converged, verdict
+    yield pending
+
+
+def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: float = 1e-10,
+          gtol: float = 1e-10, max_escapes: int = MAX_ESCAPES) -> RobustFit:
+    """Minimise the energy of ``problem`` by IRLS with a line search (module docstring).  ``init``: ``"gaussian"``
+    (:meth:`RobustRegression.gaussian_fit`) or node values.  The records of :func:`irls_steps` (its saddle
+    escapes), collected."""
+    t0 = time.perf_counter()
+    records = list(irls_steps(problem, init, max_iter, tol, gtol, max_escapes))
+    last = records[-1]
+    assert last.h is not None and last.verdict is not None
+    return RobustFit(h=last.h, energy=[float(r.energy) for r in records], iterations=len(records) - 1,
+                     converged=bool(last.converged), verdict=last.verdict, residual=float(last.residual),
+                     steps=[r.method for r in records[1:]], records=records, elapsed_s=time.perf_counter() - t0)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -667,6 +684,28 @@ class RobustRegressionFit(FitResult):
                 "steps": list(fit.steps), "residual": float(fit.residual), "notes": [fit.verdict]}
 
 
+def _completed(problem: RobustRegression, beta: float, truth: np.ndarray | None, rec: Record) -> Record:
+    """A record of :func:`irls_steps` completed as regression's: its energy over beta, the train error (mean of
+    (h(x_d) - y_d)^2 / 2) and, with ``truth``, the test error (mean of (h - truth)^2 / 2)."""
+    h = np.asarray(rec.h, dtype=float)
+    e = problem.residuals(h)
+    return replace(rec, energy=rec.energy / beta, train_error=0.5 * float(np.mean(e ** 2)) if e.size else 0.0,
+                   test_error=None if truth is None else 0.5 * float(np.mean((h - truth) ** 2)))
+
+
+def config_steps(config: dict, init=None) -> tuple[RobustRegression, Iterator[Record]]:
+    """``(problem, stream)``: the problem of a robust regression document and its IRLS records (:func:`irls_steps`
+    from ``init`` node values or the Gaussian start, with the document's ``solver.max_iter`` and ``min(solver.tol,
+    1e-10)``), each completed with regression's errors and its energy over beta as it comes."""
+    cfg = checked(config)
+    problem = problem_from_config(cfg)
+    beta, so = cfg["beta"], cfg["solver"]
+    truth = _truth(cfg, problem.nodes)
+    steps = irls_steps(problem, init="gaussian" if init is None else init, max_iter=so["max_iter"],
+                       tol=min(so["tol"], 1e-10))
+    return problem, (_completed(problem, beta, truth, rec) for rec in steps)
+
+
 def solve_config(config: dict, init=None, callback=None) -> RobustRegressionFit:
     """Fit a robust regression document by IRLS (:func:`solve`, from ``init`` node values or the Gaussian start),
     with the document's ``solver.max_iter``.  ``solver.tol`` only tightens :func:`solve`'s tolerance of the field's
@@ -683,10 +722,7 @@ def solve_config(config: dict, init=None, callback=None) -> RobustRegressionFit:
                 tol=min(so["tol"], 1e-10))
     history = []
     for rec in fit.records:
-        h = np.asarray(rec.h, dtype=float)
-        e = problem.residuals(h)
-        done = replace(rec, energy=rec.energy / beta, train_error=0.5 * float(np.mean(e ** 2)) if e.size else 0.0,
-                       test_error=None if truth is None else 0.5 * float(np.mean((h - truth) ** 2)))
+        done = _completed(problem, beta, truth, rec)
         history.append(done)
         if callback is not None:
             callback(done)
@@ -720,8 +756,9 @@ class RobustRegressionKind:
 
     def iterate(self, cfg: dict, init=None) -> Iterator[Record]:
         """The records of :func:`solve_config`, one per IRLS step (iteration 0 the Gaussian start), energies in
-        regression's units.  They come after the whole run: IRLS is not a generator."""
-        yield from solve_config(cfg, init).history
+        regression's units, streamed as the run goes (:func:`config_steps`: at most one step behind the solver);
+        the last carries the run's ``verdict``."""
+        yield from config_steps(cfg, init)[1]
 
     def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
         """:func:`solve_config` (it checks for saddles by itself: ``check_stability`` changes nothing)."""
