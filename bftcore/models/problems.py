@@ -52,3 +52,6 @@ ROBUST_REGRESSION: ProblemKind = register(robust.RobustRegressionKind())
 LOCAL_SWITCH: ProblemKind = register(local_regression.LocalRegressionKind("switch"))
 #: Regression with a log-stiffness hyperfield (Sects. 5.3.3, 5.6) and/or cuts.
 LOCAL_HYPERFIELD: ProblemKind = register(local_regression.LocalRegressionKind("hyperfield"))
+#: The conditional density with a prior potential on L (Sect. 6.5 on the 2-D grid), by IRLS: it claims the density
+#: documents with ``solver.method: "irls"`` (the gate sets it when prior.potential is given).
+ROBUST_DENSITY: ProblemKind = register(robust.RobustDensityKind())
