@@ -883,6 +883,7 @@ def density_steps(config: dict, init=None) -> tuple[DensityProblem, Iterator[Rec
     against the paper's density); the last carries ``converged`` and the run's ``verdict``."""
     problem = density_problem_from_config(config)
     cfg, grid, E = problem.config, problem.grid, problem.energy
+    assert isinstance(E, PotentialLogDensityEnergy)
     so = cfg["solver"]
 
     def stream() -> Iterator[Record]:
@@ -913,7 +914,9 @@ class RobustDensityFit(DensityFit):
         ``verdict`` (why the run ended, in words), ``steps`` (irls or gradient, per step) and ``notes`` (the
         verdict and, for the inverted cup, :data:`INVERTED_CUP_PATTERNS`)."""
         doc = super().to_document()
-        cfg, psi = self.problem.config, self.problem.energy.psi
+        cfg, E = self.problem.config, self.problem.energy
+        assert isinstance(E, PotentialLogDensityEnergy)
+        psi = E.psi
         family = psi.kind == "family"
         potential = {**cfg["prior"]["potential"], "absolute": {"a": psi.a if family else None,
                                                              "b": psi.b if family else None, "s0": psi.s0,
