@@ -78,11 +78,13 @@ def test_the_gate_refuses_what_the_robust_solver_does_not_support_naming_the_key
         validate_config(doc(**extra))
 
 
-def test_a_density_with_robust_keys_is_refused():
-    for bad in ({"prior": {"potential": {"name": "cup"}}}, {"data_term": {"name": "insensitive"}},
-                {"solver": {"method": "irls"}}):
-        with pytest.raises(ConfigError, match="robust regression's .*a density document"):
-            validate_config({"model": "density", **bad})
+def test_a_density_takes_a_prior_potential_but_no_data_term():
+    """A density's data term is its counts; its prior potential (and IRLS alone) is the robust_density kind's
+    (tests/test_robust_density.py)."""
+    with pytest.raises(ConfigError, match="a density's data term is its counts"):
+        validate_config({"model": "density", "data_term": {"name": "insensitive"}})
+    for good in ({"prior": {"potential": {"name": "cup"}}}, {"solver": {"method": "irls"}}):
+        assert validate_config({"model": "density", **good}).kind is problems.ROBUST_DENSITY
 
 
 # ------------------------------------------------------------------------------------------------------ the kind
