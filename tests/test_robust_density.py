@@ -256,3 +256,20 @@ def test_the_cli_fits_a_density_with_a_potential(tmp_path, capsys):
     assert main(["fit", str(path)]) == 0
     text = capsys.readouterr().out
     assert "patterns" in text and "not converged after 40" in text
+
+
+@pytest.mark.parametrize("args, message", [
+    (["evidence"], "evidence is not defined for a density with a prior"),
+    (["bootstrap"], "bootstrap is not defined for a density with a prior"),
+    (["sweep", "--beta", "0.1:1:3"], "sweep is not defined for a density with a prior"),
+])
+def test_the_cli_refuses_the_gaussian_studies_by_name(tmp_path, capsys, args, message):
+    path = tmp_path / "robust_density.json"
+    path.write_text(json.dumps(ddoc({"name": "cup"})))
+    assert main([args[0], str(path), *args[1:]]) != 0
+    assert message in capsys.readouterr().err
+
+
+def test_the_api_refuses_a_bootstrap_before_fitting():
+    with pytest.raises(ValueError, match="not defined for a robust density document"):
+        api.bootstrap_document(ddoc({"name": "cup"}), 3)
