@@ -35,7 +35,7 @@ from .foundations.operators import SingularOperatorError
 from .foundations.tables import by_evidence, data_document, read_labelled_table
 from .models.evidence import PATH_MAX_DROP
 from .models.presets import REAL_DATA, TITLES, figure_config
-from .models.problems import ROBUST_REGRESSION
+from .models.problems import ROBUST_DENSITY, ROBUST_REGRESSION
 from .outputs import export, figures, result_tables
 from .studies.learning import parse_sizes
 from .studies.small_figures import PAPER_000, SMALL_FIGURES
@@ -404,6 +404,10 @@ def _run_config(args, cfg) -> tuple[dict, str]:
                           "regression's result is the JSON document (--json): its h on the x nodes")
     if args.command == "fit":
         return api.fit(cfg), "fit"
+    if kind_of(cfg) is ROBUST_DENSITY:  # its sweeps, evidence and resampling are the Gaussian density's
+        raise ConfigError(f"{args.command} is not defined for a density with a prior potential (prior.potential or "
+                          f"solver.method \"irls\"): only fit is; remove those keys for the Gaussian density's "
+                          f"{args.command}")
     if robust:  # its sweeps, evidence and resampling are Gaussian regression's
         raise ConfigError(f"{args.command} is not defined for a robust regression (a document with prior.potential, "
                           f"data_term or solver.method \"irls\"): only fit is; remove those keys for the Gaussian "

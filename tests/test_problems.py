@@ -20,6 +20,9 @@ CONFIGS = {"density": lambda: presets.figure_config("fig14"),
            "robust_regression": lambda: {**presets.regression_presets()["two_trends"], "templates": [
                {"kind": "constant", "value": 1.0}], "weights": [1.0], "data_term": {"name": "insensitive"},
                "solver": {"max_iter": 100}},
+           "robust_density": lambda: {**presets.figure_config("fig14"), "prior": {
+               **presets.figure_config("fig14")["prior"], "potential": {"name": "cup", "b": 0.5}},
+               "solver": {"max_iter": 30}},
            "regression-local-switch": lambda: presets.PRESETS["local_switch"][0],
            "regression-local-hyperfield": lambda: presets.PRESETS["local_hyperfield"][0],
            "density-local-switch": lambda: _local_density({"type": "switch", "stiffness": [1.0, 0.01],
@@ -37,7 +40,7 @@ def _local_density(local: dict) -> dict:
 
 
 def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole_protocol():
-    assert set(problems.KINDS) == {"density", "regression", "density_1d", "robust_regression",
+    assert set(problems.KINDS) == {"density", "regression", "density_1d", "robust_regression", "robust_density",
                                    "regression-local-switch", "regression-local-hyperfield",
                                    "density-local-switch", "density-local-hyperfield"}
     for name, kind in problems.KINDS.items():
@@ -57,7 +60,8 @@ def test_there_is_one_kind_per_model_the_gate_accepts_and_each_answers_the_whole
         assert kind.name == name and kind.drawn_as in ("heatmap", "curve", "density")
         # a kind follows its evidence along some hyperparameters, or has none and refuses to (robust regression, a
         # local prior)
-        assert kind.path_parameters or name == "robust_regression" or "-local-" in kind.name
+        assert (kind.path_parameters or name in ("robust_regression", "robust_density")
+                or "-local-" in kind.name)
         assert isinstance(api.run(validate_config(CONFIGS[name]())), kind.result_type)
         for method in wanted:
             assert callable(getattr(kind, method)), (name, method)

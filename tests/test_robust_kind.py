@@ -78,11 +78,13 @@ def test_the_gate_refuses_what_the_robust_solver_does_not_support_naming_the_key
         validate_config(doc(**extra))
 
 
-def test_a_density_with_robust_keys_is_refused():
-    for bad in ({"prior": {"potential": {"name": "cup"}}}, {"data_term": {"name": "insensitive"}},
-                {"solver": {"method": "irls"}}):
-        with pytest.raises(ConfigError, match="robust regression's .*a density document"):
-            validate_config({"model": "density", **bad})
+def test_a_density_takes_a_prior_potential_but_no_data_term():
+    """A density's data term is its counts; its prior potential (and IRLS alone) is the robust_density kind's
+    (tests/test_robust_density.py)."""
+    with pytest.raises(ConfigError, match="a density's data term is its counts"):
+        validate_config({"model": "density", "data_term": {"name": "insensitive"}})
+    for good in ({"prior": {"potential": {"name": "cup"}}}, {"solver": {"method": "irls"}}):
+        assert validate_config({"model": "density", **good}).kind is problems.ROBUST_DENSITY
 
 
 # ------------------------------------------------------------------------------------------------------ the kind
@@ -125,6 +127,53 @@ def test_iterate_yields_one_record_per_irls_step_with_a_falling_energy():
     pb = robust.problem_from_config(cfg)
     assert E[-1] == pytest.approx(pb.value(fit.h) / cfg["beta"], rel=1e-12)
     assert records[-1].converged and fit.to_document()["verdict"].startswith("converged")
+
+
+def test_iterate_streams_the_records_while_irls_runs_and_they_are_solves(monkeypatch):
+    """The dashboard animates a kind by consuming iterate one record at a time: the first record must come before the
+    run ends.  Counted, not timed: the IRLS matrices built when the first record arrives against the whole run's."""
+    cfg = validate_config(doc(potential={"name": "cup"}, data_term={"name": "insensitive"},
+                              solver={"max_iter": 5000}))
+    built = []
+    matrix = robust.RobustRegression.irls_matrix
+    monkeypatch.setattr(robust.RobustRegression, "irls_matrix", lambda self, h: built.append(1) or matrix(self, h))
+    stream = problems.ROBUST_REGRESSION.iterate(cfg)
+    first = next(stream)
+    at_first = len(built)
+    rest = list(stream)
+    assert first.method == "start" and at_first <= 1 < len(built) and len(rest) > 2
+    # the same records as solve_config's, completed alike; the last carries the verdict
+    streamed = [first] + rest
+    fit = robust.solve_config(cfg)
+    assert len(streamed) == len(fit.history)
+    for a, b in zip(streamed, fit.history):
+        assert (a.iteration, a.method, a.converged, a.verdict) == (b.iteration, b.method, b.converged, b.verdict)
+        assert (a.energy, a.train_error, a.test_error, a.residual, a.step) == (
+            b.energy, b.train_error, b.test_error, b.residual, b.step)
+        np.testing.assert_array_equal(a.h, b.h)
+    assert [r.verdict for r in streamed[:-1]] == [None] * (len(streamed) - 1)
+    assert streamed[-1].verdict == fit.fit.verdict and streamed[-1].converged == fit.converged
+
+
+def test_irls_steps_hold_no_record_back_longer_than_one_step():
+    """irls_steps yields record k by the time the solver has built the matrix of step k + 1 (a run that ends because
+    no step lowers the energy learns that its last record is the last only by trying one more)."""
+    cfg = validate_config(doc(potential={"name": "cup"}))
+    problem = robust.problem_from_config(cfg)
+
+    class Counting(robust.RobustRegression):
+        built = 0
+
+        def irls_matrix(self, h):
+            Counting.built += 1
+            return super().irls_matrix(h)
+
+    counted = Counting.__new__(Counting)
+    counted.__dict__.update(problem.__dict__)
+    seen = []
+    for rec in robust.irls_steps(counted, max_iter=5000):
+        seen.append((rec.iteration, Counting.built))
+    assert all(built <= it + 1 for it, built in seen) and len(seen) > 3
 
 
 def test_evidence_and_posterior_draws_are_refused_clearly_and_nothing_is_exact():

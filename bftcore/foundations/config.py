@@ -997,7 +997,7 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
         out["labels"] = labels
     _robust(doc, out)  # robust regression's keys (the block at the end of this module)
     if out.get("solver", {}).get("method") == IRLS and (out["prior"].get("local") or out["prior"].get("cuts")):
-        raise ConfigError("prior.local or prior.cuts (a local prior) and a robust regression (prior.potential, "
+        raise ConfigError("prior.local or prior.cuts (a local prior) and a robust prior (prior.potential, "
                           "data_term or solver.method irls) cannot be combined: each has its own solver; remove one")
     _check_cost(out, grid, limits)  # before any template is evaluated on the grid
     _check_conditioning(out, grid, lam_chosen="lambda" in choose)
@@ -1389,12 +1389,36 @@ def _robust(doc: dict, out: dict) -> None:
     * lambda and beta are regression's (units x^(2k-1) and 1/y^2): under x -> alpha x, y -> c y lambda goes to
       alpha^(2k-1) lambda and beta to beta / c^2, as for a plain regression.
 
-    Refused: a density document with these keys; a solver other than IRLS; several templates (a mixture of priors:
-    the robust solver has one prior mean); ``choose`` (the evidence is defined for Gaussian priors and data only)."""
+    Refused: a solver other than IRLS; several templates (a mixture of priors: the robust solver has one prior mean);
+    ``choose`` (the evidence is defined for Gaussian priors and data only).
+
+    **A density** (``"model": "density"``, issue 29: Sect. 6.5 on the 2-D grid, :mod:`bftcore.models.robust`'s
+    :class:`~bftcore.models.robust.PotentialLogDensityEnergy`) takes ``prior.potential`` (or ``solver.method:
+    "irls"`` alone: the quadratic potential) on the log-density, ``prior.field`` "L", on a 2-D grid (grid.x.n > 1).
+    The energy is ``-sum_data L + lambda cell sum_e psi(omega_e)``, ``omega = G (L - t)``, ``G^T G = K`` (the
+    density's operator with lambda_x and lambda_y), cell = hx hy; with the quadratic potential it is the Gaussian
+    density's E_L and the fit is plain :mod:`bftcore.models.density`'s.  Units: L = ln P is a pure number (up to the
+    shift -ln c under y -> c y, which the differences do not see), and the unit of omega is
+
+        S = max over the axes of sqrt(lambda_axis l_k) / h_axis^k   (k the highest order present, h the spacing;
+                                                                     an axis of one node or weight 0 left out),
+
+    the omega of a k-th difference of ln P of 1 between neighbouring nodes along the stiffer axis (both axes alike
+    when lambda_x / hx^2k = lambda_y / hy^2k).  So ``b`` is the jump in ln P between neighbouring nodes at which psi
+    is half its height (b = 2: a factor e^2 in p), and ``s0`` is in the same unit; ``a`` is in units of
+    ``S^2 b^2 / 2`` (a = 1 is the Gaussian prior near s0: lambda keeps its meaning) and gamma is a pure number, as
+    for regression.  Under x -> a x + b, y -> c y + d, a document whose Gaussian fit follows (its lambda, lambda_x,
+    lambda_y rescaled as the gate's fitted grid does, lambda cell lambda_axis / h_axis^2k unchanged) has S scaled as
+    omega, so the same b, s0, a and gamma give the same fit, with ln p shifted by -ln c.  Refused for a density: a
+    ``data_term`` (a density's data term is its counts, -sum_data L), ``prior.field`` "P", a one-node x axis,
+    several templates and ``choose``."""
     pr, so = doc.get("prior") or {}, doc.get("solver") or {}
     robust = (isinstance(pr, dict) and "potential" in pr) or doc.get("data_term") is not None or (
         out["solver"]["method"] == IRLS)
     if not robust:
+        return
+    if out["model"] == "density":
+        _robust_density(doc, out)
         return
     if out["model"] != "regression":
         raise ConfigError("prior.potential, data_term and solver.method \"irls\" are robust regression's (model "
@@ -1413,6 +1437,36 @@ def _robust(doc: dict, out: dict) -> None:
                           "for the ones its configuration leaves out)")
     out["prior"]["potential"] = _robust_potential(pr.get("potential") if isinstance(pr, dict) else None)
     out["data_term"] = _robust_data_term(doc.get("data_term"))
+    out["solver"]["method"] = IRLS
+    if not (isinstance(so, dict) and "max_iter" in so):
+        out["solver"]["max_iter"] = ROBUST_MAX_ITER
+
+
+def _robust_density(doc: dict, out: dict) -> None:
+    """The robust keys of a density document (:func:`_robust`, its density paragraph), checked and completed."""
+    pr, so = doc.get("prior") or {}, doc.get("solver") or {}
+    if doc.get("data_term") is not None:
+        raise ConfigError("data_term: a density's data term is its counts (-sum_data L, the likelihood of the data "
+                          "given p); robust data terms are regression's (model \"regression\"); remove data_term")
+    if out["prior"]["field"] != "L":
+        raise ConfigError("prior.potential on a density acts on the log-density L = ln P (its differences are "
+                          "pure numbers); a prior on P has a Gaussian prior only: set prior.field to \"L\" or remove "
+                          "prior.potential")
+    if out["grid"]["x"]["n"] == 1:
+        raise ConfigError("prior.potential on a density is solved on a 2-D grid (grid.x.n > 1: p(y|x)); a 1-D density "
+                          "p(y) has a Gaussian prior only: give grid.x or remove prior.potential")
+    if isinstance(so, dict) and "method" in so and out["solver"]["method"] != IRLS:
+        raise ConfigError(f"solver.method {out['solver']['method']!r}: a density with a prior potential is solved by "
+                          f"IRLS; set solver.method to \"irls\" or leave it out")
+    if len(out["templates"]) > 1:
+        raise ConfigError(f"a density with a prior potential takes at most one template (the prior mean t of L), got "
+                          f"{len(out['templates'])}: mixtures of several templates are solved for the Gaussian prior "
+                          f"only; keep one template")
+    if out.get("choose"):
+        raise ConfigError("choose: the evidence is not defined for a non-Gaussian prior potential (no closed form, "
+                          "and a Laplace approximation at a cup's edges is no approximation); remove choose and set "
+                          "prior.lambda by hand")
+    out["prior"]["potential"] = _robust_potential(pr.get("potential") if isinstance(pr, dict) else None)
     out["solver"]["method"] = IRLS
     if not (isinstance(so, dict) and "max_iter" in so):
         out["solver"]["max_iter"] = ROBUST_MAX_ITER

@@ -38,6 +38,7 @@ class Record:
     P: np.ndarray | None = None
     h: np.ndarray | None = None
     field: np.ndarray | None = None  # the solver's own field (L, P or h), as it iterates
+    verdict: str | None = None  # why the run ended, in words: on the last record of the solvers that say so (IRLS)
 
     def summary(self) -> dict:
         """The history entry of a result document (CONVENTIONS.md §4): numbers and lists only."""

@@ -12,7 +12,9 @@ the Laplace evidence of :mod:`bftcore.models.evidence` added here: that module s
 :data:`REGRESSION` (Gaussian regression with mixtures of GP priors, seed 001, :mod:`bftcore.models.regression`) and
 :data:`DENSITY_1D` (the 1-D density p(y), :mod:`bftcore.models.density_1d`), and the regressions with a local prior,
 :data:`LOCAL_SWITCH` and :data:`LOCAL_HYPERFIELD` (:mod:`bftcore.models.local_regression`, documents with
-``prior.local``; registered after the plain regression, so asked first).  A new kind (non-Gaussian priors, image
+``prior.local``; registered after the plain regression, so asked first), and the non-quadratic priors of Sect. 6.5 by
+IRLS, :data:`ROBUST_REGRESSION` and :data:`ROBUST_DENSITY` (:mod:`bftcore.models.robust`, documents with
+``prior.potential``: the gate sets ``solver.method`` "irls", which they claim).  A new kind (non-Gaussian priors, image
 completion, BYY...) is a module defining a class with the protocol's attributes and methods, and one line here.
 
 Importing :mod:`bftcore` imports this module, so every kind is registered before a document asks for its kind.
@@ -52,6 +54,9 @@ ROBUST_REGRESSION: ProblemKind = register(robust.RobustRegressionKind())
 LOCAL_SWITCH: ProblemKind = register(local_regression.LocalRegressionKind("switch"))
 #: Regression with a log-stiffness hyperfield (Sects. 5.3.3, 5.6) and/or cuts.
 LOCAL_HYPERFIELD: ProblemKind = register(local_regression.LocalRegressionKind("hyperfield"))
+#: The conditional density with a prior potential on L (Sect. 6.5 on the 2-D grid), by IRLS: it claims the density
+#: documents with ``solver.method: "irls"`` (the gate sets it when prior.potential is given).
+ROBUST_DENSITY: ProblemKind = register(robust.RobustDensityKind())
 #: The conditional density (field L) with a local prior mixture on the grid's edges (Sect. 6.4) and/or cuts.
 DENSITY_LOCAL_SWITCH: ProblemKind = register(local_density.LocalDensityKind("switch"))
 #: The conditional density (field L) with a log-stiffness hyperfield on the grid's edges (Sects. 5.3.3, 5.6).

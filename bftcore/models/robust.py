@@ -62,15 +62,26 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from ..foundations import metrics
 from ..foundations.config import ConfigError, checked, grid_from_config
 from ..foundations.grid import Axis, Grid
-from ..foundations.operators import PriorOperator, axis_root
+from ..foundations.operators import PriorOperator, axis_root, highest_order
 from ..foundations.potentials import DataTerm, PriorPotential, data_term, prior_potential
 from ..foundations.records import FitResult, Record
+from ..foundations.solvers import at_energy_rounding, line_search
 from ..foundations.solvers import iterate as solver_iterate
-from ..foundations.solvers import line_search
-from ..foundations.templates import template_values
-from .density import LogDensityEnergy, LogPoint, Prior, normalise_log
+from ..foundations.templates import paper_true_density, template_field, template_values
+from .density import (
+    DensityFit,
+    DensityProblem,
+    LogDensityEnergy,
+    LogPoint,
+    Prior,
+    initial_field,
+    is_local_minimum,
+    normalise_log,
+    run_to_end,
+)
 from .regression import _snap_data
 
 #: Floor of the weights in A, relative to the start weight of their term (module docstring).
@@ -246,10 +257,13 @@ def _negative_curvature_step(problem: RobustRegression, h: np.ndarray, point: Ro
     return None
 
 
-def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: float = 1e-10,
-          gtol: float = 1e-10, max_escapes: int = MAX_ESCAPES) -> RobustFit:
-    """Minimise the energy of ``problem`` by IRLS with a line search (module docstring).  ``init``: ``"gaussian"``
-    (:meth:`RobustRegression.gaussian_fit`) or node values.
+def irls_steps(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: float = 1e-10,
+               gtol: float = 1e-10, max_escapes: int = MAX_ESCAPES) -> Iterator[Record]:
+    """The IRLS run of :func:`solve` as a stream: one :class:`~bftcore.foundations.records.Record` per step
+    (iteration 0 the start; with ``h``), the last one with ``converged`` set and the run's ``verdict`` (why it
+    ended, in words).  A record is yielded as soon as the solver knows whether it is the last: the step after it is
+    taken, or the run ends (a run that ends because no step lowers the energy learns so only by trying one more),
+    so the stream runs at most one step behind the solver and a consumer sees the fit move while it is computed.
 
     IRLS, like the gradient, cannot leave a saddle: a node without data halfway between its neighbours stays there
     (equal weights on both edges), which is a maximum along that node for a concave psi (the inverted cup).  So when a
@@ -268,15 +282,16 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
     if not (isinstance(max_iter, (int, np.integer)) and max_iter >= 1):
         raise ValueError(f"max_iter must be a whole number >= 1, got {max_iter!r}")
     point = problem.at(h)
+    count = 0
 
-    def record(step, method, change, done):
-        return Record(iteration=len(records), energy=point.value, train_error=None, test_error=None, mixing=np.ones(1),
-                      step=step, residual=point.residual, method=method, change=change, converged=done,
+    def record(step, method, change):
+        return Record(iteration=count, energy=point.value, train_error=None, test_error=None, mixing=np.ones(1),
+                      step=step, residual=point.residual, method=method, change=change, converged=False,
                       elapsed_s=time.perf_counter() - t0, h=h, field=h)
 
-    records: list[Record] = []
-    records.append(record(0.0, "start", np.nan, False))
-    energies, steps = [point.value], []
+    pending = record(0.0, "start", np.nan)  # the newest record, held until the solver knows whether it is the last
+    count = 1
+    energies = [point.value]
     eta_gradient = None
     escapes, verdict, converged, it = 0, "", False, 0
     for it in range(1, max_iter + 1):
@@ -306,10 +321,10 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
                 dE = point.value - new_point.value
                 h, point = new_h, new_point
                 energies.append(point.value)
-                steps.append(method)
                 still = (change <= tol * max(problem.y_scale, float(np.max(np.abs(h))))
                          and dE <= 1e-12 * max(abs(energies[0]), abs(point.value)))
-                records.append(record(eta, method, change, False))
+                yield pending
+                pending, count = record(eta, method, change), count + 1
                 if point.residual <= gtol:
                     verdict = f"converged: stationarity residual {point.residual:.2e} <= {gtol:g}"
                 elif still:
@@ -324,11 +339,10 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
                 change = float(np.max(np.abs(moved[0] - h)))
                 h, point = moved
                 energies.append(point.value)
-                steps.append("curvature")
-                records.append(record(1.0, "curvature", change, False))
+                yield pending
+                pending, count = record(1.0, "curvature", change), count + 1
                 continue
         converged = verdict.startswith("converged")
-        records[-1].converged = converged
         break
     else:
         verdict = (f"not converged after {max_iter} iterations: the last one lowered the energy by "
@@ -336,8 +350,22 @@ def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: 
                    f"raise max_iter or start closer")
     if escapes:
         verdict += f" (after {escapes} step(s) out of a saddle along negative curvature)"
-    return RobustFit(h=h, energy=energies, iterations=len(steps), converged=converged, verdict=verdict,
-                     residual=point.residual, steps=steps, records=records, elapsed_s=time.perf_counter() - t0)
+    pending.converged, pending.verdict = converged, verdict
+    yield pending
+
+
+def solve(problem: RobustRegression, init="gaussian", max_iter: int = 500, tol: float = 1e-10,
+          gtol: float = 1e-10, max_escapes: int = MAX_ESCAPES) -> RobustFit:
+    """Minimise the energy of ``problem`` by IRLS with a line search (module docstring).  ``init``: ``"gaussian"``
+    (:meth:`RobustRegression.gaussian_fit`) or node values.  The records of :func:`irls_steps` (its saddle
+    escapes), collected."""
+    t0 = time.perf_counter()
+    records = list(irls_steps(problem, init, max_iter, tol, gtol, max_escapes))
+    last = records[-1]
+    assert last.h is not None and last.verdict is not None
+    return RobustFit(h=last.h, energy=[float(r.energy) for r in records], iterations=len(records) - 1,
+                     converged=bool(last.converged), verdict=last.verdict, residual=float(last.residual),
+                     steps=[r.method for r in records[1:]], records=records, elapsed_s=time.perf_counter() - t0)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -539,6 +567,15 @@ class IRLSDensityStep:
         E = self.energy
         d = self.direction(point)
         slope = float(np.vdot(point.gradient, d))
+        if slope < 0 and at_energy_rounding(slope, point.value):
+            # at the energy's rounding the line search sees no decrease: the full step is kept if it lowers the
+            # residual by a tenth without raising E beyond its rounding (DescentStep's rule, and why: E carries
+            # -N ln c under y -> c y, so where the search gives up depends on the units: measured 3e-6 in ln p
+            # between units, 1e-12 with it).  A tenth, not Newton's half: IRLS contracts linearly
+            full_phi = E.normalise(phi + d)
+            full = E.at(full_phi)
+            if full.value <= point.value + 1e-15 * abs(point.value) and full.residual < 0.9 * point.residual:
+                return 1.0, full_phi, full, "irls"
         if slope < 0:
             eta, new_phi, new_point = line_search(E, phi, d, point.value, slope, eta0=1.0)
             if new_point is not None:
@@ -667,6 +704,28 @@ class RobustRegressionFit(FitResult):
                 "steps": list(fit.steps), "residual": float(fit.residual), "notes": [fit.verdict]}
 
 
+def _completed(problem: RobustRegression, beta: float, truth: np.ndarray | None, rec: Record) -> Record:
+    """A record of :func:`irls_steps` completed as regression's: its energy over beta, the train error (mean of
+    (h(x_d) - y_d)^2 / 2) and, with ``truth``, the test error (mean of (h - truth)^2 / 2)."""
+    h = np.asarray(rec.h, dtype=float)
+    e = problem.residuals(h)
+    return replace(rec, energy=rec.energy / beta, train_error=0.5 * float(np.mean(e ** 2)) if e.size else 0.0,
+                   test_error=None if truth is None else 0.5 * float(np.mean((h - truth) ** 2)))
+
+
+def config_steps(config: dict, init=None) -> tuple[RobustRegression, Iterator[Record]]:
+    """``(problem, stream)``: the problem of a robust regression document and its IRLS records (:func:`irls_steps`
+    from ``init`` node values or the Gaussian start, with the document's ``solver.max_iter`` and ``min(solver.tol,
+    1e-10)``), each completed with regression's errors and its energy over beta as it comes."""
+    cfg = checked(config)
+    problem = problem_from_config(cfg)
+    beta, so = cfg["beta"], cfg["solver"]
+    truth = _truth(cfg, problem.nodes)
+    steps = irls_steps(problem, init="gaussian" if init is None else init, max_iter=so["max_iter"],
+                       tol=min(so["tol"], 1e-10))
+    return problem, (_completed(problem, beta, truth, rec) for rec in steps)
+
+
 def solve_config(config: dict, init=None, callback=None) -> RobustRegressionFit:
     """Fit a robust regression document by IRLS (:func:`solve`, from ``init`` node values or the Gaussian start),
     with the document's ``solver.max_iter``.  ``solver.tol`` only tightens :func:`solve`'s tolerance of the field's
@@ -683,10 +742,7 @@ def solve_config(config: dict, init=None, callback=None) -> RobustRegressionFit:
                 tol=min(so["tol"], 1e-10))
     history = []
     for rec in fit.records:
-        h = np.asarray(rec.h, dtype=float)
-        e = problem.residuals(h)
-        done = replace(rec, energy=rec.energy / beta, train_error=0.5 * float(np.mean(e ** 2)) if e.size else 0.0,
-                       test_error=None if truth is None else 0.5 * float(np.mean((h - truth) ** 2)))
+        done = _completed(problem, beta, truth, rec)
         history.append(done)
         if callback is not None:
             callback(done)
@@ -720,8 +776,9 @@ class RobustRegressionKind:
 
     def iterate(self, cfg: dict, init=None) -> Iterator[Record]:
         """The records of :func:`solve_config`, one per IRLS step (iteration 0 the Gaussian start), energies in
-        regression's units.  They come after the whole run: IRLS is not a generator."""
-        yield from solve_config(cfg, init).history
+        regression's units, streamed as the run goes (:func:`config_steps`: at most one step behind the solver);
+        the last carries the run's ``verdict``."""
+        yield from config_steps(cfg, init)[1]
 
     def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
         """:func:`solve_config` (it checks for saddles by itself: ``check_stability`` changes nothing)."""
@@ -736,6 +793,203 @@ class RobustRegressionKind:
         raise ConfigError("posterior draws of a robust regression are not implemented: its posterior is not "
                           "Gaussian (the cups are not convex, the data terms not quadratic), and neither exact draws "
                           "nor a Laplace band about the MAP h would be honest; only the MAP fit is available")
+
+    def exact(self, cfg: dict) -> dict | None:
+        return None
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the problem kind: a "model": "density" document with a prior potential on L (issue 29; the gate's
+# bftcore.foundations.config._robust, its density paragraph: the keys, their units and what is refused)
+# --------------------------------------------------------------------------------------------------------------
+#: What a student reads beside an inverted-cup density (the result document's ``notes``; the dashboard shows it).
+INVERTED_CUP_PATTERNS = ("On a 2-D density the inverted cup rewards large differences of ln p between neighbouring "
+                         "nodes instead of penalising them, so it does not smooth: it makes stripes and patterns, "
+                         "and away from the data p falls towards 0 with no minimum to reach. Use the cup or the cusp "
+                         "to smooth while keeping edges.")
+
+
+def density_omega_unit(cfg: dict) -> float:
+    """``S = max over the axes of sqrt(lambda_axis l_k) / h_axis^k`` of a validated robust density document: the unit
+    of its potential's ``b`` and ``s0`` (k the highest order present; an axis of one node or weight 0 left out; the
+    rule and why: :func:`bftcore.foundations.config._robust`).  It is the omega = G L of a k-th difference of ln P of
+    1 between neighbouring nodes along the stiffer axis."""
+    pr = cfg["prior"]
+    k = highest_order(pr)
+    lk = pr[f"l{2 * k}"]
+    grid = grid_from_config(cfg)
+    units = [np.sqrt(w * lk) / ax.h ** k for ax, w in ((grid.x, pr["lambda_x"]), (grid.y, pr["lambda_y"]))
+             if ax.n > 1 and w > 0]
+    return float(max(units))
+
+
+def density_potential(cfg: dict) -> PriorPotential:
+    """psi of a validated robust density document in omega's absolute units (:func:`density_omega_unit`; a in units
+    of S^2 b^2 / 2, as regression's :func:`robust_terms`)."""
+    p, unit = cfg["prior"]["potential"], density_omega_unit(cfg)
+    if p["name"] == "quadratic":
+        return prior_potential("quadratic", s0=p["s0"] * unit)
+    b = p["b"] * unit
+    return prior_potential(p["name"], a=p["a"] * b ** 2 / 2, b=b, gamma=p["gamma"], s0=p["s0"] * unit)
+
+
+def density_problem_from_config(config: dict) -> DensityProblem:
+    """The :class:`~bftcore.models.density.DensityProblem` of a robust density document, through the gate: its energy
+    is the :class:`PotentialLogDensityEnergy` with the document's lambda, K (lambda_x, lambda_y, l0..l6), potential
+    and template (none: t = 0)."""
+    cfg = checked(config)
+    if not (cfg["model"] == "density" and "potential" in cfg["prior"]):
+        raise ConfigError("this is a density with a prior potential; the document is not one (model \"density\" "
+                          "with prior.potential or solver.method \"irls\")")
+    grid = grid_from_config(cfg)
+    pr = cfg["prior"]
+    K = PriorOperator(grid, pr["lambda_x"], pr["lambda_y"], pr["l0"], pr["l2"], pr["l4"], pr["l6"])
+    t = template_field(cfg["templates"][0], grid, "L") if cfg["templates"] else None
+    N = grid.counts(cfg["data"])
+    energy = PotentialLogDensityEnergy(grid, N, K, pr["lambda"], density_potential(cfg), t)
+    P_true = paper_true_density(grid) if cfg["truth"] == "paper" else None
+    return DensityProblem(cfg, grid, N, K, energy, P_true)
+
+
+def density_gaussian_start(problem: DensityProblem, init=None) -> np.ndarray:
+    """The start of the IRLS: the Gaussian fit whose prior is the potential's reference (lambda times its start
+    weight, the template t; :class:`PotentialLogDensityEnergy`), by the density's Newton from the document's
+    ``solver.init`` (its mass2, min_iter, max_iter and tol); ``init`` an (nx, ny) field (a warm start) skips it."""
+    cfg, E = problem.config, problem.energy
+    if init is not None and not isinstance(init, str):
+        return initial_field(problem, init)
+    gauss = LogDensityEnergy(problem.grid, problem.N, E.prior)
+    start = initial_field(DensityProblem(cfg, problem.grid, problem.N, problem.K, gauss, problem.P_true), init)
+    so = cfg["solver"]
+    last = None
+    for last in solver_iterate(gauss, start, method="newton", mass2=so["mass2"], min_iter=so["min_iter"],
+                               max_iter=so["max_iter"], tol=so["tol"]):
+        pass
+    assert last is not None and last.field is not None
+    return np.asarray(last.field, dtype=float)
+
+
+def density_verdict(rec: Record, tol: float, max_iter: int) -> tuple[bool, str]:
+    """``(converged, verdict)`` of the last record of a density IRLS run (the stopping rule of
+    :class:`bftcore.foundations.solvers.IterationController`), in words."""
+    steps = int(rec.iteration)
+    if rec.converged and rec.step == 0.0 and rec.change == 0.0:  # the step found no decrease
+        ok = rec.residual <= max(np.sqrt(tol), 1e-12)
+        return ok, (f"{'converged' if ok else 'stalled'}: neither the IRLS step nor the gradient step (594) lowers "
+                    f"the energy (its rounding) after {steps} steps; stationarity residual {rec.residual:.2e}"
+                    + ("" if ok else " (a cusp's kink, or no minimum attained: see the notes)"))
+    if rec.converged:
+        return True, (f"converged after {steps} IRLS steps: the field moved by {rec.change:.1e} and the stationarity "
+                      f"residual is {rec.residual:.2e}")
+    return False, (f"not converged after {max_iter} iterations: stationarity residual {rec.residual:.2e}; raise "
+                   f"solver.max_iter or start closer")
+
+
+def density_steps(config: dict, init=None) -> tuple[DensityProblem, Iterator[Record]]:
+    """``(problem, stream)``: the problem of a robust density document and its IRLS records (iteration 0 the Gaussian
+    start, :func:`density_gaussian_start`; then one per :class:`IRLSDensityStep` as it is taken, with the solver's
+    stopping rule, ``solver.max_iter`` and ``solver.tol``), each completed as the density's
+    (:func:`bftcore.models.density.records`: ``L``, ``P``, the train error and, with ``truth``, the test error
+    against the paper's density); the last carries ``converged`` and the run's ``verdict``."""
+    problem = density_problem_from_config(config)
+    cfg, grid, E = problem.config, problem.grid, problem.energy
+    assert isinstance(E, PotentialLogDensityEnergy)
+    so = cfg["solver"]
+
+    def stream() -> Iterator[Record]:
+        L0 = normalise_log(density_gaussian_start(problem, init), grid.hy)
+        for rec in solver_iterate(E, L0, min_iter=1, max_iter=so["max_iter"], tol=so["tol"],
+                                  step=IRLSDensityStep(E)):
+            L = np.asarray(rec.field, dtype=float)
+            te = metrics.test_error(L, problem.P_true, grid) if problem.P_true is not None else None
+            done = replace(rec, train_error=metrics.training_error(L, problem.N), test_error=te, L=L, P=np.exp(L))
+            if rec.converged or rec.iteration == so["max_iter"]:
+                done.converged, done.verdict = density_verdict(rec, so["tol"], so["max_iter"])
+            yield done
+
+    return problem, stream()
+
+
+@dataclass
+class RobustDensityFit(DensityFit):
+    """A density fit with a prior potential: the density's fit (its records, the last with ``L`` and ``P``; the
+    problem, whose energy is the :class:`PotentialLogDensityEnergy`) and the run's verdict."""
+
+    verdict: str = ""
+
+    def to_document(self) -> dict:
+        """The density's result document (:meth:`bftcore.models.density.DensityFit.to_document`: ``energy`` is the
+        energy with the potential, in nats) and ``kind`` ("robust_density"), ``potential`` (the document's numbers
+        and ``absolute``: a, b, s0 in omega's units, the ``unit`` S of :func:`density_omega_unit` and lambda),
+        ``verdict`` (why the run ended, in words), ``steps`` (irls or gradient, per step) and ``notes`` (the
+        verdict and, for the inverted cup, :data:`INVERTED_CUP_PATTERNS`)."""
+        doc = super().to_document()
+        cfg, E = self.problem.config, self.problem.energy
+        assert isinstance(E, PotentialLogDensityEnergy)
+        psi = E.psi
+        family = psi.kind == "family"
+        potential = {**cfg["prior"]["potential"], "absolute": {"a": psi.a if family else None,
+                                                             "b": psi.b if family else None, "s0": psi.s0,
+                                                             "unit": density_omega_unit(cfg),
+                                                             "lambda": cfg["prior"]["lambda"]}}
+        notes = list(doc.get("notes", [])) + [self.verdict]
+        if cfg["prior"]["potential"]["name"] == "inverted_cup":
+            notes.append(INVERTED_CUP_PATTERNS)
+        doc.update(kind=RobustDensityKind.name, potential=potential, verdict=self.verdict,
+                   steps=[r.method for r in self.history[1:]], notes=notes)
+        return doc
+
+
+class RobustDensityKind:
+    """The conditional density p(y|x) with a prior potential on L = ln P (Sect. 6.5 on the 2-D grid, issue 29) as a
+    problem kind (:class:`bftcore.foundations.config.ProblemKind`): the density documents whose ``solver.method``
+    is ``"irls"`` (the gate sets it for every density with ``prior.potential``;
+    :func:`bftcore.foundations.config._robust`).
+    Drawn as the density is.  Note for the picture: the inverted cup makes patterns, not smoothing
+    (:data:`INVERTED_CUP_PATTERNS`)."""
+
+    name: str = "robust_density"
+    model: str = "density"
+    claims: dict[str, object] = {"model": "density", "solver.method": "irls"}
+    result_type: type[FitResult] = RobustDensityFit
+    drawn_as: str = "heatmap"
+    path_parameters: tuple[str, ...] = ()  # no evidence for a non-Gaussian prior
+    has_exact: bool = False
+    y_on_grid: bool = True
+    default_templates: tuple[str, ...] = ()
+
+    def nodes(self, cfg: dict) -> int:
+        return cfg["grid"]["x"]["n"] * cfg["grid"]["y"]["n"]
+
+    def is_sparse_heavy(self, cfg: dict) -> bool:
+        """Yes: one sparse LU of the (nx ny + nx) bordered IRLS system per step (:class:`IRLSDensityStep`)."""
+        return True
+
+    def iterate(self, cfg: dict, init=None) -> Iterator[Record]:
+        """The records of :func:`density_steps`, one per IRLS step as it is taken (iteration 0 the Gaussian
+        start)."""
+        yield from density_steps(cfg, init)[1]
+
+    def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
+        """The records of :func:`density_steps` to the end (or until ``callback(record)`` returns True: the verdict
+        then says so); ``check_stability`` checks the Hessian of the energy with the potential
+        (:func:`bftcore.models.density.is_local_minimum`)."""
+        problem, stream = density_steps(cfg, init)
+        history, elapsed = run_to_end(stream, callback)
+        last = history[-1]
+        verdict = last.verdict or f"stopped by the caller after {last.iteration} steps"
+        stable = is_local_minimum(problem, last.field) if check_stability else None
+        return RobustDensityFit(history, elapsed, problem, stable, verdict)
+
+    def evidence_path(self, cfg: dict, param: str, values) -> dict:
+        raise ConfigError("the evidence of a density with a prior potential is not defined here: a non-Gaussian prior "
+                          "has no closed-form evidence, and a Laplace approximation at a cup's edges is not one; set "
+                          "lambda by hand (or fit the Gaussian document, without prior.potential, for its evidence)")
+
+    def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
+        raise ConfigError("posterior draws of a density with a prior potential are not implemented: its posterior is "
+                          "not Gaussian (the cups are not convex), and neither exact draws nor a Laplace band about "
+                          "the MAP L would be honest; only the MAP fit is available")
 
     def exact(self, cfg: dict) -> dict | None:
         return None

@@ -465,6 +465,7 @@ def bootstrap_document(config: dict, resamples: int = 50, level: float = 0.9, se
         raise ConfigError(f"bootstrap bands need at least 2 resamples, got {resamples}")
     if not 0.0 < float(level) < 1.0:
         raise ConfigError(f"level must be between 0 and 1 (e.g. 0.9), got {level}")
+    learning = _learning(cfg)  # a kind without a learning study is refused by name before any fit
     grid = grid_from_config(cfg)
     nodes = kind_of(cfg).nodes(cfg)
     check_resampling(resamples + 1, nodes, len(data))
@@ -480,7 +481,7 @@ def bootstrap_document(config: dict, resamples: int = 50, level: float = 0.9, se
                            "h_mean": H.mean(axis=0).tolist(), "h_sd": H.std(axis=0, ddof=1).tolist(),
                            "h_lo": np.quantile(H, q, axis=0).tolist(), "h_hi": np.quantile(H, 1 - q, axis=0).tolist()}
     truth_h = truth_P = None
-    if _learning(cfg).bands_of_P:
+    if learning.bands_of_P:
         P = np.array([o["P"] for o in rest])
         doc.update({"y": grid.y.nodes.tolist(), "P": full["P"], "P_mean": P.mean(axis=0).tolist(),
                     "P_sd": P.std(axis=0, ddof=1).tolist()})
