@@ -88,9 +88,10 @@ LOCAL_DEFAULTS = {"switch": {"type": "switch", "stiffness": [1.0, 0.001], "pi": 
 
 
 def local_keys(values, model: str) -> dict:
-    """The prior's ``local`` and ``cuts`` of a regression with a local prior (``values.local_prior``), else {}."""
+    """The prior's ``local`` and ``cuts`` of a problem with a local prior (``values.local_prior``: a regression's on
+    its chain of x nodes, a density's on its grid's edges, :mod:`bftcore.models.local_density`), else {}."""
     lp = getattr(values, "local_prior", None) or {}
-    return copy.deepcopy(lp) if model == "regression" and lp else {}
+    return copy.deepcopy(lp) if lp else {}
 
 
 #: The prior potentials of the dashboard's selector (Fig 12, :data:`bftcore.foundations.config.POTENTIAL_PRESETS`):
@@ -105,8 +106,8 @@ def robust_of(values, model: str) -> dict:
     document's ``prior.potential`` and ``data_term``) as the model takes it: a regression both, a density the
     potential only (its data term is its counts); {} for none."""
     rb = getattr(values, "robust_prior", None) or {}
-    if model == "density":
-        rb = {k: v for k, v in rb.items() if k == "potential"}
+    if model == "density":  # the counts are its data term, and the quadratic potential is its own Gaussian prior
+        rb = {k: v for k, v in rb.items() if k == "potential" and v.get("name") != "quadratic"}
     return copy.deepcopy(rb)
 
 
@@ -181,8 +182,8 @@ def to_config(values) -> dict:
                    "init_mass2": values.init_mass2, "min_iter": int(values.min_iter),
                    "max_iter": int(values.max_iter), "tol": float(values.tol)},
     }
-    if robust:
-            doc["data_term"] = robust["data_term"]
+    if "data_term" in robust:
+        doc["data_term"] = robust["data_term"]
     if model == "density" and values.truth == "paper":  # the paper truth (708) is a density
         doc["truth"] = "paper"
     elif model == "regression" and values.regression_truth is not None:

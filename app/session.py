@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import io
+import types
 
 import numpy as np
 import param
@@ -31,6 +32,7 @@ from bftcore.foundations.config import (
     ROBUST_B,
     ROBUST_EPS,
     ROBUST_MU,
+    ConfigError,
     kind_of,
     parse_document,
     validate_config,
@@ -520,9 +522,6 @@ class BFTSession(param.Parameterized):
     def set_local_type(self, local_type: str) -> None:
         """Switch the local prior on with its defaults (:data:`app.configuration.LOCAL_DEFAULTS`), to another type,
         or off; the cuts stay.  Refused with a message unless the model is regression."""
-        if self.kind.y_on_grid:
-            self.message = "A local prior is for the regression model: choose 'regression' first."
-            return
         if local_type == self.local_type():
             return
         cuts = list((self.local_prior or {}).get("cuts", []))
@@ -533,8 +532,26 @@ class BFTSession(param.Parameterized):
             local = {"local": copy.deepcopy(LOCAL_DEFAULTS[local_type]), "cuts": cuts}
         self._set_local(local)
 
+    def _refused(self, quiet: bool = False, **change) -> bool:
+        """True, with the gate's reason in :attr:`message` (unless ``quiet``), when the document with ``change``
+        (parameter values) is refused: a local or a robust prior the problem cannot take (a density's periodic axis,
+        field P, several templates...) is refused before it is set, and the state stays as it was."""
+        values = types.SimpleNamespace(**{**{n: getattr(self, n) for n in CONFIG_PARAMS}, **change})
+        try:
+            validate_config(configuration.to_config(values))
+        except (ConfigError, ValueError) as e:
+            if quiet:
+                return True
+            text = " ".join(str(e).split()).rstrip(".")
+            self._keep_message = True
+            self.message = f"Refused: {text[:400]}. Nothing was changed."
+            return True
+        return False
+
     def _set_local(self, local: dict) -> None:
         """The local prior; a robust prior goes off with a message (each has its own solver: EM, IRLS)."""
+        if local and self._refused(local_prior=local, robust_prior={}):
+            return
         if local and self.robust_prior:
             self._keep_message = True
             self.message = "The robust prior is off: a local prior and a robust prior each have their own solver."
@@ -640,6 +657,8 @@ class BFTSession(param.Parameterized):
 
     def _set_robust(self, rb: dict) -> None:
         if rb == (self.robust_prior or {}):
+            return
+        if rb and self._refused(robust_prior=rb, local_prior={}):
             return
         if rb and self.local_prior:
             self._keep_message = True
@@ -778,6 +797,14 @@ class BFTSession(param.Parameterized):
             kept = list(kind.default_templates)  # a regression mixture needs at least one template
         if kept != list(self.templates):
             update["templates"] = kept
+        # a local or a robust prior goes when the other model's document refuses it and takes the problem without it
+        # (a density on a periodic grid), and says so; a document refused for another reason keeps it (the run's
+        # message names that reason)
+        for name, what in (("local_prior", "local prior"), ("robust_prior", "robust prior")):
+            if getattr(self, name) and self._refused(**update, quiet=True) and \
+                    not self._refused(**{**update, name: {}}, quiet=True):
+                update[name] = {}
+                note = (note + " " if note else "") + f"The {what} does not fit the {kind.model}: it is off."
         if update:
             self.param.update(**update)
         if note:  # said after the update, which takes the previous message down; kept through this change

@@ -22,8 +22,13 @@ def test_the_session_writes_back_the_documents_local_prior():
     want = validate_config(presets.PRESETS["local_switch"][0])
     assert doc["prior"]["local"] == want["prior"]["local"] and doc["prior"]["cuts"] == []
     assert doc.kind is want.kind and s.kind is want.kind
-    s.model = "density, prior on L"   # the local prior belongs to a regression: not written into a density
-    assert "local" not in s.to_config()["prior"] and s.kind.name == "density"
+    s.model = "density, prior on L"   # its data lie outside the density's y grid: that is what the message says
+    assert s.message.startswith("Cannot solve: data point(s)") and s.local_prior
+    s.param.update(data=[[0.2, 3.0], [0.7, 9.0]])   # inside: the density's grid is periodic in y, the prior goes
+    s.model = "regression"
+    s.model = "density, prior on L"
+    assert "local" not in s.to_config()["prior"] and s.kind.name == "density" and s.local_prior == {}
+    assert "The local prior does not fit the density: it is off." in s.message
 
 
 def test_the_strip_follows_the_frames_and_shows_a_soft_at_the_step():
@@ -81,3 +86,24 @@ def test_a_runaway_hyperfield_says_where_and_what_to_raise():
     s.set_local_value("gamma_theta", 0.01)   # gamma_theta mu_theta = 0.01: theta would reach theta0 + 50
     s.solve()
     assert "hyperprior is too weak" in s.message and "raise gamma_theta" in s.message
+
+
+def test_a_density_takes_a_local_prior_on_an_open_grid_and_a_refused_one_changes_nothing():
+    """The density's local priors (bftcore.models.local_density) through the same controls; what the gate refuses
+    (a periodic axis) is refused before it is set, with the gate's words."""
+    from app.views.canvas import EQUATION_LOCAL_DENSITY
+    from bftcore.models import problems
+    s = BFTSession(live=False)
+    assert s.load_preset("fig21"), s.message
+    canvas = DataCanvas(session=s)
+    before = s.to_config()
+    s.set_local_type("switch")  # fig 21's y axis is periodic
+    assert s.message.startswith("Refused: ") and "periodic" in s.message and s.to_config() == before
+    s.boundary_y = "neumann"
+    s.set_local_type("switch")
+    doc = validate_config(s.to_config())
+    assert doc.kind is problems.DENSITY_LOCAL_SWITCH and canvas.equation.object == EQUATION_LOCAL_DENSITY["switch"]
+    s.start_run(warm=False, play=False)  # live=False: a change does not restart the run by itself
+    s.solve()
+    fit = problems.DENSITY_LOCAL_SWITCH.solve(doc)
+    np.testing.assert_allclose(s.record.field, fit.field, rtol=0, atol=1e-9)

@@ -42,6 +42,7 @@ def test_the_preset_in_the_session_is_bftcores_irls_fit():
     s.set_data_term("gaussian")
     assert s.robust_prior == {} and s.kind is problems.REGRESSION
     assert validate_config(s.to_config())["solver"]["method"] == "newton"
+    s.start_run(warm=False, play=False)  # live=False: a change does not restart the run by itself
     s.solve()
     assert abs(fit.h[i]) < 0.3 < abs(s.record.h[i]) - 0.5  # robust: ~0.16; Gaussian: ~1.1 at the outlier
 
@@ -161,3 +162,23 @@ def test_the_inset_draws_the_documents_potential_and_its_derivative():
     np.testing.assert_allclose(psi, sv ** 2 / 2, rtol=1e-12)
     rc.data_term.value = "Gaussian"
     assert s.robust_prior == {} and not c.widgets["method"].disabled
+
+
+def test_a_density_takes_the_potential_without_a_data_term_and_warns_of_the_inverted_cups_patterns():
+    from app.views.controls import Controls
+    s = BFTSession(live=False)
+    assert s.load_preset("fig21"), s.message
+    c = Controls(session=s)
+    s.set_data_term("insensitive")  # a density's data term is its counts
+    assert "data term is its counts" in s.message and s.robust_prior == {}
+    c.robust.potential.value = "inv. cup"
+    doc = validate_config(s.to_config())
+    assert doc.kind is problems.ROBUST_DENSITY and "data_term" not in doc and doc["solver"]["method"] == IRLS
+    assert c.robust.warning.visible and c.robust.data_term.disabled
+    assert "patterns" in c.robust.warning.object and c.robust.warning.styles.get("border")  # the alarm's look
+    s.start_run(warm=False, play=False)  # live=False: a change does not restart the run by itself
+    s.solve()
+    fit = problems.ROBUST_DENSITY.solve(doc)
+    np.testing.assert_allclose(s.record.field, fit.field, rtol=0, atol=1e-9)
+    c.robust.potential.value = "Gaussian"
+    assert s.robust_prior == {} and s.kind is problems.DENSITY

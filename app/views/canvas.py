@@ -67,11 +67,25 @@ since a_soft tends to π_soft√r_soft / Σ_k π_k√r_k, not to π_soft.""",
 neighbours by the hyperprior K_θ = γ_θ(−Δ + μ_θ). The strip shows θ: it dips where the data jump and rises towards
 1/(2γ_θμ_θ) where the curve is flat. The solver alternates the curve and θ; the joint energy never rises.""",
 }
+#: A density with a local prior on its grid's edges (bftcore.models.local_density), per type.
+EQUATION_LOCAL_DENSITY = {
+    "switch": (r"$E(L) = -\sum_i L(x_i,y_i) + (e^L, \Lambda_X) - \sum_e \ln \sum_k \pi_k\,\sqrt{r_k}\,"
+               r"e^{-\frac{\beta}{2} r_k \kappa_0 (G(L-t))_e^2}$ over the x and y edges (583), (588)"),
+    "hyperfield": (r"$E(L,\theta) = -\sum_i L(x_i,y_i) + (e^L, \Lambda_X) + \frac{\kappa_0}{2}\sum_e e^{\theta_e}"
+                   r"(G(L-t))_e^2 + \frac{1}{2}(\theta-\theta_0, K_\theta(\theta-\theta_0)) - \frac{1}{2}\sum_e"
+                   r" \theta_e$ (456)"),
+}
+TEXT_LOCAL_DENSITY = """A **local prior on the density**: every edge between neighbouring grid nodes, in x and in y, has
+its own label (a switch between the Gaussian prior's stiffness and a soft one) or its own log-stiffness θ (a
+hyperfield). Where the data jump, edges go soft and p(y|x) keeps a sharp step; elsewhere it is smoothed as by the
+Gaussian prior. On a 2-D grid ln Z (switch) and ln det (hyperfield) are taken edge by edge, an approximation that is
+exact only on a chain (bftcore.models.local_density says how far off it is). The labels are not drawn on the
+density; the result file holds them (python -m bftcore fit)."""
 #: A robust prior (app.views.robust), for a regression and for a density.
 EQUATION_ROBUST = {
     "regression": (r"$E(h) = \sum_i \rho\big(h(x_i)-y_i\big) + \beta\lambda h_x \sum_e \psi\big((W(h-t))_e\big)$,"
                    r" $\psi(s) = a\big(1 - 1/(1 + (|s - s_0|/b)^\gamma)\big)$ (589)-(600), IRLS"),
-    "density": (r"$E(L) = -\sum_i L(x_i,y_i) + (e^L, \Lambda_X) + \lambda \sum_e \psi\big((W(L-t))_e\big)$,"
+    "density": (r"$E(L) = -\sum_i L(x_i,y_i) + (e^L, \Lambda_X) + \lambda h_x h_y \sum_e \psi\big((W(L-t))_e\big)$,"
                 r" $\psi(s) = a\big(1 - 1/(1 + (|s - s_0|/b)^\gamma)\big)$ (589)-(600), IRLS"),
 }
 TEXT_ROBUST = """A **robust prior** (Sect. 6.5) replaces the Gaussian prior's ½s² on each difference s between
@@ -378,6 +392,10 @@ class DataCanvas(pn.viewable.Viewer):
             return
         if local:
             self.equation.object, self.text.object = EQUATION_LOCAL[local], TEXT_LOCAL[local]
+            return
+        local = (s.local_prior or {}).get("local", {}).get("type")
+        if not regression and local:
+            self.equation.object, self.text.object = EQUATION_LOCAL_DENSITY[local], TEXT_LOCAL_DENSITY
             return
         self.equation.object = EQUATION_REGRESSION if regression else EQUATION
         self.text.object = TEXT_REGRESSION if regression else TEXT

@@ -342,7 +342,6 @@ class Controls(pn.viewable.Viewer):
         w["solver_mass2"].visible = s.method == "massive" and not irls
         w["init_mass2"].visible = s.init == "kernel"
         w["display"].disabled = not kind.y_on_grid  # P or L of a density; regression draws h
-        self.local.type.disabled = kind.y_on_grid  # a density has no chain of edges
         if s.file_templates:
             self.from_file.object = "**Templates from the file** (read-only, written back unchanged): " + "; ".join(
                 f"t{j + 1} = {markdown_text(describe(t, model))}, p = {p:g}" for j, (t, p) in
