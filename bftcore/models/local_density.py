@@ -516,6 +516,28 @@ def fit_local_density(energy: LocalMixtureDensityEnergy, L0=None, max_iter: int 
     return LocalDensityFit(L, energy.at(L).responsibilities, values, it, converged, energy)
 
 
+def beta_continuation(grid: Grid, data, lam: float, stiffness, pis, betas, lambda_x: float = 1.0,
+                      lambda_y: float = 1.0, templates=None, cuts=(), L0=None, max_iter: int = 500,
+                      tol: float = 1e-10) -> list[LocalDensityFit]:
+    """Follow one local-mixture density up a ladder of betas (the labels' inverse temperature), each EM warm-started
+    from the previous L: the density's version of :func:`bftcore.models.local_priors.beta_continuation`.  At small
+    beta the labels hardly depend on L and the problem is close to one Gaussian; climbing from there selects the
+    branch continuously connected to it, where a cold start at large beta may stop in another basin."""
+    bs = np.asarray(betas, dtype=float).ravel()
+    if bs.size == 0 or np.any(~np.isfinite(bs)) or np.any(bs <= 0):
+        raise ValueError(f"betas must be finite numbers > 0 (a ladder, usually increasing), got {bs.tolist()}")
+    lat = lattice(grid, lam, lambda_x, lambda_y, cuts)
+    counts = grid.counts(data)
+    fits: list[LocalDensityFit] = []
+    L = L0
+    for b in bs:
+        f = fit_local_density(LocalMixtureDensityEnergy(lat, counts, stiffness, pis, float(b), templates), L,
+                              max_iter, tol)
+        fits.append(f)
+        L = f.L
+    return fits
+
+
 # --------------------------------------------------------------------------------------------------------------
 # the hyperfield
 # --------------------------------------------------------------------------------------------------------------
