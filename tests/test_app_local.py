@@ -107,3 +107,25 @@ def test_a_density_takes_a_local_prior_on_an_open_grid_and_a_refused_one_changes
     s.solve()
     fit = problems.DENSITY_LOCAL_SWITCH.solve(doc)
     np.testing.assert_allclose(s.record.field, fit.field, rtol=0, atol=1e-9)
+
+
+def test_every_edge_goes_soft_as_pi_soft_goes_to_one_and_none_opens_at_small_beta():
+    """What the student sees with the sliders (the decision on (588)'s exact ln Z_k = -1/2 ln kappa_k): at the top of
+    the pi_soft slider (0.999) every edge is soft (a_soft > 0.9); at small beta no edge opens, a_soft tends to
+    pi_soft sqrt(r_soft) / sum_k pi_k sqrt(r_k), computed here from the document."""
+    from app.views.controls import Controls
+    s = loaded()
+    s.live = False
+    c = Controls(session=s)
+    assert c.local.pi_soft.end == 0.999
+    s.set_local_value("pi_soft", c.local.pi_soft.end)
+    s.start_run(warm=False, play=False)
+    s.solve()
+    assert np.all(s.record.local[-1] > 0.9)
+    s.set_local_value("pi_soft", 0.05)
+    s.beta = 0.01
+    s.start_run(warm=False, play=False)
+    s.solve()
+    r, pi = np.asarray(s.local_prior["local"]["stiffness"]), np.asarray(s.local_prior["local"]["pi"])
+    floor = pi[1] * np.sqrt(r[1]) / np.sum(pi * np.sqrt(r))
+    np.testing.assert_allclose(s.record.local[-1], floor, rtol=1e-3)

@@ -158,7 +158,7 @@ class LocalControls:
         self.type = pn.widgets.RadioButtonGroup(label="local prior", options=list(self.TYPES), value="off",
                                                 width=width, css_classes=["bft-local-type"])
         self.pi_soft = pn.widgets.FloatSlider(label="π_soft (prior probability of a soft edge)", start=0.001,
-                                              end=0.5, step=0.001, value=0.05, width=width,
+                                              end=0.999, step=0.001, value=0.05, width=width,
                                               css_classes=["bft-local-pi"])
         self.gamma = pn.widgets.FloatSlider(label="γ_θ (hyperprior strength)", start=0.01, end=5.0, step=0.01,
                                             value=1.0, width=width, css_classes=["bft-local-gamma"])
