@@ -254,8 +254,9 @@ class BFTSession(param.Parameterized):
                               label="coefficient of the order")
     extra_orders = _Orders({}, doc="Coefficients of further prior orders {'l4': c, ...} that a loaded file "
                                       "sets besides the order of the slider; kept in the prior, shown read-only.")
-    local_prior = _Local({}, doc="A regression's local prior (prior.local and prior.cuts of the document, "
-                                 "bftcore.models.local_regression), or {} for none.")
+    local_prior = _Local({}, doc="A local prior (prior.local and prior.cuts of the document: a regression's, "
+                                 "bftcore.models.local_regression, or a density's, bftcore.models.local_density), "
+                                 "or {} for none.")
     robust_prior = _Robust({}, doc="A robust prior: the prior potential psi (prior.potential of the document) and, "
                                    "for a regression, the data term (data_term), bftcore.models.robust; {} for none.")
     # --- templates and mixture -------------------------------------------------------------------------------
@@ -521,7 +522,8 @@ class BFTSession(param.Parameterized):
 
     def set_local_type(self, local_type: str) -> None:
         """Switch the local prior on with its defaults (:data:`app.configuration.LOCAL_DEFAULTS`), to another type,
-        or off; the cuts stay.  Refused with a message unless the model is regression."""
+        or off; the cuts stay.  What the problem cannot take (a density on a periodic grid, several templates...) is
+        refused with the gate's words and changes nothing."""
         if local_type == self.local_type():
             return
         cuts = list((self.local_prior or {}).get("cuts", []))
@@ -698,16 +700,28 @@ class BFTSession(param.Parameterized):
         if len(self.data) >= MAX_POINTS:
             self.message = f"At most {MAX_POINTS} points per session; remove some before adding more."
             return False
-        try:
-            pt = self._snap_point(x, y)
-        except ValueError as e:
-            self.message = f"Ignored the click: {e}"
+        pt = self._placed(x, y, "click")
+        if pt is None:
             return False
         self._push_undo()
         if self.message:
             self.message = ""
         self.data = self.data + [pt]
         return True
+
+    def _placed(self, x: float, y: float, what: str) -> list[float] | None:
+        """The node a click or a drag (``what``) at (x, y) places a point on, or None with the reason in
+        :attr:`message`: a place off the grid, or beyond the coordinates' bound (a click far out on a zoomed-out
+        regression plot)."""
+        if not (_number_within(x, *COORDINATE) and _number_within(y, *COORDINATE)):
+            self.message = (f"Ignored the {what}: a point must stay within coordinates of magnitude "
+                            f"{MAX_COORDINATE:g}.")
+            return None
+        try:
+            return self._snap_point(x, y)
+        except ValueError as e:
+            self.message = f"Ignored the {what}: {e}"
+            return None
 
     def move_point(self, index: int, x: float, y: float) -> bool:
         """Move data point ``index`` to the node nearest to (x, y) (a drag on the canvas); the old place is kept for
@@ -716,16 +730,8 @@ class BFTSession(param.Parameterized):
         if not (isinstance(index, (int, np.integer)) and 0 <= index < len(self.data)):
             self.message = f"Ignored the drag: there is no point {str(index)[:20]}."
             return False
-        if not (_number_within(x, *COORDINATE) and _number_within(y, *COORDINATE)):
-            self.message = (f"Ignored the drag: the point must stay within coordinates of magnitude "
-                            f"{MAX_COORDINATE:g}.")
-            return False
-        try:
-            pt = self._snap_point(x, y)
-        except ValueError as e:
-            self.message = f"Ignored the drag: {e}"
-            return False
-        if pt == self.data[index]:
+        pt = self._placed(x, y, "drag")
+        if pt is None or pt == self.data[index]:
             return False
         self._push_undo()
         if self.message:

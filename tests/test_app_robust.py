@@ -100,6 +100,8 @@ def test_a_point_moves_to_its_node_with_undo_and_a_bad_drag_changes_nothing():
                 (-1, 0.2, 1.0), (k, 7.0, 1.0)]:
         assert not s.move_point(*bad)
         assert s.message.startswith("Ignored the drag") and s.data == before
+    assert not s.add_point(0.2, 1e300)  # a click far out on a zoomed-out plot: refused in words, not by a raise
+    assert s.message.startswith("Ignored the click: a point must stay within") and s.data == before
 
 
 def test_the_canvas_relay_moves_the_one_dragged_point_and_puts_back_anything_else():

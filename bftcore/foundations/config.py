@@ -1074,25 +1074,9 @@ def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, p
         raise ConfigError("choose: the evidence of a local prior is not implemented; remove \"choose\" or "
                           "prior.local/cuts")
     local = _local_spec(pr)
-    cuts_in = pr.get("cuts", [])
-    if cuts_in is None:
-        cuts_in = []
-    if not isinstance(cuts_in, list):
-        raise ConfigError(f"prior.cuts must be a list of x positions, got {_show(cuts_in)}")
-    _within(len(cuts_in), max(axis.n - 1, 0), "{} cuts", "a chain has one edge fewer than nodes; use fewer cuts")
-    cuts = sorted(_num(c, f"prior.cuts[{i}]", mag=MAX_COORDINATE) for i, c in enumerate(cuts_in))
+    cuts = _cut_list(pr, axis, "chain")
     keep = np.ones(max(axis.n - 1, 0), dtype=bool)
-    for c in cuts:
-        if not axis.min < c < axis.max:
-            raise ConfigError(f"prior.cuts: a cut at x = {c:g} is outside the grid's interior ({axis.min:g}, "
-                              f"{axis.max:g}); put cuts strictly between the first and last node")
-        s = (c - axis.min) / axis.h
-        if abs(s - round(s)) < 1e-9:
-            raise ConfigError(f"prior.cuts: a cut at x = {c:g} falls on a node; put it between two nodes (e.g. "
-                              f"x = {axis.min + (round(s) + 0.5) * axis.h:g})")
-        if not keep[int(np.floor(s))]:
-            raise ConfigError(f"prior.cuts: two cuts cross the same edge near x = {c:g}; keep one")
-        keep[int(np.floor(s))] = False
+    keep[[int(np.floor((c - axis.min) / axis.h)) for c in cuts]] = False
     block = np.concatenate([[0], np.cumsum(~keep)])
     counts = np.bincount(axis.snap(np.array([q[0] for q in pts], dtype=float)), minlength=axis.n) if pts else \
         np.zeros(axis.n)
@@ -1104,26 +1088,35 @@ def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, p
     return {"local": local, "cuts": cuts}
 
 
-def _cut_list(pr: dict, axis: Axis) -> list:
-    """``prior.cuts`` of a density checked: x positions strictly between two x nodes, one per edge."""
+#: How a cut's refusal names the places, on a regression's chain of x nodes and on a density's grid.
+_CUT_WORDS = {"chain": {"node": "a node", "step": "edge", "count": "a chain has one edge fewer than nodes",
+                        "last": "node"},
+              "grid": {"node": "an x node", "step": "x step", "count": "a grid has one x step fewer than x nodes",
+                       "last": "x node"}}
+
+
+def _cut_list(pr: dict, axis: Axis, on: str = "grid") -> list:
+    """``prior.cuts`` checked: sorted x positions strictly between two x nodes, one per step (``on``: "chain" for a
+    regression, "grid" for a density: the words of the refusals)."""
+    w = _CUT_WORDS[on]
     cuts_in = pr.get("cuts", [])
     if cuts_in is None:
         cuts_in = []
     if not isinstance(cuts_in, list):
         raise ConfigError(f"prior.cuts must be a list of x positions, got {_show(cuts_in)}")
-    _within(len(cuts_in), max(axis.n - 1, 0), "{} cuts", "a grid has one x step fewer than x nodes; use fewer cuts")
+    _within(len(cuts_in), max(axis.n - 1, 0), "{} cuts", f"{w['count']}; use fewer cuts")
     cuts = sorted(_num(c, f"prior.cuts[{i}]", mag=MAX_COORDINATE) for i, c in enumerate(cuts_in))
     used: set[int] = set()
     for c in cuts:
         if not axis.min < c < axis.max:
             raise ConfigError(f"prior.cuts: a cut at x = {c:g} is outside the grid's interior ({axis.min:g}, "
-                              f"{axis.max:g}); put cuts strictly between the first and last x node")
+                              f"{axis.max:g}); put cuts strictly between the first and last {w['last']}")
         s = (c - axis.min) / axis.h
         if abs(s - round(s)) < 1e-9:
-            raise ConfigError(f"prior.cuts: a cut at x = {c:g} falls on an x node; put it between two nodes (e.g. "
+            raise ConfigError(f"prior.cuts: a cut at x = {c:g} falls on {w['node']}; put it between two nodes (e.g. "
                               f"x = {axis.min + (round(s) + 0.5) * axis.h:g})")
         if int(np.floor(s)) in used:
-            raise ConfigError(f"prior.cuts: two cuts cross the same x step near x = {c:g}; keep one")
+            raise ConfigError(f"prior.cuts: two cuts cross the same {w['step']} near x = {c:g}; keep one")
         used.add(int(np.floor(s)))
     return cuts
 
