@@ -1,4 +1,4 @@
-"""Command line: ``python -m bftcore fit|reproduce|sweep|basins|evidence|learning-curve|bootstrap``
+"""Command line: ``python -m bftcore fit|reproduce|sweep|basins|evidence|learning-curve|bootstrap|replica``
 (CONVENTIONS.md §4).
 
 User errors (bad files, bad keys, points off the grid, a problem over the cost budget of
@@ -33,6 +33,7 @@ from .foundations.distributed import Cancelled, parse_scheduler, using_tls
 from .foundations.limits import LIMITS, UNLIMITED, Limits, RunBudgetExceeded, blas_threads, deadline, using
 from .foundations.operators import SingularOperatorError
 from .foundations.tables import by_evidence, data_document, read_labelled_table
+from .models import replica_tables
 from .models.evidence import PATH_MAX_DROP
 from .models.presets import REAL_DATA, TITLES, figure_config
 from .models.problems import ROBUST_DENSITY, ROBUST_REGRESSION
@@ -43,6 +44,17 @@ from .studies.small_figures import PAPER_000, SMALL_FIGURES
 FIGURES = [f"fig{k}" for k in (14, 15, 16, 17, 21, 22, 23, 24, 25, 26, 27, 28)] + list(REAL_DATA)
 #: Every name ``reproduce`` takes: the fit presets and real data sets, the fig7 sweep, the small figures.
 REPRODUCIBLE = FIGURES + ["fig7"] + list(SMALL_FIGURES)
+
+
+#: The ``replica`` command's description in ``--help``: the model, the standardisation, and how to run Fig 2.
+REPLICA_DESCRIPTION = (
+    "GP regression of one column of a CSV table on the others, with the kernel K(x, x') = exp(-sum_i (x_i - x'_i)^2 "
+    "/ (l2 v_i)) and noise sigma^2; for each size m the replica theory and the simulated simple bootstrap (m rows "
+    "drawn with replacement, tested on all N): the average posterior variance and the mean square error. "
+    "Standardisation: the target is standardised over the whole table, (y - mean) / sd, so that sigma^2 and the "
+    "errors are in units of its variance; the inputs are not (v_i scales them). The paper's Fig 2 on Abalone (UCI "
+    "abalone.data with a header line sex,length,diameter,height,whole,shucked,viscera,shell,rings): replica "
+    "abalone.csv --target rings --l2 10 --noise 0.1 --scales var --one-hot sex --sizes 100:8000:10 --no-limits")
 
 
 def reproducible() -> list[dict]:
@@ -74,6 +86,8 @@ def _summary_small(doc: dict) -> str:
     name = str(doc.get("figure", ""))
     entry = SMALL_FIGURES.get(name)
     lines = [f"{name}: {entry.paper} {entry.figure}: {entry.title}" if entry else name]
+    if "rows" in doc:  # a replica learning curve (002 Fig 1): its rows, as the replica command prints them
+        return "\n".join(lines + [_summary_replica(doc)])
     for p in doc["panels"]:
         if "M" in p:
             m, post = p["M"], p["posterior"][-1]
@@ -221,6 +235,21 @@ def _summary_learning(doc: dict) -> str:
     return "\n".join(out)
 
 
+def _summary_replica(doc: dict) -> str:
+    """The rows of a replica learning curve (:func:`bftcore.models.replica_tables.replica_rows`) as a table."""
+    out = [f"GP regression of {doc['target']!r} on {len(doc['inputs'])} inputs, N = {doc['N']}: l2 = {doc['l2']:g}, "
+           f"v_i = {doc['scales']}, sigma^2 = {doc['noise']:g}; {doc['standardisation']['text']}",
+           f"simple bootstrap: m rows drawn with replacement, tested on the N rows of the part "
+           f"({doc['resamples']} resamples a size, seed {doc['seed']}); theory = replica approximation",
+           f"{'part':>12} {'N':>5} {'m':>7}  {'variance theory':>15} {'simulated':>10}  {'error theory':>12} "
+           f"{'simulated':>10}"]
+    for r in doc["rows"]:
+        out.append(f"{r['part']:>12} {r['N']:>5} {r['m']:>7}  {r['theory_variance']:>15.5g} "
+                   f"{_cell(r['simulated_variance'], '.5g'):>10}  {r['theory_error']:>12.5g} "
+                   f"{_cell(r['simulated_error'], '.5g'):>10}")
+    return "\n".join(out)
+
+
 def _summary_bootstrap(doc: dict) -> str:
     out = [f"bootstrap of the {doc['model']} model: {doc['used']} of {doc['resamples']} resamples, "
            f"{doc['level']:.0%} band of h(x) ({doc['elapsed_s']:.1f} s on {doc['scheduler']})",
@@ -327,11 +356,25 @@ def _run(args) -> tuple[dict, str]:
     if args.command == "reproduce":
         return _reproduce(args)
     _check_outputs(args)
+    if args.command == "replica":
+        with using(lim), deadline(lim.run_seconds):
+            return _replica(args)
     with using(lim):
         cfg = _document(args)   # through the gate once: a Valid document from here on
         args.document = cfg
         with deadline(lim.run_seconds), _tls(args):
             return _run_config(args, cfg)
+
+
+def _replica(args) -> tuple[dict, str]:
+    """``replica``: the table read and checked at the door (size, rows, columns), then the theory and the
+    simulation (:func:`bftcore.models.replica_tables.replica_rows`)."""
+    table = replica_tables.read_input_table(args.table, args.target, args.one_hot or ())
+    doc = replica_tables.replica_rows(table, args.l2, args.noise, parse_sizes(args.sizes, "--sizes"),
+                                      scales=args.scales, halves=args.halves, resamples=args.resamples,
+                                      seed=args.seed, progress=_progress(args, "replica simulation"))
+    doc["panels"] = replica_tables.figure_panels(doc)
+    return doc, "replica"
 
 
 def _reproduce(args) -> tuple[dict, str]:
@@ -520,12 +563,45 @@ def main(argv=None) -> int:
     p.add_argument("--resamples", type=_whole(2), default=50, help="resamples (default 50)")
     p.add_argument("--level", type=_fraction, default=0.9, help="the central band's probability (default 0.9)")
     p.add_argument("--json", action="store_true")
+    p = sub.add_parser("replica", help="replica learning curves of GP regression on a table of d-dimensional "
+                       "inputs (seed 002): theory and bootstrap simulation against m",
+                       description=REPLICA_DESCRIPTION)
+    p.add_argument("table", help="a CSV table (comma, semicolon, tab or spaces) whose first line names the columns")
+    p.add_argument("--target", required=True, metavar="COLUMN", help="the column to predict; every other column is "
+                   "an input")
+    p.add_argument("--l2", type=float, required=True, help="the kernel's l^2 (Boston 147.1, Abalone 10)")
+    p.add_argument("--noise", type=float, required=True, metavar="S2", help="the noise variance sigma^2, in units "
+                   "of the standardised target's variance (Boston 0.01, Abalone 0.1)")
+    p.add_argument("--sizes", required=True, metavar="A:B:N", help="N sizes m from A to B, log-spaced (add :linear "
+                   "for even spacing); m may exceed the number of rows")
+    p.add_argument("--scales", choices=replica_tables.SCALES, default="sqrt-var",
+                   help="v_i of each input column, over the whole table: sqrt-var (the square root of its variance, "
+                        "the paper's Boston choice; the default), var (its variance, Abalone: the curves then do not "
+                        "depend on the columns' units) or ones")
+    p.add_argument("--one-hot", action="append", metavar="COLUMN", help="encode a categorical column as one 0/1 "
+                   "input per level (levels sorted: sex -> sex=F, sex=I, sex=M); repeat for several; any other "
+                   "column that is not numbers is refused")
+    p.add_argument("--halves", action="store_true", help="also run the first and the second half of the rows (in "
+                   "the table's order) as pools of their own, with the whole table's scales and standardisation, as "
+                   "Fig 1 of the paper")
+    p.add_argument("--resamples", type=_whole(2), default=replica_tables.RESAMPLES,
+                   help=f"simulated training sets a size (default {replica_tables.RESAMPLES})")
+    p.add_argument("--seed", type=_whole(0), default=0, help="the seed of the resamples (default 0)")
+    p.add_argument("--png", metavar="FILE.png", help="also draw the curves (variance and error against m) as a PNG")
+    p.add_argument("--progress", action="store_true", help="draw the progress bar on stderr even when it is not a "
+                   "terminal")
+    p.add_argument("--no-limits", action="store_true", help="lift the limits of rows, columns and time for your own "
+                   "machine (Abalone's 4 177 rows take minutes)")
+    p.add_argument("--json", action="store_true", help="machine-readable output: rows (one per m and part, with m, "
+                   "part, N, theory_variance, simulated_variance, theory_error, simulated_error and the simulation's "
+                   "standard errors) and the settings")
     args = parser.parse_args(argv)
     try:
         doc, kind = _run(args)
         summaries = {"fit": lambda d: _summary_fit(d, _document_of(args)), "sweep": _summary_sweep,
                      "basins": _summary_basins, "evidence": _summary_evidence, "learning-curve": _summary_learning,
-                     "bootstrap": _summary_bootstrap, "list": _summary_list, "small-figure": _summary_small}
+                     "bootstrap": _summary_bootstrap, "list": _summary_list, "small-figure": _summary_small,
+                     "replica": _summary_replica}
         text = _dump(doc) if args.json else summaries[kind](doc)
         with using(_limits(args)):  # the budget of outputs is the command's, as its inputs' (--no-limits)
             written = _export(args, kind, doc)
@@ -555,6 +631,8 @@ def _export(args, kind: str, doc: dict) -> list[str]:
         return []
     if kind == "small-figure" and png is not None:
         return [_write_png(png, figures.small_figure_png(SMALL_FIGURES[args.name].drawer, doc))]
+    if kind == "replica" and png is not None:
+        return [_write_png(png, figures.small_figure_png("curves", doc))]
     cfg = args.document
     tables: dict[str, str] | str
     if kind == "fit":

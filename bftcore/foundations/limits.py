@@ -64,6 +64,13 @@ class Limits:
     #: resamples x 5 lambdas on the paper mesh is 800 fits and 120 000 node-fits.
     max_resample_fits: int | None = 20_000
     max_resample_work: int | None = 1_000_000
+    #: Rows and columns of a table of d-dimensional inputs (:func:`bftcore.foundations.tables.parse_named_table`,
+    #: the replica learning curves of :mod:`bftcore.models.replica_tables`): their kernel matrix is dense, N x N,
+    #: and each m of a curve factorises it a few times (O(N^3)): 5 000 rows are 200 MB a matrix and about 10 s a
+    #: factorisation with one BLAS thread, which admits Abalone's 4 177 rows (the paper's Fig 2).  The sizes m of
+    #: a curve times its resamples are bounded by max_resample_fits.
+    max_table_rows: int | None = 5_000
+    max_table_columns: int | None = 100
     #: Posterior draws times nodes of one call for samples (exact regression draws, Laplace or prior samples): 5
     #: million values are 40 MB of float64; the worst accepted Laplace call (1 220 draws on 64 x 64) peaks at a few
     #: hundred MB with its work arrays (docs/limits.md).

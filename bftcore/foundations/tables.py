@@ -19,6 +19,7 @@ and ``boundary`` if the document gives them, else 200 nodes for y of a 1-D densi
 """
 from __future__ import annotations
 
+import csv
 import math
 import os
 import re
@@ -175,3 +176,60 @@ def by_evidence(doc: dict, unset_only: bool = True) -> dict:
     if regression and (not unset_only or "beta" not in doc):
         choose["beta"] = "evidence"
     return {**doc, "choose": choose} if choose else doc
+
+
+def parse_named_table(raw, where: str = "the table", limits: Limits | None = None) -> tuple[list[str], list[list[str]]]:
+    """Text or bytes of a table with a header of column names and any number of columns (d-dimensional inputs and a
+    target, for :mod:`bftcore.models.replica_tables`) -> the names and the columns, each a list of its cells as
+    text (numbers or category labels: which is which is the caller's business).
+
+    The first line that is not blank or a ``#`` comment is the header.  The separator is the header's: a comma, a
+    semicolon or a tab if it holds one (cells may then be quoted, ``"a, b"``), else runs of spaces.  Every data line
+    must have as many cells as the header; an empty cell is refused (a missing value: impute or drop the row).  The
+    size is checked before anything is parsed, the rows and columns while they are read
+    (:attr:`~bftcore.foundations.limits.Limits.max_table_rows`, ``max_table_columns``), each with a ConfigError
+    saying which limit and what to do."""
+    limits = limits or active()
+    text = decode_text(raw, where, limits, "CSV", "table").removeprefix("\ufeff")
+    lines = [(k, line) for k, line in enumerate(text.splitlines(), start=1)
+             if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        raise ConfigError(f"{where} is empty; give a header line of column names and one line per data row")
+    first = lines[0][1]
+    sep = next((s for s in (",", ";", "\t") if s in first), None)
+
+    def cells(line: str) -> list[str]:
+        if sep is None:
+            return line.split()
+        return [c.strip() for c in next(csv.reader([line], delimiter=sep))]
+    names = [n.strip().strip("\"'") for n in cells(first)]
+    if limits.max_table_columns is not None and len(names) > limits.max_table_columns:
+        raise ConfigError(f"{where} has {len(names)} columns, over the limit of {limits.max_table_columns} for a "
+                          f"table of inputs; keep the columns you use")
+    if len(names) < 2 or any(not n for n in names):
+        raise ConfigError(f"{where}, line {lines[0][0]}: the header must name every column (at least two: inputs "
+                          f"and a target), got {', '.join(repr(n[:40]) for n in names[:6])}")
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ConfigError(f"{where}, line {lines[0][0]}: the header names {', '.join(map(repr, twice))} more than "
+                          f"once; give every column its own name")
+    if all(_is_number(n) for n in names):
+        raise ConfigError(f"{where}, line {lines[0][0]}: the first line holds numbers, not column names; add a "
+                          f"header line naming the columns")
+    columns: list[list[str]] = [[] for _ in names]
+    for count, (number, line) in enumerate(lines[1:], start=1):
+        if limits.max_table_rows is not None and count > limits.max_table_rows:
+            raise ConfigError(f"{where} has more than {_fmt_int(limits.max_table_rows)} data rows, the limit of a "
+                              f"table of inputs (its kernel matrix is N x N); use a subset of the rows")
+        row = cells(line)
+        if len(row) != len(names):
+            raise ConfigError(f"{where}, line {number}: {len(row)} cells where the header names {len(names)} "
+                              f"columns; every line needs one cell per column")
+        for j, cell in enumerate(row):
+            if not cell:
+                raise ConfigError(f"{where}, line {number}: the cell of column {names[j]!r} is empty (a missing "
+                                  f"value); impute it or drop the row")
+            columns[j].append(cell)
+    if not columns[0]:
+        raise ConfigError(f"{where} has a header and no data lines; add one line per data row")
+    return names, columns

@@ -708,22 +708,37 @@ def joint_posterior_figure(doc: dict):
                                          fig_bounds=_small_bounds(size)), size
 
 
+def _named_curve(hv, c: dict, k: int):
+    """One curve of :func:`curves_figure`: a line (``"style"`` absent, ``"solid"`` or ``"dashdot"``) or symbols
+    (``"points"``), coloured by ``"colour"`` (an index into the palette) or by its position."""
+    colour = PALETTE[int(c.get("colour", k)) % len(PALETTE)]
+    data = (np.asarray(c["x"], dtype=float), _clean(c["y"]))
+    label = str(c.get("label", ""))
+    if c.get("style") == "points":
+        return hv.Scatter(data, "abscissa", "ordinate", label=label).opts(backend=_MPL, color=colour, s=60,
+                                                                          marker="o")
+    dash = "-." if c.get("style") == "dashdot" else "-"
+    return hv.Curve(data, "abscissa", "ordinate", label=label).opts(backend=_MPL, color=colour, linewidth=2.5,
+                                                                    linestyle=dash)
+
+
 def curves_figure(doc: dict):
     """Any document of panels of named curves: ``{"panels": [{"title", "xlabel", "ylabel", "curves": [{"label",
-    "x", "y"}, ...]}, ...]}`` (``title``, ``xlabel``, ``ylabel`` optional), one plot per panel, two a row."""
+    "x", "y"}, ...]}, ...]}`` (``title``, ``xlabel``, ``ylabel`` optional; ``logx``, ``logy`` for log axes; a curve's
+    ``style``, ``"points"`` or ``"dashdot"``, and ``colour``, see :func:`_named_curve`), one plot per panel, two a
+    row."""
     hv = _hv()
     plots = []
     for panel in doc["panels"]:
         # dimensions named apart from any label: HoloViews reads a style value that names a dimension (a curve
         # labelled "x") as that dimension's column
-        lines = [hv.Curve((np.asarray(c["x"], dtype=float), _clean(c["y"])), "abscissa", "ordinate",
-                          label=str(c.get("label", ""))).opts(backend=_MPL, color=PALETTE[k % len(PALETTE)],
-                                                               linewidth=2.5)
-                 for k, c in enumerate(panel["curves"])]
+        lines = [_named_curve(hv, c, k) for k, c in enumerate(panel["curves"])]
         plots.append(hv.Overlay(lines).opts(**_small_panel_opts(str(panel.get("title", "")),
                                                                 str(panel.get("xlabel", "x")),
                                                                 str(panel.get("ylabel", "y")),
-                                                                legend_position="best", show_grid=True)))
+                                                                legend_position="best", show_grid=True,
+                                                                logx=bool(panel.get("logx")),
+                                                                logy=bool(panel.get("logy")))))
     cols = min(2, max(1, len(plots)))
     rows = (len(plots) + cols - 1) // cols
     size = (600 * cols, 450 * rows)

@@ -7,6 +7,8 @@ figures that ``python -m bftcore reproduce NAME`` computes without a grid solver
   y_D0 = 1, for a uniform and for the compensating hyperprior.
 * ``fig9``, ``fig10`` (§6.3): the joint posterior of h and the inverse temperature beta of the 0-dimensional prior
   mixture with templates +-1.
+* ``fig1_002``: Fig 1 of [002] (Malzahn & Opper), replica learning curves of GP regression on Boston housing
+  (:mod:`bftcore.models.replica_tables`, whose docstring states the choices the paper leaves open).
 
 The paper leaves several things open; the decisions:
 
@@ -38,12 +40,16 @@ from scipy.optimize import minimize, minimize_scalar
 from scipy.special import kl_div
 
 from ..foundations import potentials
+from ..models import replica_tables
+from .learning import parse_sizes
 
 __all__ = ["STATES", "CORRELATED_PRIOR", "FACTORIAL_PRIOR", "mutual_information", "mutual_information_mc",
            "fig3_data", "sequential_posteriors", "fig3_document", "fig6_log_p", "fig6_document", "mixture_log_p",
-           "fig9_document", "fig10_document", "grid_maxima", "SmallFigure", "SMALL_FIGURES", "PAPER_000"]
+           "fig9_document", "fig10_document", "grid_maxima", "SmallFigure", "SMALL_FIGURES", "PAPER_000", "PAPER_002",
+           "fig1_002_document"]
 
 PAPER_000 = "000 (Lemm, BFT)"
+PAPER_002 = "002 (Malzahn & Opper)"
 
 # ============================================================================================ Fig 3
 #: The four states of Nature (h_l(x_a), h_l(x_b)), in the order of every prior and posterior vector.
@@ -265,6 +271,24 @@ def fig10_document() -> dict:
     return _mixture_document("fig10", [(0.3, "uniform"), (0.5, "uniform")])
 
 
+# ============================================================================================ [002] Fig 1
+#: Fig 1's sizes m: the paper says only that the 506 rows are "highly oversampled"; 10 log-spaced sizes from 10 to
+#: 10 N = 5060 reach that regime (about 10 s with one core).
+FIG1_002_SIZES = "10:5060:10"
+
+
+def fig1_002_document() -> dict:
+    """Seed 002's Fig 1 on Boston housing (:mod:`bftcore.models.replica_tables`): l^2 = 147.1, v_i = sqrt(var_i),
+    sigma^2 = 0.01, the whole table and its halves, replica theory and bootstrap simulation (20 resamples a size,
+    seed 0) at :data:`FIG1_002_SIZES`; ``rows`` as ``python -m bftcore replica --json`` prints them, and the
+    figure's ``panels``."""
+    s = replica_tables.BOSTON_SETTINGS
+    doc = replica_tables.replica_rows(replica_tables.boston_table(), s.l2, s.noise,
+                                      parse_sizes(FIG1_002_SIZES, "sizes"), scales=s.scales, halves=True)
+    doc.update(figure="fig1_002", panels=replica_tables.figure_panels(doc))
+    return doc
+
+
 # ============================================================================================ the registry
 @dataclass(frozen=True)
 class SmallFigure:
@@ -296,4 +320,6 @@ SMALL_FIGURES: dict[str, SmallFigure] = {
                         potentials.fig5_document, "curves"),
     "fig12": SmallFigure(PAPER_000, "Fig 12", "non-quadratic potentials ψ and ψ′: cusp, cup, inverted cup",
                          potentials.fig12_document, "curves"),
+    "fig1_002": SmallFigure(PAPER_002, "Fig 1", "replica learning curves on Boston housing: theory, bootstrap "
+                            "simulation, the halves", fig1_002_document, "curves"),
 }
