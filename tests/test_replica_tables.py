@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from contextlib import redirect_stdout
 from dataclasses import replace
 
@@ -286,3 +287,49 @@ def test_the_simulation_is_budgeted_and_cancelled():
                      cancel=lambda: len(calls) >= 2, progress=lambda d, n: calls.append((d, n)))
     assert calls == [(1, 6), (2, 6)]
 
+
+
+# ------------------------------------------------------------------------------------------------ the dashboard
+def said(view) -> str:
+    """The view's note as the reader sees it (its Markdown escapes undone)."""
+    return re.sub(r"\\(.)", r"\1", view.note.object)
+
+
+def test_dashboard_view_runs_a_table_and_refuses_bad_ones():
+    """The learning tab's table panel (app.views.replica_table) without a browser: an upload is parsed at the door,
+    a run goes through the session's background work and draws the same numbers as replica_rows; bad tables and
+    bad settings are refused in its note; a run can be cancelled."""
+    from app.session import BFTSession
+    from app.views.learning import LearningView
+    from app.views.replica_table import TABLE_ROWS
+    view = LearningView(session=BFTSession(live=False)).replica_table
+    view.upload.receive("broken.csv", b"a,b,y\n1,2,3\n1,2\n")
+    assert view.state == "refused" and "line 3: 2 cells where the header names 3" in said(view)
+    assert view.run_button.disabled
+    big = ("a,y\n" + "1,2\n" * (TABLE_ROWS + 1)).encode()
+    view.upload.receive("big.csv", big)
+    assert "more than 1 000 data rows" in said(view) and TABLE_ROWS == 1000
+    view.upload.receive("synthetic.csv", abalone_like(40).encode())
+    assert view.target == "rings" and not view.run_button.disabled
+    assert not view.start() and view.state == "refused" and "column 'sex'" in said(view)
+    view.param.update(one_hot=["sex"], l2=10.0, noise=0.1, scales="var", m_from=5, m_to=80, m_sizes=3,
+                      resamples=3, halves=True)
+    assert view.start()
+    assert view.wait(60) and view.state == "complete"
+    ref = replica_rows(synthetic(40), 10.0, 0.1, [5, 20, 80], scales="var", halves=True, resamples=3)
+    assert view.doc is not None and view.doc["rows"] == ref["rows"]
+    drawn = view.sources[("variance", "theory second half")].data
+    assert list(drawn["m"]) == [5, 20, 80]
+    assert list(drawn["v"]) == [r["theory_variance"] for r in ref["rows"] if r["part"] == "second half"]
+    assert view.progress_count == (27, 27) and "Done:" in said(view)
+    # a cancel between resamples ends the run without a curve
+    view.param.update(m_to=2000, m_sizes=8, resamples=50)
+    original = view._progressed
+
+    def cancel_at_first(task, done, total):
+        original(task, done, total)
+        if done == 1:
+            view.cancel()
+    view._progressed = cancel_at_first
+    assert view.start()
+    assert view.wait(60) and view.state == "cancelled" and view.doc is None

@@ -42,6 +42,7 @@ from ..configuration import MAX_POINTS
 from ..session import CANCELLED_BY_CHANGE, CANCELLED_BY_USER, BFTSession
 from ..transport import user_action
 from .common import SERIES, LiveText, make_figure, markdown_text, teaching
+from .replica_table import ReplicaTableView
 
 #: Curves drawn at most: one per lambda of the document's default list (bftcore.studies.learning.LAMBDA_FACTORS) and the
 #: evidence-chosen lambda.
@@ -135,6 +136,8 @@ class LearningView(pn.viewable.Viewer):
                                     margin=(0, 10), styles={"font-size": "14px"}, stylesheets=[TIGHT], visible=False)
         s = self.session
         assert s is not None  # a view is built with its session (param types the parameter as optional)
+        # a table of d-dimensional inputs beside the session's 1-D problem: replica theory and bootstrap (seed 002)
+        self.replica_table = ReplicaTableView(session=s)
         s.param.watch(self._on_curve, ["learning", "learning_request"])  # a new request sets the axes at once
         s.param.watch(self._on_progress, ["learning_progress"])
         s.param.watch(self._on_state, ["learning_state", "learning_busy", "learning_stale", "learning_error"])
@@ -418,5 +421,5 @@ class LearningView(pn.viewable.Viewer):
         status = pn.Row(self.progress, self.progress_text, sizing_mode="stretch_width", height=36)
         plots = pn.Row(pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
                        pn.pane.Bokeh(self.lambda_figure, width=300), sizing_mode="stretch_width")
-        return pn.Column(controls, status, self.note, self.bag, plots, teaching(EQUATION, TEXT),
+        return pn.Column(controls, status, self.note, self.bag, plots, teaching(EQUATION, TEXT), self.replica_table,
                          sizing_mode="stretch_width")
