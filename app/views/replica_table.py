@@ -281,7 +281,7 @@ class ReplicaTableView(pn.viewable.Viewer):
                                     "resamples": {"type": pn.widgets.IntInput, "width": 80},
                                     "halves": {"width": 80}},
                            default_layout=pn.Row, show_name=False, sizing_mode="stretch_width")
-        one_hot = pn.widgets.MultiChoice.from_param(self.param.one_hot, width=300)
+        one_hot = pn.widgets.MultiChoice.from_param(self.param.one_hot, width=300, css_classes=["bft-replica-onehot"])
         head = pn.pane.Markdown("### Your table of d-dimensional inputs: replica theory and bootstrap (seed 002)",
                                 margin=(10, 10, 0, 10))
         return pn.Column(head, pn.Row(self.upload, self.boston, self.run_button, self.cancel_button, one_hot),
