@@ -66,9 +66,10 @@ class Limits:
     max_resample_work: int | None = 1_000_000
     #: Rows and columns of a table of d-dimensional inputs (:func:`bftcore.foundations.tables.parse_named_table`,
     #: the replica learning curves of :mod:`bftcore.models.replica_tables`): their kernel matrix is dense, N x N,
-    #: and each m of a curve factorises it a few times (O(N^3)): 5 000 rows are 200 MB a matrix and about 10 s a
-    #: factorisation with one BLAS thread, which admits Abalone's 4 177 rows (the paper's Fig 2).  The sizes m of
-    #: a curve times its resamples are bounded by max_resample_fits.
+    #: and each m of a curve factorises it a few times (O(N^3)): 5 000 rows are 200 MB a matrix and about 3 s a
+    #: Cholesky factorisation with one BLAS thread (0.18 s at 2 000 rows, measured), which admits Abalone's 4 177
+    #: rows (the paper's Fig 2) with --no-limits for the time.  The sizes m of a curve times its resamples are
+    #: bounded by max_resample_fits.
     max_table_rows: int | None = 5_000
     max_table_columns: int | None = 100
     #: Posterior draws times nodes of one call for samples (exact regression draws, Laplace or prior samples): 5
