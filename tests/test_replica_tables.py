@@ -333,3 +333,26 @@ def test_dashboard_view_runs_a_table_and_refuses_bad_ones():
     view._progressed = cancel_at_first
     assert view.start()
     assert view.wait(60) and view.state == "cancelled" and view.doc is None
+
+
+def test_reproduce_fig1_002_prints_the_rows_and_shows_the_papers_claims(tmp_path):
+    """``reproduce fig1_002 --json``: the rows of the whole table and its halves at the Fig 1 sizes (10 to 10 N), and
+    the paper's claims about its right panel: the first half forecasts the whole set's error poorly (measured: its
+    theory error is 35-45 % of the whole's from m = N/2 on) and the second half much better (71-88 %)."""
+    png = tmp_path / "fig1.png"
+    rc, text = run_cli(["reproduce", "fig1_002", "--json", "--png", str(png)])
+    assert rc == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    doc = json.loads(text)
+    assert doc["figure"] == "fig1_002" and doc["l2"] == 147.1 and doc["noise"] == 0.01 and doc["scales"] == "sqrt-var"
+    sizes = doc["sizes"]
+    assert sizes[0] == 10 and sizes[-1] == 5060 and len(sizes) == 10
+    by = {p: {r["m"]: r for r in doc["rows"] if r["part"] == p} for p in ("all", "first half", "second half")}
+    for m in (s for s in sizes if s >= 253):
+        whole = by["all"][m]["theory_error"]
+        first, second = by["first half"][m]["theory_error"] / whole, by["second half"][m]["theory_error"] / whole
+        assert first < 0.65 and 0.65 < second < 0.95 and second > first + 0.2, (m, first, second)
+    # highly oversampled, theory and simulation meet (the paper's "good agreement"): within 2 % at m = 10 N
+    for p in by:
+        r = by[p][5060]
+        assert abs(r["theory_variance"] / r["simulated_variance"] - 1) < 0.02
+        assert abs(r["theory_error"] / r["simulated_error"] - 1) < 0.02
