@@ -190,17 +190,19 @@ class ReplicaTableView(pn.viewable.Viewer):
                                 cancel=task.cancelled.is_set, limits=lifted(max_table_rows=TABLE_ROWS),
                                 progress=lambda d, t: s.work.report(task, self._progressed, task, d, t,
                                                                     final=d >= t))
+        # the state is set before the task starts: without a server its end may be applied before start returns
         self.task = Task(KEY)
-        if s.work.start(KEY, work, self._end, lane=LONG, budget_s=LEARNING_SECONDS, if_busy="refuse",
-                        task=self.task) is None:
-            self.task = None
-            self._refuse("Refused: this session has too much work running; wait for it to finish.")
-            return False
         self.param.update(state="running", doc=None, progress_count=(0, total))
         self._draw(None)
         self._buttons()
         self._say(f"Computing: {len(sizes)} sizes m from {sizes[0]} to {sizes[-1]}, {self.resamples} resamples "
                   f"each, {parts} part(s) of {table.rows} rows…")
+        if s.work.start(KEY, work, self._end, lane=LONG, budget_s=LEARNING_SECONDS, if_busy="refuse",
+                        task=self.task) is None:
+            self.task = None
+            self._buttons()
+            self._refuse("Refused: this session has too much work running; wait for it to finish.")
+            return False
         return True
 
     def cancel(self) -> bool:
