@@ -54,7 +54,8 @@ REPLICA_DESCRIPTION = (
     "Standardisation: the target is standardised over the whole table, (y - mean) / sd, so that sigma^2 and the "
     "errors are in units of its variance; the inputs are not (v_i scales them). The paper's Fig 2 on Abalone (UCI "
     "abalone.data with a header line sex,length,diameter,height,whole,shucked,viscera,shell,rings): replica "
-    "abalone.csv --target rings --l2 10 --noise 0.1 --scales var --one-hot sex --sizes 100:8000:10 --no-limits")
+    "abalone.csv --target rings --l2 10 --noise 0.1 --scales var --one-hot sex --sizes 100:8000:10 --subset 2000 "
+    "--no-limits (and again with --subset 1000).")
 
 
 def reproducible() -> list[dict]:
@@ -373,6 +374,9 @@ def _replica(args) -> tuple[dict, str]:
     doc = replica_tables.replica_rows(table, args.l2, args.noise, parse_sizes(args.sizes, "--sizes"),
                                       scales=args.scales, halves=args.halves, resamples=args.resamples,
                                       seed=args.seed, progress=_progress(args, "replica simulation"))
+    if args.subset is not None:
+        doc["rows"] += replica_tables.subset_rows(table, args.l2, args.noise, doc["sizes"], args.subset,
+                                                  args.repeats, scales=args.scales, seed=args.seed)
     doc["panels"] = replica_tables.figure_panels(doc)
     return doc, "replica"
 
@@ -584,6 +588,10 @@ def main(argv=None) -> int:
     p.add_argument("--halves", action="store_true", help="also run the first and the second half of the rows (in "
                    "the table's order) as pools of their own, with the whole table's scales and standardisation, as "
                    "Fig 1 of the paper")
+    p.add_argument("--subset", type=_whole(2), metavar="N", help="also the theory of random subsets of N rows drawn "
+                   "without replacement (Fig 2: 2000 and 1000 of Abalone's 4177), with the whole table's scales and "
+                   "standardisation: rows of part 'random N rows' with the mean and the range over --repeats subsets")
+    p.add_argument("--repeats", type=_whole(1), default=20, help="subsets of --subset (default 20, as Fig 2's bars)")
     p.add_argument("--resamples", type=_whole(2), default=replica_tables.RESAMPLES,
                    help=f"simulated training sets a size (default {replica_tables.RESAMPLES})")
     p.add_argument("--seed", type=_whole(0), default=0, help="the seed of the resamples (default 0)")

@@ -30,6 +30,7 @@ from bftcore.models.replica_tables import (
     read_input_table,
     replica_rows,
     simulate_bootstrap,
+    subset_rows,
 )
 
 
@@ -356,3 +357,34 @@ def test_reproduce_fig1_002_prints_the_rows_and_shows_the_papers_claims(tmp_path
         r = by[p][5060]
         assert abs(r["theory_variance"] / r["simulated_variance"] - 1) < 0.02
         assert abs(r["theory_error"] / r["simulated_error"] - 1) < 0.02
+
+
+def test_subsets_without_replacement_for_fig_2():
+    """Fig 2's theory on random subsets drawn without replacement: a subset of all N rows is the table itself (the
+    theory of the whole table, exactly); smaller subsets give a mean within their range, the range over the repeats
+    is not empty, and the CLI adds their rows with --subset."""
+    t = synthetic(60)
+    whole = replica_rows(t, 10.0, 0.1, [30, 120], scales="var", simulate=False)["rows"]
+    same = subset_rows(t, 10.0, 0.1, [30, 120], subset=60, repeats=2, scales="var")
+    assert [r["theory_variance"] for r in same] == [r["theory_variance"] for r in whole]
+    assert [r["theory_error_max"] for r in same] == [r["theory_error"] for r in whole]
+    small = subset_rows(t, 10.0, 0.1, [30, 120], subset=30, repeats=5, scales="var", seed=3)
+    for r in small:
+        assert r["part"] == "random 30 rows" and r["N"] == 30 and r["simulated_variance"] is None
+        for key in ("theory_variance", "theory_error"):
+            assert r[f"{key}_min"] < r[key] < r[f"{key}_max"]
+    with pytest.raises(ConfigError, match="a subset takes 2 to 60 rows"):
+        subset_rows(t, 10.0, 0.1, [30], subset=61)
+
+
+def test_cli_subset_rows(tmp_path):
+    path = tmp_path / "synthetic.csv"
+    path.write_text(abalone_like(60))
+    rc, text = run_cli(["replica", str(path), "--target", "rings", "--l2", "10", "--noise", "0.1", "--sizes",
+                        "10:100:2", "--scales", "var", "--one-hot", "sex", "--resamples", "2", "--subset", "30",
+                        "--repeats", "3", "--json"])
+    assert rc == 0
+    rows = json.loads(text)["rows"]
+    assert [(r["part"], r["m"]) for r in rows] == [("all", 10), ("all", 100), ("random 30 rows", 10),
+                                                  ("random 30 rows", 100)]
+    assert rows[-1]["repeats"] == 3

@@ -29,6 +29,8 @@ Choices the paper leaves open (stated, since the figures' values are not in its 
 * **Categorical columns**: a column named in ``one_hot`` becomes one 0/1 column per level (``sex=F``, ``sex=I``,
   ``sex=M``, levels sorted), as the paper's M/F/I = 100/010/001; each such column has its own scale v_i like any
   other.  Any other column that is not all numbers is refused.
+* **Subsets** (Fig 2's lines, :func:`subset_rows`): the theory of random subsets of the rows drawn without
+  replacement, repeated (20 in the paper), again with the whole table's scales and standardisation.
 * **Halves** (Fig 1's dot-dashed lines): rows 1..floor(N/2) and the rest, in the table's order, each run as a pool
   of its own (resampled from and tested on), with the kernel, the scales and the target standardisation of the
   whole table, so that the three curves differ only in the data they have.
@@ -53,7 +55,7 @@ from ..foundations.tables import parse_named_table
 from . import replica
 
 __all__ = ["SCALES", "PARTS", "Settings", "InputTable", "read_input_table", "input_table", "column_scales", "kernel",
-           "simulate_bootstrap", "replica_rows", "BOSTON_SETTINGS", "ABALONE_SETTINGS", "boston_table"]
+           "simulate_bootstrap", "replica_rows", "subset_rows", "BOSTON_SETTINGS", "ABALONE_SETTINGS", "boston_table"]
 
 #: How the per-column scale v_i of the kernel is computed from the column (module docstring).
 SCALES = ("sqrt-var", "var", "ones")
@@ -330,6 +332,42 @@ def replica_rows(table: InputTable, l2: float, noise_var: float, sizes, scales: 
             "kind": "replica", "approximation": True}
 
 
+def subset_rows(table: InputTable, l2: float, noise_var: float, sizes, subset: int, repeats: int = 20,
+                scales: str = "sqrt-var", seed: int = 0, cancel: Callable[[], bool] | None = None) -> list[dict]:
+    """Fig 2's theory lines: the replica theory of ``repeats`` random subsets of ``subset`` rows drawn *without*
+    replacement (subset r from ``SeedSequence([seed, "subset", r])``), with the kernel's scales and the target's
+    standardisation of the whole table.  One row per size m, part ``"random <subset> rows"``, with the mean over the
+    subsets of ``theory_variance`` and ``theory_error`` and their range (``*_min``, ``*_max``: the paper's bars, 20
+    repetitions); ``simulated_*`` are None (the paper simulates on the whole table: the ``all`` rows)."""
+    subset, repeats = int(subset), int(repeats)
+    if not 2 <= subset <= table.rows:
+        raise ConfigError(f"a subset takes 2 to {table.rows} rows (the table's), got {subset}")
+    if repeats < 1:
+        raise ConfigError(f"repeats must be at least 1, got {repeats}")
+    noise_var = float(noise_var)
+    if not np.isfinite(noise_var) or noise_var <= 0:
+        raise ConfigError(f"the noise variance sigma^2 must be a finite number > 0, got {noise_var!r}")
+    sizes = sorted({int(m) for m in sizes})
+    v = column_scales(table.X, scales, table.inputs)
+    y = (table.y - table.y.mean()) / table.y.std()
+    pv, eps = np.empty((repeats, len(sizes))), np.empty((repeats, len(sizes)))
+    for r in range(repeats):
+        if cancel is not None and cancel():
+            raise Cancelled("the replica learning curve was cancelled")
+        check_deadline()
+        rng = np.random.default_rng(np.random.SeedSequence([int(seed), 5_381, r]))
+        idx = np.sort(rng.choice(table.rows, size=subset, replace=False))
+        curve = replica.bootstrap_curve(kernel(table.X[idx], l2, v), y[idx], noise_var, sizes)
+        pv[r], eps[r] = curve["posterior_variance"], curve["test_error"]
+    part = f"random {subset} rows"
+    return [{"m": m, "part": part, "N": subset, "repeats": repeats,
+             "theory_variance": float(pv[:, k].mean()), "theory_variance_min": float(pv[:, k].min()),
+             "theory_variance_max": float(pv[:, k].max()), "simulated_variance": None, "simulated_variance_se": None,
+             "theory_error": float(eps[:, k].mean()), "theory_error_min": float(eps[:, k].min()),
+             "theory_error_max": float(eps[:, k].max()), "simulated_error": None, "simulated_error_se": None}
+            for k, m in enumerate(sizes)]
+
+
 def boston_table() -> InputTable:
     """Boston housing (MASS::Boston, 506 rows, 13 inputs, target ``medv``), shipped as ``bftcore/data/boston.csv``
     (its provenance is in the file's header)."""
@@ -346,7 +384,8 @@ def figure_panels(doc: dict) -> list[dict]:
     for key, title, ylabel in (("variance", "posterior variance", "[G(x, x)]_x"),
                                ("error", "mean square generalisation error (on the N rows)", "ε")):
         curves = []
-        for k, part in enumerate(p for p in PARTS if any(r["part"] == p for r in doc["rows"])):
+        parts = list(dict.fromkeys(r["part"] for r in doc["rows"]))
+        for k, part in enumerate(parts):
             rows = [r for r in doc["rows"] if r["part"] == part]
             m = [r["m"] for r in rows]
             curves.append({"label": f"theory, {part} (N = {rows[0]['N']})", "x": m,
