@@ -712,6 +712,8 @@ def _named_curve(hv, c: dict, k: int):
     """One curve of :func:`curves_figure`: a line (``"style"`` absent, ``"solid"`` or ``"dashdot"``) or symbols
     (``"points"``), coloured by ``"colour"`` (an index into the palette) or by its position."""
     colour = PALETTE[int(c.get("colour", k)) % len(PALETTE)]
+    # dimensions named apart from any label: HoloViews reads a style value that names a dimension (a curve labelled
+    # "x") as that dimension's column
     data = (np.asarray(c["x"], dtype=float), _clean(c["y"]))
     label = str(c.get("label", ""))
     if c.get("style") == "points":
