@@ -38,12 +38,14 @@ from scipy.optimize import minimize, minimize_scalar
 from scipy.special import kl_div
 
 from ..foundations import potentials
+from .byy_demo import byy_document
 
 __all__ = ["STATES", "CORRELATED_PRIOR", "FACTORIAL_PRIOR", "mutual_information", "mutual_information_mc",
            "fig3_data", "sequential_posteriors", "fig3_document", "fig6_log_p", "fig6_document", "mixture_log_p",
-           "fig9_document", "fig10_document", "grid_maxima", "SmallFigure", "SMALL_FIGURES", "PAPER_000"]
+           "fig9_document", "fig10_document", "grid_maxima", "SmallFigure", "SMALL_FIGURES", "PAPER_000", "PAPER_004"]
 
 PAPER_000 = "000 (Lemm, BFT)"
+PAPER_004 = "004 (Xu, BYY)"
 
 # ============================================================================================ Fig 3
 #: The four states of Nature (h_l(x_a), h_l(x_b)), in the order of every prior and posterior vector.
@@ -296,4 +298,7 @@ SMALL_FIGURES: dict[str, SmallFigure] = {
                         potentials.fig5_document, "curves"),
     "fig12": SmallFigure(PAPER_000, "Fig 12", "non-quadratic potentials ψ and ψ′: cusp, cup, inverted cup",
                          potentials.fig12_document, "curves"),
+    # its BFT reference density is a (1-D, fast) grid fit: bftcore.studies.byy_demo
+    "byy": SmallFigure(PAPER_004, "appendix", "BYY harmony learning prunes a 6-component start to 3; ML keeps more",
+                       byy_document, "curves"),
 }
