@@ -24,7 +24,8 @@ SEEDS = tuple(range(10))
 START_COMPONENTS = 6
 HELDOUT_SEED = 2026
 HELDOUT_SIZE = 10_000
-GRID = {"y": {"min": -10.0, "max": 10.0, "n": 201, "boundary": "neumann"}}
+Y_MIN, Y_MAX, Y_NODES = -10.0, 10.0, 201
+GRID = {"y": {"min": Y_MIN, "max": Y_MAX, "n": Y_NODES, "boundary": "neumann"}}
 TRUE = byy.Mixture(np.full(3, 1 / 3), np.array(CENTRES), np.ones(3))
 
 
@@ -45,7 +46,7 @@ def bft_density(x: np.ndarray) -> dict:
     the density and the chosen lambda."""
     res = api.fit({"grid": GRID, "prior": {"field": "L", "l2": 1.0}, "data": np.asarray(x).tolist(),
                    "choose": {"lambda": "evidence"}})
-    y = np.linspace(GRID["y"]["min"], GRID["y"]["max"], GRID["y"]["n"])
+    y = np.linspace(Y_MIN, Y_MAX, Y_NODES)
     return {"y": y, "P": np.asarray(res["P"], dtype=float)[0], "lambda": float(res["evidence"]["chosen"]["lambda"])}
 
 
