@@ -28,8 +28,9 @@ Relation to Lemm's Bayesian field theory (the seed does not mention Lemm; this i
   spreading responsibility over components, so ML (and Lemm's soft mixture) keeps every component; without it, the
   responsibilities prefer to be sharp, weights of components that only share data go to zero, and harmony prunes.
 
-The appendix is a draft with typos (the digest's errata): (9) and (10) are each printed twice with different
-contents; we use the second (10) (y* by Laplace, the i.i.d. form) and the (9) printed after it.  "The Yang step and
+The appendix is a draft with typos (the digest's errata): (10) is printed three times and (9) twice, with different
+contents; we use the i.i.d. form of its "Derivations" section with (12), and the first (9) (the Laplace form, with
+dh), both with m_l = 0 and no R_l.  "The Yang step and
 Yang step" of its Fig. 3 is the Yang step (p(l|x)) and the Ying step (Theta); q(h_z|X_N) is q(h_z|Z_N).
 
 Decisions (the appendix gives no algorithm for this case, nor numbers):
