@@ -18,6 +18,7 @@ from bokeh.models import ColorBar, CustomJS  # noqa: E402
 from app.configuration import DEFAULT_FONT, MAX_POINTS  # noqa: E402
 from app.session import BFTSession  # noqa: E402
 from app.transport import ARIA_JS, install_browser_patches, user_action  # noqa: E402
+from app.views.byy import BYYView  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
 from app.views.common import ARIA, LATER_ARIA, LiveText  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
@@ -300,6 +301,8 @@ def build():
                            margin=0, css_classes=["bft-alarms"])
         return pn.FlexBox(tile(alarms, full=True), tile(mixing_view), tile(traces_view), tile(overfitting_view),
                           tile(metastability_view),
+                          # the BYY mixture of a 1-D density (hidden otherwise), beside the traces
+                          tile(BYYView(session=session)),
                           *(tile(v, full=True) for v in (traces_view.playback, prior.slice_panel(), regression_view,
                                                          evidence_card, mixing_view.explanation(),
                                                          traces_view.explanation())),

@@ -89,6 +89,15 @@ def _summary_small(doc: dict) -> str:
     lines = [f"{name}: {entry.paper} {entry.figure}: {entry.title}" if entry else name]
     if "rows" in doc:  # a replica learning curve (002 Fig 1): its rows, as the replica command prints them
         return "\n".join(lines + [_summary_replica(doc)])
+    if "seeds" in doc:  # the BYY demo: the counts per seed and the held-out log-losses
+        s = doc["summary"]
+        lines.append(f"  components kept (weight > {doc['keep_threshold']}), harmony: {s['harmony_components']}, "
+                     f"ML: {s['ml_components']}; medians {s['median_harmony_components']:g} and "
+                     f"{s['median_ml_components']:g}")
+        lines.append("  mean held-out log-loss: " + ", ".join(f"{k} {v:.4f}" for k, v in
+                                                              s["mean_held_out_log_loss"].items()) +
+                     f" (true mixture {s['true_held_out_log_loss']:.4f})")
+        return "\n".join(lines)
     for p in doc["panels"]:
         if "M" in p:
             m, post = p["M"], p["posterior"][-1]

@@ -41,15 +41,17 @@ from scipy.special import kl_div
 
 from ..foundations import potentials
 from ..models import replica_tables
+from .byy_demo import byy_document
 from .learning import parse_sizes
 
 __all__ = ["STATES", "CORRELATED_PRIOR", "FACTORIAL_PRIOR", "mutual_information", "mutual_information_mc",
            "fig3_data", "sequential_posteriors", "fig3_document", "fig6_log_p", "fig6_document", "mixture_log_p",
            "fig9_document", "fig10_document", "grid_maxima", "SmallFigure", "SMALL_FIGURES", "PAPER_000", "PAPER_002",
-           "fig1_002_document"]
+           "PAPER_004", "fig1_002_document"]
 
 PAPER_000 = "000 (Lemm, BFT)"
 PAPER_002 = "002 (Malzahn & Opper)"
+PAPER_004 = "004 (Xu, BYY)"
 
 # ============================================================================================ Fig 3
 #: The four states of Nature (h_l(x_a), h_l(x_b)), in the order of every prior and posterior vector.
@@ -322,4 +324,7 @@ SMALL_FIGURES: dict[str, SmallFigure] = {
                          potentials.fig12_document, "curves"),
     "fig1_002": SmallFigure(PAPER_002, "Fig 1", "replica learning curves on Boston housing: theory, bootstrap "
                             "simulation, the halves", fig1_002_document, "curves"),
+    # its BFT reference density is a (1-D, fast) grid fit: bftcore.studies.byy_demo
+    "byy": SmallFigure(PAPER_004, "appendix", "BYY harmony learning prunes a 6-component start to 3; ML keeps more",
+                       byy_document, "curves"),
 }
