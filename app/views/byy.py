@@ -14,6 +14,8 @@ range as the canvas.
 """
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import panel as pn
 import param
@@ -21,6 +23,7 @@ from bokeh.models import ColumnDataSource, Range1d
 
 from bftcore.models import byy
 
+from ..runner import RUN_COMPUTE_S
 from ..session import BFTSession
 from ..transport import user_action
 from .common import SERIES, make_figure, replace_data, teaching
@@ -106,7 +109,23 @@ class BYYView(pn.viewable.Viewer):
             replace_data(self.lines, dict(xs=[], ys=[], color=[]))
             replace_data(self.kept_source, dict(it=[], w=[]))
             return
-        fit = self.fit = byy.fit_mixture(y, self.objective, k=START)
+        # on the session's background lane (0.1-0.5 s of L-BFGS): a click in 1-D density mode must not wait for it;
+        # the newest request wins (app.work), and its end is drawn on the session's next tick
+        objective, label = self.objective, self.toggle.value
+        s.work.start("byy", lambda _task: byy.fit_mixture(y, objective, k=START),
+                     lambda _task, fit: self._draw(fit, grid, label, key), budget_s=RUN_COMPUTE_S)
+        if not s.pump.served:  # a notebook or a test: drawn when the call returns
+            s.work.wait("byy")
+
+    def _draw(self, fit, grid, label: str, key) -> None:
+        """The fit of the newest request on the plots (a fit that raised, or of an older request, changes nothing
+        but the count line's words)."""
+        if isinstance(fit, Exception):
+            self.count.object = f"The BYY fit failed: {html.escape(str(fit))[:200]}"
+            return
+        if key != self._key:
+            return
+        self.fit = fit
         weights = np.array(fit.weights_history)
         steps = list(range(len(weights)))
         replace_data(self.curve, dict(y=grid.tolist(), p=fit.mixture.density(grid).tolist()))
@@ -114,7 +133,7 @@ class BYYView(pn.viewable.Viewer):
                                                                          for j in range(weights.shape[1])],
                                       color=[SERIES[j % len(SERIES)] for j in range(weights.shape[1])]))
         replace_data(self.kept_source, dict(it=[steps[-1]] * weights.shape[1], w=weights[-1].tolist()))
-        self.count.object = (f'<span data-testid="byy-count" data-kept="{fit.kept}">{self.toggle.value}: '
+        self.count.object = (f'<span data-testid="byy-count" data-kept="{fit.kept}">{label}: '
                              f"<b>{fit.kept}</b> of {START} components keep a weight above {byy.KEEP}</span>")
 
     def __panel__(self):
