@@ -985,7 +985,7 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
         if model == "density":
             prior.update(_local_density_prior(pr, Axis(**x), Axis(**y), templates, prior, doc.get("choose")))
         else:
-            prior.update(_local_prior(pr, model, Axis(**x), pts, templates, prior, doc.get("choose")))
+            prior.update(_local_prior(pr, Axis(**x), pts, templates, prior, doc.get("choose")))
     out = {"model": model, "grid": {"x": x, "y": y}, "data": pts, "prior": prior, "templates": templates,
            "weights": weights, "beta": beta, "solver": solver, "truth": truth}
     choose = _choose(doc.get("choose"), model, field, len(templates), x["n"] * (y["n"] if model == "density" else 1),
@@ -1045,7 +1045,18 @@ def _local_spec(pr: dict) -> dict:
     return local
 
 
-def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, prior: dict, choose) -> dict:
+def _local_orders_and_choose(prior: dict, choose) -> None:
+    """What every local prior refuses: other orders than l2 (it makes the first-difference prior local) and
+    ``choose`` (no evidence for it)."""
+    if prior["l0"] != 0 or prior["l4"] != 0 or prior["l6"] != 0 or prior["l2"] <= 0:
+        raise ConfigError("prior.local/cuts make the first-difference prior (l2) local; set l0, l4 and l6 to 0 and "
+                          "l2 > 0")
+    if choose:
+        raise ConfigError("choose: the evidence of a local prior is not implemented; remove \"choose\" or "
+                          "prior.local/cuts")
+
+
+def _local_prior(pr: dict, axis: Axis, pts: list, templates: list, prior: dict, choose) -> dict:
     """The keys ``prior.local`` and ``prior.cuts`` of a regression: local prior mixtures, a log-stiffness hyperfield
     and cuts on the chain of x nodes (:mod:`bftcore.models.local_priors`), as ``{"local": {...}, "cuts": [...]}``.
 
@@ -1057,9 +1068,6 @@ def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, p
     ``cuts``: x positions where the chain is cut, eqs. (519)-(522).  ``cuts`` alone is a switch with one
     alternative (r = 1): the Gaussian prior of the document with the cut edges removed.  The document's beta keeps
     its meaning (1/sigma^2, and the temperature of the labels as in [001])."""
-    if model != "regression":
-        raise ConfigError("prior.local and prior.cuts are local priors of a regression (\"model\": \"regression\"); "
-                          "remove them from a density document")
     if axis.boundary == "periodic":
         raise ConfigError("prior.local/cuts act on the edges of an open chain of x nodes, but grid.x.boundary is "
                           "\"periodic\"; set grid.x.boundary to \"neumann\" or \"free\"")
@@ -1067,12 +1075,7 @@ def _local_prior(pr: dict, model: str, axis: Axis, pts: list, templates: list, p
         raise ConfigError(f"prior.local/cuts take one template (the prior mean the local prior is about), got "
                           f"{len(templates)}; a global mixture of templates and a local prior together is not "
                           f"supported: keep one template")
-    if prior["l0"] != 0 or prior["l4"] != 0 or prior["l6"] != 0 or prior["l2"] <= 0:
-        raise ConfigError("prior.local/cuts make the first-difference prior (l2) local; set l0, l4 and l6 to 0 and "
-                          "l2 > 0")
-    if choose:
-        raise ConfigError("choose: the evidence of a local prior is not implemented; remove \"choose\" or "
-                          "prior.local/cuts")
+    _local_orders_and_choose(prior, choose)
     local = _local_spec(pr)
     cuts = _cut_list(pr, axis, "chain")
     keep = np.ones(max(axis.n - 1, 0), dtype=bool)
@@ -1137,12 +1140,7 @@ def _local_density_prior(pr: dict, x: Axis, y: Axis, templates: list, prior: dic
     if len(templates) > 1:
         raise ConfigError(f"prior.local/cuts on a density take at most one template (the prior mean the local prior "
                           f"is about), got {len(templates)}; keep one or none")
-    if prior["l0"] != 0 or prior["l4"] != 0 or prior["l6"] != 0 or prior["l2"] <= 0:
-        raise ConfigError("prior.local/cuts make the first-difference prior (l2) local; set l0, l4 and l6 to 0 and "
-                          "l2 > 0")
-    if choose:
-        raise ConfigError("choose: the evidence of a local prior is not implemented; remove \"choose\" or "
-                          "prior.local/cuts")
+    _local_orders_and_choose(prior, choose)
     return {"local": _local_spec(pr), "cuts": _cut_list(pr, x)}
 
 
