@@ -8,9 +8,19 @@ import pytest
 from scipy.ndimage import map_coordinates
 from scipy.optimize import least_squares
 
-from bftcore.models.image_completion import (THETA_IDENTITY, THETA_TRUE, CompletionState, ImageCompletion,
-                                             ImageData, _coordinates, binomial_filter, face, negative_laplacian,
-                                             synthetic_problem, warp)
+from bftcore.models.image_completion import (
+    THETA_IDENTITY,
+    THETA_TRUE,
+    CompletionState,
+    ImageCompletion,
+    ImageData,
+    _coordinates,
+    binomial_filter,
+    face,
+    negative_laplacian,
+    synthetic_problem,
+    warp,
+)
 
 
 @pytest.fixture(scope="module")
