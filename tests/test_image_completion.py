@@ -209,3 +209,29 @@ def test_errors_say_what_was_wrong():
         warp(templates[0], [0, 0, 0, 0])
     with pytest.raises(ValueError, match="solver"):
         ImageCompletion(templates, data).complete(1.0, solver="jacobi")
+
+
+def test_reproduce_image_completion_prints_the_issue_keys_and_draws_fig_4(tmp_path, capsys):
+    """``python -m bftcore reproduce image_completion --json --png F`` in process: the keys of issue 30, standard
+    JSON without the images, the targets at both temperatures, the hysteresis of the sweep, a 1200 x 1000 PNG."""
+    import json
+
+    from bftcore.__main__ import main
+
+    png = tmp_path / "fig4.png"
+    assert main(["reproduce", "image_completion", "--json", "--png", str(png)]) == 0
+    doc = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"non-standard JSON {c}"))
+    assert "_images" not in doc
+    assert doc["theta_true"] == {"shift_x": 4.0, "shift_y": -3.0, "scale": 1.05, "angle_deg": 6.0}
+    low, high = doc["temperatures"]
+    assert low["beta_over_beta_c"] == 5.0 and high["beta_over_beta_c"] == 0.1
+    assert set(low) >= {"a", "theta", "rmse"} and set(low["theta"][0]) == set(doc["theta_true"])
+    assert low["a"][0] > 0.99 and abs(high["a"][0] - 0.5) < 0.05
+    assert low["rmse"] < doc["rmse_template"] / 2 and low["rmse"] < high["rmse"]
+    sweep = doc["sweep"]
+    assert sweep["hysteresis"] and sweep["a1_up"][-1] > 0.99 and sweep["a1_down"][-1] < 0.01
+    assert sweep["a1_down"][0] == pytest.approx(sweep["a1_up"][0], abs=1e-3)   # one solution at high temperature
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1200
+    assert main(["reproduce", "--list"]) == 0
+    assert "image_completion  001 (Lemm, prior mixtures) Fig 4: " in capsys.readouterr().out
