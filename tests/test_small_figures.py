@@ -3,8 +3,8 @@ closed-form properties and an independent Monte Carlo, Figs 6, 9, 10's maxima ag
 schema, the drawers, and ``python -m bftcore reproduce NAME|--list`` for them."""
 import io
 import json
-import re
 import math
+import re
 import struct
 import subprocess
 import sys
