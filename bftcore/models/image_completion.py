@@ -424,7 +424,8 @@ class ImageCompletion:
             theta = np.tile(THETA_IDENTITY, (2, 1))
             a = np.array([0.5, 0.5])
             # the relaxation starts where the paper's would, from the templates' mean
-            h = self.solve_h_exact(a, theta) if solver == "exact" else sum(0.5 * t for t in self.deformed(theta))
+            t0, t1 = self.deformed(theta)
+            h = self.solve_h_exact(a, theta) if solver == "exact" else 0.5 * (t0 + t1)
         else:
             theta, h = np.array(init.theta, dtype=float), np.ravel(init.h).copy()
         t = self.deformed(theta)
