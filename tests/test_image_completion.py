@@ -235,3 +235,20 @@ def test_reproduce_image_completion_prints_the_issue_keys_and_draws_fig_4(tmp_pa
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and int.from_bytes(data[16:20], "big") == 1200
     assert main(["reproduce", "--list"]) == 0
     assert "image_completion  001 (Lemm, prior mixtures) Fig 4: " in capsys.readouterr().out
+
+
+def test_the_dashboard_view_follows_beta_and_the_deformation_switch():
+    """app/views/image_completion.py without a browser: 0.1 beta_c shows the ghost, 5 beta_c the smiling face (the
+    bars' source and the images follow), deformations off puts both templates at the identity."""
+    from app.views.image_completion import ImageCompletionView
+
+    view = ImageCompletionView()
+    assert abs(view.bar_source.data["a"][0] - 0.5) < 0.05
+    view.log_beta = 0.7
+    assert view.bar_source.data["a"][0] > 0.99 and view.state.converged
+    assert np.allclose(view.sources["h"].data["image"][0], np.clip(view.state.h, 0, 1))
+    assert np.allclose(view.state.theta[0], THETA_TRUE, atol=[1, 1, 0.02, 1.5])
+    view.deform = False
+    assert np.array_equal(view.state.theta, np.tile(THETA_IDENTITY, (2, 1)))
+    assert np.allclose(view.sources["t1"].data["image"][0], view.model.templates[0])
+    assert view.state.a[0] > 0.99
