@@ -19,8 +19,14 @@ of two Gaussian components with one covariance ``K_0 = lam * L``, L the 3 x 3 ne
   for a tenfold reduction of the error at 90 x 120: the low modes of K_0 between the data), so ``complete`` with
   ``solver="relaxation"`` alternates RELAXATION_STEPS of its steps with a and theta, as the paper does.
 * Stationarity for theta, (22)/(24): with h fixed, theta minimises ``-(1/beta) ln sum_j exp(-beta E_0j(theta_j))``
-  (L-BFGS-B with the analytic gradient ``sum_j a_j dE_0j/dtheta_j``, ``dE_0j/dtheta_j = -(dt_j/dtheta_j,
-  K_0 (h - t_j))``).  :func:`complete` alternates the two, as the paper does, until a and theta stop moving.
+  whose gradient is ``sum_j a_j dE_0j/dtheta_j``, ``dE_0j/dtheta_j = -(dt_j/dtheta_j, K_0 (h - t_j))``
+  (:meth:`ImageCompletion.theta_objective`).  With per-template theta each theta_j therefore minimises its own
+  E_0j: Levenberg-Marquardt on 4 parameters (:meth:`ImageCompletion.optimise_theta`, checked against
+  ``scipy.optimize.least_squares``).  :meth:`ImageCompletion.complete` alternates theta and h, as the paper does,
+  until a and theta stop moving.
+* The beta sweep (``reproduce image_completion``): up from the ghost, a_1 rises smoothly through beta_c (the data
+  favour the smile: the mean-field equation is tilted); down from the frowning face, the metastable frowning
+  branch survives to between 3.5 and 2.5 beta_c, then jumps: the hysteresis of [001] Fig 3.
 
 Decisions (the paper leaves them open):
 
