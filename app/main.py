@@ -23,6 +23,7 @@ from app.views.canvas import DataCanvas  # noqa: E402
 from app.views.common import ARIA, LATER_ARIA, LiveText  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
 from app.views.evidence import EvidenceView  # noqa: E402
+from app.views.image_completion import ImageCompletionView  # noqa: E402
 from app.views.information import InformationView  # noqa: E402
 from app.views.learning import LearningView  # noqa: E402
 from app.views.local import LocalStrip  # noqa: E402
@@ -321,6 +322,8 @@ def build():
                                                                       sizing_mode="stretch_width", margin=0)),
                    ("Information and hyperpriors", pn.param.ParamFunction(lambda: InformationView(), lazy=True,
                                                                           sizing_mode="stretch_width", margin=0)),
+                   ("Image completion", pn.param.ParamFunction(lambda: ImageCompletionView(), lazy=True,
+                                                               sizing_mode="stretch_width", margin=0)),
                    ("About", pn.pane.Markdown(ABOUT, max_width=800)), dynamic=True, sizing_mode="stretch_width",
                    styles={"flex": "1 1 420px", "min-width": "min(420px, 100%)"},
                    # the tab's column at most the window: BokehJS' "auto" track took the content's min-content width

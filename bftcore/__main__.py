@@ -98,6 +98,18 @@ def _summary_small(doc: dict) -> str:
                                                               s["mean_held_out_log_loss"].items()) +
                      f" (true mixture {s['true_held_out_log_loss']:.4f})")
         return "\n".join(lines)
+    if "temperatures" in doc:
+        lines.append(f"  beta_c = {doc['beta_c']:.4g}; undeformed template RMSE {doc['rmse_template']:.4f}")
+        for t in doc["temperatures"]:
+            th = t["theta"][0]
+            lines.append(f"  beta = {t['beta_over_beta_c']:g} beta_c: a = ({t['a'][0]:.4f}, {t['a'][1]:.4f}), "
+                         f"RMSE {t['rmse']:.4f}, theta_1 = ({th['shift_x']:.2f}, {th['shift_y']:.2f}) px, "
+                         f"scale {th['scale']:.3f}, {th['angle_deg']:.2f} deg")
+        sw = doc["sweep"]
+        lines.append("  sweep beta/beta_c " + " ".join(f"{b:g}" for b in sw["beta_over_beta_c"]) + ": a_1 up " +
+                     " ".join(f"{a:.3f}" for a in sw["a1_up"]) + ", down " +
+                     " ".join(f"{a:.3f}" for a in sw["a1_down"]) + f"; hysteresis: {sw['hysteresis']}")
+        return "\n".join(lines)
     for p in doc["panels"]:
         if "M" in p:
             m, post = p["M"], p["posterior"][-1]
@@ -115,6 +127,9 @@ def _summary_small(doc: dict) -> str:
 
 
 def _dump(doc) -> str:
+    # keys starting with "_" carry arrays for the drawers (the images of image_completion), not the printed record
+    if isinstance(doc, dict):
+        doc = {k: v for k, v in doc.items() if not str(k).startswith("_")}
     return json.dumps(doc, allow_nan=False, default=lambda o: o.tolist() if isinstance(o, np.ndarray) else float(o))
 
 

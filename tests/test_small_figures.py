@@ -4,6 +4,7 @@ schema, the drawers, and ``python -m bftcore reproduce NAME|--list`` for them.""
 import io
 import json
 import math
+import re
 import struct
 import subprocess
 import sys
@@ -209,7 +210,8 @@ def test_cli_list_names_everything_and_an_unknown_name_lists_them(capsys):
     names = [line.split()[0] for line in listed.splitlines()]
     assert names == REPRODUCIBLE
     assert set(sf.SMALL_FIGURES) <= set(names) and {"fig7", "fig14", "fig28", "old_faithful"} <= set(names)
-    assert "fig10         000 (Lemm, BFT) Fig 10: " in listed
+    # the name column is as wide as the longest name (image_completion)
+    assert re.search(r"^fig10 +000 \(Lemm, BFT\) Fig 10: ", listed, re.M)
     assert main(["reproduce", "--list", "--json"]) == 0
     assert [f["name"] for f in json.loads(capsys.readouterr().out)["figures"]] == REPRODUCIBLE
     assert main(["reproduce", "fig99"]) == 2

@@ -40,7 +40,8 @@ LATER_ARIA = {"bft-info-step": "Step: add one datum drawn from the true h",
               "bft-info-reset": "Reset: no data, same seed",
               "bft-info-factorial": "factorial prior p(h) = p(h(x_a)) p(h(x_b))",
               "bft-info-figure": "Joint posterior to show: Fig 6 (h and γ) or Figs 9–10 (h and β of the prior "
-                                 "mixture)"}
+                                 "mixture)",
+              "bft-ic-deform": "Deformations of the templates: on or off"}
 
 
 

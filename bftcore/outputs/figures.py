@@ -748,9 +748,32 @@ def curves_figure(doc: dict):
                                             fig_bounds=_small_bounds(size)), size
 
 
+def image_completion_figure(doc: dict):
+    """[001] Fig 4: top row the data pixels (grey on black), the templates t_1, t_2; bottom row the original and
+    the completions h at low and at high temperature (the document's ``_images``), all on one grey scale [0, 1]."""
+    hv = _hv()
+    im = doc["_images"]
+    rows, cols = np.asarray(im["original"]).shape
+    data = np.where(im["data_mask"], im["original"], 0.0)
+    low, high = doc["temperatures"][0], doc["temperatures"][1]
+    panels = [(data, f"data: {int(np.sum(im['data_mask']))} pixels"), (im["templates"][0], "template t1 (smile)"),
+              (im["templates"][1], "template t2 (frown)"), (im["original"], "original"),
+              (im[f"h_{low['beta_over_beta_c']:g}"], f"h at β = {low['beta_over_beta_c']:g} β_c\n"
+               f"a1 = {low['a'][0]:.3f}, RMSE {low['rmse']:.3f}"),
+              (im[f"h_{high['beta_over_beta_c']:g}"], f"h at β = {high['beta_over_beta_c']:g} β_c\n"
+               f"a1 = {high['a'][0]:.3f}, RMSE {high['rmse']:.3f}")]
+    plots = [hv.Image(np.asarray(img, dtype=float), bounds=(0, 0, cols, rows)).opts(
+        backend=_MPL, cmap="gray", clim=(0.0, 1.0), title=title, xaxis=None, yaxis=None, aspect="equal",
+        fontscale=1.2, hooks=[_plain_text]) for img, title in panels]
+    size = (1200, 1000)
+    return hv.Layout(plots).cols(3).opts(backend=_MPL, sublabel_format="", vspace=0.25, hspace=0.1,
+                                         fig_bounds=(0.02, 0.02, 0.98, 0.95)), size
+
+
 #: The declarations of the small figures, by the name a registry entry (bftcore.studies.small_figures) gives.
 DRAWERS: dict[str, Callable] = {"mutual_information": mutual_information_figure,
-                                "joint_posterior": joint_posterior_figure, "curves": curves_figure}
+                                "joint_posterior": joint_posterior_figure, "curves": curves_figure,
+                                "image_completion": image_completion_figure}
 
 
 @_quiet

@@ -40,16 +40,18 @@ from scipy.optimize import minimize, minimize_scalar
 from scipy.special import kl_div
 
 from ..foundations import potentials
+from ..models import image_completion as ic
 from ..models import replica_tables
 from .byy_demo import byy_document
 from .learning import parse_sizes
 
 __all__ = ["STATES", "CORRELATED_PRIOR", "FACTORIAL_PRIOR", "mutual_information", "mutual_information_mc",
            "fig3_data", "sequential_posteriors", "fig3_document", "fig6_log_p", "fig6_document", "mixture_log_p",
-           "fig9_document", "fig10_document", "grid_maxima", "SmallFigure", "SMALL_FIGURES", "PAPER_000", "PAPER_002",
-           "PAPER_004", "fig1_002_document"]
+           "fig9_document", "fig10_document", "grid_maxima", "SmallFigure", "SMALL_FIGURES", "PAPER_000", "PAPER_001",
+           "PAPER_002", "PAPER_004", "fig1_002_document", "image_completion_document"]
 
 PAPER_000 = "000 (Lemm, BFT)"
+PAPER_001 = "001 (Lemm, prior mixtures)"
 PAPER_002 = "002 (Malzahn & Opper)"
 PAPER_004 = "004 (Xu, BYY)"
 
@@ -292,6 +294,59 @@ def fig1_002_document() -> dict:
 
 
 # ============================================================================================ the registry
+# ============================================================================================ 001 Fig 4
+#: The temperatures of the figure, in units of beta_c, and of the sweep (up from the ghost, down from the frown).
+IMAGE_TEMPERATURES = (5.0, 0.1)
+IMAGE_SWEEP = (0.1, 0.3, 0.6, 1.0, 1.5, 2.5, 3.5, 5.0, 10.0)
+
+
+def _rmse(a, b) -> float:
+    return float(np.sqrt(np.mean((np.asarray(a, dtype=float) - np.asarray(b, dtype=float)) ** 2)))
+
+
+def image_completion_document(shape=ic.TEST_SHAPE) -> dict:
+    """[001] Fig 4 with synthetic faces (:mod:`bftcore.models.image_completion`): the completion at 5 beta_c and
+    0.1 beta_c from a cold start, and the beta sweep of a_1 that shows the hysteresis of 001 Fig 3.
+
+    ``sweep``: ``beta_over_beta_c`` (increasing), ``a1_up`` (warm-started upward from the cold solution at the
+    lowest beta: it follows the smiling branch), ``a1_down`` (warm-started downward from the frowning component
+    solution t̄_2 at the highest beta: the metastable frowning branch, a_1 ~ 0, until it ends and the completion
+    jumps to the smiling one), ``hysteresis`` (true if some beta has a_1 > 0.9 up and < 0.1 down) and
+    ``down_jump_beta_over_beta_c`` (the first beta on the way down at which a_1 > 0.5 again, or null).
+    The images are 90 x 120 (width x height), the tests' size: the paper's 180 x 240 is ``shape=ic.DEMO_SHAPE``."""
+    (smile, frown), original, data = ic.synthetic_problem(shape)
+    model = ic.ImageCompletion((smile, frown), data)
+    temperatures = []
+    images: dict = {"original": original, "data_mask": data.mask(), "templates": [smile, frown]}
+    for f in IMAGE_TEMPERATURES:
+        s = model.complete(f * model.beta_c)
+        temperatures.append({"beta_over_beta_c": f, "a": s.a.tolist(),
+                             "theta": [ic.theta_dict(t) for t in s.theta], "rmse": _rmse(s.h, original),
+                             "iterations": s.iterations, "converged": s.converged})
+        images[f"h_{f:g}"] = s.h
+    up: list[float] = []
+    state = None
+    for f in IMAGE_SWEEP:
+        state = model.complete(f * model.beta_c, init=state, tol=1e-4)
+        up.append(float(state.a[0]))
+    identity = np.tile(ic.THETA_IDENTITY, (2, 1))
+    state = ic.CompletionState(model.component_solutions(identity)[1], np.array([0.0, 1.0]), identity, 0.0)
+    down: list[float] = []
+    for f in IMAGE_SWEEP[::-1]:
+        state = model.complete(f * model.beta_c, init=state, tol=1e-4)
+        down.append(float(state.a[0]))
+    down = down[::-1]
+    jump = next((f for f, a in zip(IMAGE_SWEEP[::-1], down[::-1]) if a > 0.5), None)
+    return {"figure": "image_completion", "paper": PAPER_001, "shape": list(shape), "n_data": int(data.pixels.size),
+            "sigma": data.sigma, "seed": ic.SEED, "lam": model.lam, "beta_c": model.beta_c,
+            "rmse_template": _rmse(smile, original), "theta_true": ic.theta_dict(ic.THETA_TRUE),
+            "temperatures": temperatures,
+            "sweep": {"beta_over_beta_c": list(IMAGE_SWEEP), "a1_up": up, "a1_down": down,
+                      "hysteresis": bool(any(u > 0.9 and d < 0.1 for u, d in zip(up, down))),
+                      "down_jump_beta_over_beta_c": jump},
+            "_images": images}
+
+
 @dataclass(frozen=True)
 class SmallFigure:
     """A figure computed without a grid solver: ``compute()`` returns its JSON document, ``drawer`` names the
@@ -327,4 +382,7 @@ SMALL_FIGURES: dict[str, SmallFigure] = {
     # its BFT reference density is a (1-D, fast) grid fit: bftcore.studies.byy_demo
     "byy": SmallFigure(PAPER_004, "appendix", "BYY harmony learning prunes a 6-component start to 3; ML keeps more",
                        byy_document, "curves"),
+    "image_completion": SmallFigure(PAPER_001, "Fig 4", "image completion with two deformable templates "
+                                    "(synthetic faces), low and high temperature", image_completion_document,
+                                    "image_completion"),
 }
