@@ -36,7 +36,7 @@ TEXT = """An image known at 1000 random pixels (noise σ = 0.05) is completed wi
 faces, smiling or frowning, each free to move, scale and turn (θ_j: shift x, shift y, scale, angle). K_0 is the
 negative Laplacian: h follows the data and, between them, the chosen template's shape. At high temperature (small β)
 both templates count equally, a_1 ≈ a_2 ≈ ½, and h is a ghost of both faces. Slide β above β_c (the bifurcation of
-the two-component mean-field equation, 001 eq. 45) and the completion snaps to the deformed smiling face (a_1 → 1).
+the two-component mean-field equation, 001 eq. 45) and the completion becomes the deformed smiling face (a_1 → 1).
 **Try**: switch the deformations off: the undeformed smile fits the shifted, turned original worse."""
 
 
