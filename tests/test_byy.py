@@ -159,7 +159,8 @@ def test_reproduce_byy_is_listed_and_its_document_holds_counts_fits_and_held_out
     from bftcore.__main__ import main
     from bftcore.studies import byy_demo
     assert main(["reproduce", "--list"]) == 0
-    assert "byy           004 (Xu, BYY) appendix: " in capsys.readouterr().out
+    line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("byy "))
+    assert line.split(None, 1)[1].startswith("004 (Xu, BYY) appendix: ")  # the name column's width is the list's
     doc = byy_demo.byy_document(seeds=(7,))
     row = doc["seeds"][0]
     assert row["seed"] == 7 and row["harmony_components"] == 3 and row["ml_components"] >= 3

@@ -65,11 +65,14 @@ class BYYView(pn.viewable.Viewer):
         self.rug = ColumnDataSource(dict(y=[], z=[]), name="bft-byy-rug")
         self.lines = ColumnDataSource(dict(xs=[], ys=[], color=[]), name="bft-byy-weights")
         self.kept_source = ColumnDataSource(dict(it=[], w=[]), name="bft-byy-final")
-        d = make_figure("BYY mixture (k automatic)", "y", "p(y)", height=200, name="bft-byy-density")
+        # explicit ranges: auto ranges over empty sources log "could not set initial ranges" in the browser on every
+        # page load (the tile is built, hidden, in every page's side tiles); update() sets them to the data's
+        d = make_figure("BYY mixture (k automatic)", "y", "p(y)", height=200, name="bft-byy-density",
+                        x_range=Range1d(0.0, 1.0), y_range=Range1d(0.0, 1.0))
         d.line("y", "p", source=self.curve, line_width=3, color=SERIES[0])
         d.scatter("y", "z", source=self.rug, marker="dash", angle=np.pi / 2, size=10, color="black", alpha=0.6)
         w = make_figure("weights α_ℓ over the iterations", "iteration", "α_ℓ", height=180,
-                        y_range=Range1d(-0.02, 1.0), name="bft-byy-weights-plot")
+                        x_range=Range1d(0.0, 1.0), y_range=Range1d(-0.02, 1.0), name="bft-byy-weights-plot")
         w.multi_line("xs", "ys", source=self.lines, line_color="color", line_width=2.5)
         w.scatter("it", "w", source=self.kept_source, size=7, color="black")
         self.density_plot, self.weights_plot = d, w
@@ -128,7 +131,11 @@ class BYYView(pn.viewable.Viewer):
         self.fit = fit
         weights = np.array(fit.weights_history)
         steps = list(range(len(weights)))
-        replace_data(self.curve, dict(y=grid.tolist(), p=fit.mixture.density(grid).tolist()))
+        p = fit.mixture.density(grid)
+        top = float(np.max(p)) if p.size and np.max(p) > 0 else 1.0
+        self.density_plot.y_range.update(start=-0.05 * top, end=1.1 * top)  # the rug sits at 0
+        self.weights_plot.x_range.update(start=0.0, end=float(max(steps[-1], 1)))
+        replace_data(self.curve, dict(y=grid.tolist(), p=p.tolist()))
         replace_data(self.lines, dict(xs=[steps] * weights.shape[1], ys=[weights[:, j].tolist()
                                                                          for j in range(weights.shape[1])],
                                       color=[SERIES[j % len(SERIES)] for j in range(weights.shape[1])]))
