@@ -52,7 +52,8 @@ REPLICA_DESCRIPTION = (
     "/ (l2 v_i)) and noise sigma^2; for each size m the replica theory and the simulated simple bootstrap (m rows "
     "drawn with replacement, tested on all N): the average posterior variance and the mean square error. "
     "Standardisation: the target is standardised over the whole table, (y - mean) / sd, so that sigma^2 and the "
-    "errors are in units of its variance; the inputs are not (v_i scales them). The paper's Fig 2 on Abalone (UCI "
+    "errors are in units of its variance; each input column is normalised (--inputs, onto [0, 1] by default), then "
+    "scaled by v_i (--scales). The paper's Fig 2 on Abalone (UCI "
     "abalone.data with a header line sex,length,diameter,height,whole,shucked,viscera,shell,rings): replica "
     "abalone.csv --target rings --l2 10 --noise 0.1 --scales var --one-hot sex --sizes 100:8000:10 --subset 2000 "
     "--no-limits (and again with --subset 1000).")
@@ -397,10 +398,12 @@ def _replica(args) -> tuple[dict, str]:
     table = replica_tables.read_input_table(args.table, args.target, args.one_hot or ())
     doc = replica_tables.replica_rows(table, args.l2, args.noise, parse_sizes(args.sizes, "--sizes"),
                                       scales=args.scales, halves=args.halves, resamples=args.resamples,
-                                      seed=args.seed, progress=_progress(args, "replica simulation"))
+                                      seed=args.seed, progress=_progress(args, "replica simulation"),
+                                      inputs=args.inputs, split=args.split)
     if args.subset is not None:
         doc["rows"] += replica_tables.subset_rows(table, args.l2, args.noise, doc["sizes"], args.subset,
-                                                  args.repeats, scales=args.scales, seed=args.seed)
+                                                  args.repeats, scales=args.scales, seed=args.seed,
+                                                  inputs=args.inputs)
     doc["panels"] = replica_tables.figure_panels(doc)
     return doc, "replica"
 
@@ -603,18 +606,25 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", required=True, metavar="A:B:N", help="N sizes m from A to B, log-spaced (add :linear "
                    "for even spacing); m may exceed the number of rows")
     p.add_argument("--scales", choices=replica_tables.SCALES, default="sqrt-var",
-                   help="v_i of each input column, over the whole table: sqrt-var (the square root of its variance, "
-                        "the paper's Boston choice; the default), var (its variance, Abalone: the curves then do not "
-                        "depend on the columns' units) or ones")
+                   help="v_i of each input column, from the normalised column (--inputs): sqrt-var (the square root "
+                        "of its variance, the paper's Boston choice; the default), var (its variance, Abalone) or ones")
+    p.add_argument("--inputs", choices=replica_tables.INPUTS, default=replica_tables.INPUTS[0],
+                   help="how each input column is normalised before its scale: range (onto [0, 1] by its minimum and "
+                        "maximum; the default: no curve then depends on a column's units, and the theory meets the "
+                        "simulation on Boston as the paper says), standard (mean 0, sd 1) or raw (as in the file)")
     p.add_argument("--one-hot", action="append", metavar="COLUMN", help="encode a categorical column as one 0/1 "
                    "input per level (levels sorted: sex -> sex=F, sex=I, sex=M); repeat for several; any other "
                    "column that is not numbers is refused")
-    p.add_argument("--halves", action="store_true", help="also run the first and the second half of the rows (in "
-                   "the table's order) as pools of their own, with the whole table's scales and standardisation, as "
-                   "Fig 1 of the paper")
+    p.add_argument("--halves", action="store_true", help="also run the first and the second half of the rows as "
+                   "data sets of their own (inputs normalised and scaled over the half's rows; the target keeps the "
+                   "whole table's standardisation), as Fig 1 of the paper")
+    p.add_argument("--split", choices=replica_tables.SPLITS, default=replica_tables.SPLITS[0],
+                   help="how --halves cuts the rows: order (rows 1..N/2 and the rest, the paper's; the default) or "
+                        "random (a random half, from --seed)")
     p.add_argument("--subset", type=_whole(2), metavar="N", help="also the theory of random subsets of N rows drawn "
-                   "without replacement (Fig 2: 2000 and 1000 of Abalone's 4177), with the whole table's scales and "
-                   "standardisation: rows of part 'random N rows' with the mean and the range over --repeats subsets")
+                   "without replacement (Fig 2: 2000 and 1000 of Abalone's 4177), each normalised and scaled over its "
+                   "own rows, the target standardised over the whole table: rows of part 'random N rows' with the "
+                   "mean and the range over --repeats subsets")
     p.add_argument("--repeats", type=_whole(1), default=20, help="subsets of --subset (default 20, as Fig 2's bars)")
     p.add_argument("--resamples", type=_whole(2), default=replica_tables.RESAMPLES,
                    help=f"simulated training sets a size (default {replica_tables.RESAMPLES})")

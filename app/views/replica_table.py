@@ -3,7 +3,10 @@
 A CSV table with a header (uploaded, or the shipped Boston housing) is GP-regressed on the kernel
 ``exp(-sum_i (x_i - x'_i)^2 / (l^2 v_i))``: the replica theory and the bootstrap simulation of
 :func:`bftcore.models.replica_tables.replica_rows` (the CLI's ``python -m bftcore replica``, one implementation), the
-posterior variance and the mean square error against m, for the whole table and, optionally, its halves.
+posterior variance and the mean square error against m, for the whole table and, optionally, its halves (in the
+table's order or at random) and the theory of random subsets without replacement (Fig 2: their mean as a dotted line,
+their range over the repeats as a band).  The inputs are normalised as the CLI's ``--inputs`` (onto [0, 1] by
+default, docs/replica.md).
 
 Untrusted input, refused at the door: the page's upload refuses an empty file or one over
 :data:`TABLE_UPLOAD_BYTES` before it is sent (:class:`app.views.share.UploadInput`), the server checks the size again,
@@ -29,7 +32,16 @@ from bftcore.foundations.config import ConfigError
 from bftcore.foundations.distributed import Cancelled
 from bftcore.foundations.limits import RunBudgetExceeded, lifted
 from bftcore.foundations.tables import parse_named_table
-from bftcore.models.replica_tables import BOSTON_SETTINGS, PARTS, SCALES, input_table, replica_rows
+from bftcore.models.replica_tables import (
+    BOSTON_SETTINGS,
+    INPUTS,
+    PARTS,
+    SCALES,
+    SPLITS,
+    input_table,
+    replica_rows,
+    subset_rows,
+)
 from bftcore.studies.learning import parse_sizes
 
 from ..session import LEARNING_SECONDS, BFTSession
@@ -74,7 +86,12 @@ class ReplicaTableView(pn.viewable.Viewer):
     m_to = param.Integer(2000, bounds=(1, 100_000), label="m to")
     m_sizes = param.Integer(8, bounds=(2, 16), label="sizes")
     resamples = param.Integer(10, bounds=(2, 50), label="resamples")
+    inputs: param.Selector = param.Selector(objects=list(INPUTS), default=BOSTON_SETTINGS.inputs,
+                                            label="inputs normalised")
     halves = param.Boolean(True, label="halves")
+    split: param.Selector = param.Selector(objects=list(SPLITS), default=SPLITS[0], label="halves cut")
+    subset = param.Integer(0, bounds=(0, TABLE_ROWS), label="subset rows (0: none)")
+    repeats = param.Integer(10, bounds=(1, 20), label="subsets")
     state: param.Selector = param.Selector(objects=["", "running", "complete", "cancelled", "failed", "refused"],
                                            default="")
     doc = param.Dict(None, allow_None=True, doc="The last complete replica_rows document, or None.")
@@ -110,6 +127,7 @@ class ReplicaTableView(pn.viewable.Viewer):
     # ----------------------------------------------------------------------------------------------- figures
     def _build_figures(self):
         self.sources: dict[tuple[str, str], ColumnDataSource] = {}
+        self.subset_sources: dict[str, ColumnDataSource] = {}
         self.figures = []
         for key, title, ylabel in (("variance", "Posterior variance against m", "[G(x, x)]ₓ (log)"),
                                    ("error", "Mean square error on the N rows against m", "ε (log)")):
@@ -129,6 +147,11 @@ class ReplicaTableView(pn.viewable.Viewer):
                 self.sources[(key, f"simulation {part}")] = sim
                 items += [LegendItem(label=f"theory, {part}", renderers=[line]),
                           LegendItem(label=f"simulation, {part}", renderers=[dots])]
+            sub = ColumnDataSource(dict(m=[], v=[], lo=[], hi=[]), name=f"bft-replica-{key}-theory-subset")
+            fig.varea("m", "lo", "hi", source=sub, color=SERIES[len(PARTS)], alpha=0.25)
+            sub_line = fig.line("m", "v", source=sub, color=SERIES[len(PARTS)], line_width=3, line_dash="dotted")
+            self.subset_sources[key] = sub
+            items.append(LegendItem(label="theory, random subsets", renderers=[sub_line]))
             fig.add_layout(Legend(items=items, location="center", orientation="horizontal", ncols=3,
                                   label_text_font_size="12px", click_policy="hide", border_line_color=None),
                            "below")
@@ -141,6 +164,11 @@ class ReplicaTableView(pn.viewable.Viewer):
             values = [r[f"{kind}_{key}" if kind == "theory" else f"simulated_{key}"] for r in rows]
             src.data = dict(m=np.array([r["m"] for r in rows], dtype=float),
                             v=np.array([np.nan if v is None else v for v in values], dtype=float))
+        for key, src in self.subset_sources.items():
+            rows = [] if doc is None else [r for r in doc["rows"] if r["part"].startswith("random ")]
+            src.data = {c: np.array([r[f"theory_{key}{end}"] for r in rows], dtype=float)
+                        for c, end in (("v", ""), ("lo", "_min"), ("hi", "_max"))} | {
+                "m": np.array([r["m"] for r in rows], dtype=float)}
 
     # ----------------------------------------------------------------------------------------------- actions
     def load(self, raw, name: str) -> bool:
@@ -184,12 +212,22 @@ class ReplicaTableView(pn.viewable.Viewer):
         total = len(sizes) * int(self.resamples) * parts
         l2, noise, scales, halves, resamples = (float(self.l2), float(self.noise), str(self.scales),
                                                 bool(self.halves), int(self.resamples))
+        inputs, split, subset, repeats = str(self.inputs), str(self.split), int(self.subset), int(self.repeats)
+        if subset and not 2 <= subset <= table.rows:
+            self._refuse(f"Refused: a subset takes 2 to {table.rows} rows (the table's), got {subset}; 0 turns the "
+                         f"subsets off")
+            return False
 
         def work(task: Task):
-            return replica_rows(table, l2, noise, sizes, scales=scales, halves=halves, resamples=resamples,
-                                cancel=task.cancelled.is_set, limits=lifted(max_table_rows=TABLE_ROWS),
-                                progress=lambda d, t: s.work.report(task, self._progressed, task, d, t,
-                                                                    final=d >= t))
+            doc = replica_rows(table, l2, noise, sizes, scales=scales, halves=halves, resamples=resamples,
+                               cancel=task.cancelled.is_set, limits=lifted(max_table_rows=TABLE_ROWS),
+                               inputs=inputs, split=split,
+                               progress=lambda d, t: s.work.report(task, self._progressed, task, d, t,
+                                                                   final=d >= t))
+            if subset:
+                doc["rows"] += subset_rows(table, l2, noise, doc["sizes"], subset, repeats, scales=scales,
+                                           seed=doc["seed"], cancel=task.cancelled.is_set, inputs=inputs)
+            return doc
         # the state is set before the task starts: without a server its end may be applied before start returns
         self.task = Task(KEY)
         self.param.update(state="running", doc=None, progress_count=(0, total))
@@ -271,7 +309,8 @@ class ReplicaTableView(pn.viewable.Viewer):
 
     def __panel__(self):
         widgets = pn.Param(self.param, parameters=["target", "l2", "noise", "scales", "m_from", "m_to", "m_sizes",
-                                                   "resamples", "halves"],
+                                                   "resamples", "inputs", "halves", "split", "subset",
+                                                   "repeats"],
                            widgets={"target": {"type": pn.widgets.Select, "width": 140,
                                                "css_classes": ["bft-replica-target"]},
                                     "l2": {"type": pn.widgets.FloatInput, "width": 90},
@@ -281,7 +320,11 @@ class ReplicaTableView(pn.viewable.Viewer):
                                     "m_to": {"type": pn.widgets.IntInput, "width": 80},
                                     "m_sizes": {"type": pn.widgets.IntInput, "width": 70},
                                     "resamples": {"type": pn.widgets.IntInput, "width": 80},
-                                    "halves": {"width": 80}},
+                                    "inputs": {"width": 110},
+                                    "halves": {"width": 80},
+                                    "split": {"width": 90},
+                                    "subset": {"type": pn.widgets.IntInput, "width": 120},
+                                    "repeats": {"type": pn.widgets.IntInput, "width": 70}},
                            default_layout=pn.Row, show_name=False, sizing_mode="stretch_width")
         one_hot = pn.widgets.MultiChoice.from_param(self.param.one_hot, width=300, css_classes=["bft-replica-onehot"])
         head = pn.pane.Markdown("### Your table of d-dimensional inputs: replica theory and bootstrap (seed 002)",

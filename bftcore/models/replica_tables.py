@@ -20,20 +20,33 @@ Choices the paper leaves open (stated, since the figures' values are not in its 
 * **Target**: standardised over the whole table, ``y -> (y - mean) / sd`` (population sd).  The prior has zero mean
   and K(x, x) = 1, and the paper's sigma^2 = 0.01 and 0.1 only make sense for a target of unit variance.  Errors
   and sigma^2 are therefore in units of the target's variance.  The posterior variance does not depend on y at all.
-* **Inputs**: not standardised (the kernel is translation invariant, so centring changes nothing); each column enters
-  through its scale v_i, computed over the whole table: ``sqrt-var`` (v_i = sqrt of the column's variance, the
-  paper's Boston choice), ``var`` (v_i = the variance, Abalone) or ``ones`` (v_i = 1).  With ``var`` the curves do
-  not change when a column is rescaled (a change of its units), since (c dx)^2 / (c^2 var) = dx^2 / var; with
-  ``sqrt-var`` they do (the paper's choice weighs a column by sqrt of its units), and with ``ones`` too.
-  Variances are population variances (ddof = 0).
+* **Inputs** (``inputs``, :data:`INPUTS`): each column is first normalised, then enters the kernel through its
+  scale v_i computed from the normalised column: ``sqrt-var`` (v_i = sqrt of the column's variance, the paper's
+  Boston choice), ``var`` (v_i = the variance, Abalone) or ``ones`` (v_i = 1).  The normalisations: ``range`` (the
+  default: each column mapped onto [0, 1] by its minimum and maximum), ``standard`` (mean 0, sd 1) or ``raw``
+  (none).  Decision: ``range`` by default, for two reasons.  (1) Units: with ``range`` or ``standard`` no choice of
+  scales depends on a column's units; on ``raw`` inputs ``sqrt-var`` weighs a column by the square root of its
+  units (dollars or thousands of dollars give other curves).  (2) The paper: on raw Boston inputs the replica
+  theory is 25-40 % below the simulation for m from N/2 to 2N (the tax and black columns, with large units,
+  dominate the kernel and the rows cluster), against the paper's "good agreement"; with ``range`` it is within
+  2 % at every m (measured, docs/replica.md), so ``range`` is the reading under which the paper's own claim holds.
+  With ``var`` the normalisation changes nothing ((c dx)^2 / (c^2 var) = dx^2 / var).  Variances are population
+  variances (ddof = 0).
 * **Categorical columns**: a column named in ``one_hot`` becomes one 0/1 column per level (``sex=F``, ``sex=I``,
   ``sex=M``, levels sorted), as the paper's M/F/I = 100/010/001; each such column has its own scale v_i like any
   other.  Any other column that is not all numbers is refused.
+* **Parts are data sets of their own**: a half or a subset is run as the data a user holding only it would have:
+  its inputs are normalised and its scales v_i computed over its own rows (a column with one value in a part tells
+  its rows nothing apart and drops out of that part's kernel), so that its curve is the forecast that part makes.
+  The target keeps the whole table's standardisation, so that sigma^2 means the same in every part and the parts'
+  errors are in the same units.
 * **Subsets** (Fig 2's lines, :func:`subset_rows`): the theory of random subsets of the rows drawn without
-  replacement, repeated (20 in the paper), again with the whole table's scales and standardisation.
-* **Halves** (Fig 1's dot-dashed lines): rows 1..floor(N/2) and the rest, in the table's order, each run as a pool
-  of its own (resampled from and tested on), with the kernel, the scales and the target standardisation of the
-  whole table, so that the three curves differ only in the data they have.
+  replacement, repeated (20 in the paper).
+* **Halves** (Fig 1's dot-dashed lines): ``split="order"`` (the paper's) takes rows 1..floor(N/2) and the rest, in
+  the table's order; ``split="random"`` a random half and the rest (``SeedSequence([seed, 7919])``).  Each is run
+  as a pool of its own (resampled from and tested on).  Boston's rows are ordered by town, so its halves in order
+  are different populations (the second half holds the city of Boston's tracts): their posterior-variance curves
+  differ from the whole's by up to 16 % where random halves stay within 4 % (docs/replica.md).
 
 The work is dense: the kernel matrix is N x N and the theory factorises it a few times per m (O(N^3)), so tables are
 limited to :attr:`bftcore.foundations.limits.Limits.max_table_rows` rows at the door; the simulation factorises the
@@ -54,11 +67,16 @@ from ..foundations.limits import Limits, active, blas_threads, check_deadline
 from ..foundations.tables import parse_named_table
 from . import replica
 
-__all__ = ["SCALES", "PARTS", "Settings", "InputTable", "read_input_table", "input_table", "column_scales", "kernel",
+__all__ = ["SCALES", "INPUTS", "SPLITS", "PARTS", "normalise_inputs", "Settings", "InputTable", "read_input_table",
+           "input_table", "column_scales", "part_kernel", "kernel",
            "simulate_bootstrap", "replica_rows", "subset_rows", "BOSTON_SETTINGS", "ABALONE_SETTINGS", "boston_table"]
 
 #: How the per-column scale v_i of the kernel is computed from the column (module docstring).
 SCALES = ("sqrt-var", "var", "ones")
+#: How each input column is normalised before its scale v_i is computed (module docstring); the first is the default.
+INPUTS = ("range", "standard", "raw")
+#: How a table is cut into halves: in the table's order (the paper's) or at random.
+SPLITS = ("order", "random")
 #: The parts of a table a curve is computed for: all of it, and with ``halves`` its first and second half.
 PARTS = ("all", "first half", "second half")
 
@@ -73,6 +91,7 @@ class Settings:
     scales: str
     noise: float
     one_hot: tuple[str, ...] = ()
+    inputs: str = INPUTS[0]
 
 
 #: The paper's settings (§IV): Boston housing (Fig 1) and Abalone (Fig 2; UCI's abalone.data with a header line
@@ -178,9 +197,29 @@ def read_input_table(source, target: str, one_hot=(), where: str | None = None,
     return input_table(names, columns, target, one_hot, name, limits)
 
 
-def column_scales(X: np.ndarray, scales: str, names=None) -> np.ndarray:
+def normalise_inputs(X: np.ndarray, inputs: str = INPUTS[0]) -> np.ndarray:
+    """The input columns normalised over the rows given (module docstring): ``range`` onto [0, 1] by each column's
+    minimum and maximum, ``standard`` to mean 0 and sd 1 (population sd), ``raw`` unchanged.  A column with one
+    value becomes 0 (``range``, ``standard``): it tells the rows nothing apart."""
+    if inputs not in INPUTS:
+        raise ConfigError(f"inputs must be one of {', '.join(INPUTS)} (how each input column is normalised), got "
+                          f"{inputs!r}")
+    X = np.asarray(X, dtype=float)
+    if inputs == "raw":
+        return X.copy()
+    if inputs == "range":
+        low, width = X.min(axis=0), np.ptp(X, axis=0)
+    else:
+        low, width = X.mean(axis=0), X.std(axis=0)
+    flat = ~(width > 0)
+    return (X - low) / np.where(flat, 1.0, width) * ~flat
+
+
+def column_scales(X: np.ndarray, scales: str, names=None, constant: str = "refuse") -> np.ndarray:
     """The kernel's v_i of each input column (``sqrt-var``, ``var`` or ``ones``; population variances).  A column
-    with the same value in every row has variance 0, hence no scale: refused by name."""
+    with the same value in every row has variance 0, hence no scale: refused by name (``constant="refuse"``, the
+    whole table), or given v_i = 1 (``constant="drop"``, a part: its differences are all 0, so it adds nothing to
+    the kernel whatever v_i is)."""
     if scales not in SCALES:
         raise ConfigError(f"scales must be one of {', '.join(SCALES)}, got {scales!r}")
     X = np.asarray(X, dtype=float)
@@ -188,11 +227,21 @@ def column_scales(X: np.ndarray, scales: str, names=None) -> np.ndarray:
         return np.ones(X.shape[1])
     var = X.var(axis=0)
     flat = np.flatnonzero(var <= 1e-300)
-    if flat.size:
+    if flat.size and constant == "refuse":
         names = list(names) if names is not None else [f"column {j + 1}" for j in range(X.shape[1])]
         raise ConfigError(f"input {names[flat[0]]!r} has the same value in every row (variance 0), so its scale "
                           f"v_i = 0 is not defined; remove the column (it tells the rows nothing apart)")
+    var[flat] = 1.0
     return np.sqrt(var) if scales == "sqrt-var" else var
+
+
+def part_kernel(X: np.ndarray, l2: float, scales: str, inputs: str = INPUTS[0], names=None,
+                constant: str = "drop") -> tuple[np.ndarray, np.ndarray]:
+    """The kernel matrix of the rows ``X`` (a whole table or a part of one) and its scales v_i, both from those
+    rows alone: :func:`normalise_inputs`, then :func:`column_scales`, then :func:`kernel`."""
+    Z = normalise_inputs(X, inputs)
+    v = column_scales(Z, scales, names, constant)
+    return kernel(Z, l2, v), v
 
 
 def kernel(X: np.ndarray, l2: float, v: np.ndarray) -> np.ndarray:
@@ -259,26 +308,36 @@ def simulate_bootstrap(K: np.ndarray, y: np.ndarray, noise_var: float, m_values,
     return out
 
 
-def _parts(N: int, halves: bool) -> list[tuple[str, np.ndarray]]:
+def _parts(N: int, halves: bool, split: str = SPLITS[0], seed: int = 0) -> list[tuple[str, np.ndarray]]:
+    if split not in SPLITS:
+        raise ConfigError(f"split must be one of {', '.join(SPLITS)} (halves in the table's order, or at random), "
+                          f"got {split!r}")
     rows = [("all", np.arange(N))]
     if halves:
         if N < 4:
             raise ConfigError(f"halves need at least 4 rows (2 a half), the table has {N}")
-        rows += [("first half", np.arange(N // 2)), ("second half", np.arange(N // 2, N))]
+        order = np.arange(N)
+        if split == "random":
+            order = np.random.default_rng(np.random.SeedSequence([int(seed), 7_919])).permutation(N)
+        rows += [("first half", np.sort(order[:N // 2])), ("second half", np.sort(order[N // 2:]))]
     return rows
 
 
 def replica_rows(table: InputTable, l2: float, noise_var: float, sizes, scales: str = "sqrt-var",
                  halves: bool = False, resamples: int = RESAMPLES, seed: int = 0, simulate: bool = True,
+                 inputs: str = INPUTS[0], split: str = SPLITS[0],
                  cancel: Callable[[], bool] | None = None, progress: Callable[[int, int], None] | None = None,
                  limits: Limits | None = None) -> dict[str, Any]:
     """The replica theory and the bootstrap simulation of one table (module docstring): one row per size m and
-    part (``all``, and with ``halves`` ``first half`` and ``second half``), each with ``m``, ``part``, ``N`` (rows
-    of the part), ``theory_variance``, ``simulated_variance`` (and ``simulated_variance_se``), ``theory_error``,
-    ``simulated_error`` (and ``simulated_error_se``); the simulated values are None with ``simulate=False``.
+    part (``all``, and with ``halves`` ``first half`` and ``second half``, cut by ``split``), each with ``m``,
+    ``part``, ``N`` (rows of the part), ``theory_variance``, ``simulated_variance`` (and
+    ``simulated_variance_se``), ``theory_error``, ``simulated_error`` (and ``simulated_error_se``); the simulated
+    values are None with ``simulate=False``.
 
-    The document also says what was run: ``target``, ``inputs``, ``one_hot``, ``l2``, ``noise``, ``scales`` with
-    the values ``v``, ``standardisation`` (of the target: its mean and sd), ``resamples``, ``seed``, ``sizes``."""
+    The document also says what was run: ``target``, ``inputs`` (the input columns), ``one_hot``, ``l2``,
+    ``noise``, ``scales`` with the whole table's values ``v`` (and each part's, ``v_parts``), ``normalisation`` (of
+    the inputs, :data:`INPUTS`), ``split``, ``standardisation`` (of the target: its mean and sd), ``resamples``,
+    ``seed``, ``sizes``."""
     limits = limits or active()
     noise_var = float(noise_var)
     if not np.isfinite(noise_var) or noise_var <= 0:
@@ -290,20 +349,22 @@ def replica_rows(table: InputTable, l2: float, noise_var: float, sizes, scales: 
     if simulate and resamples < 2:
         raise ConfigError(f"the simulation needs at least 2 resamples a size (for its standard error), got "
                           f"{resamples}")
-    parts = _parts(table.rows, halves)
+    parts = _parts(table.rows, halves, split, seed)
     if simulate:
         check_resampling(len(sizes) * resamples * len(parts), 1, max(sizes), limits)
-    v = column_scales(table.X, scales, table.inputs)
+    K, v = part_kernel(table.X, l2, scales, inputs, table.inputs, constant="refuse")
     mean, sd = float(table.y.mean()), float(table.y.std())
     if sd <= 0:
         raise ConfigError(f"the target {table.target!r} has the same value in every row; there is nothing to learn")
     y = (table.y - mean) / sd
-    K = kernel(table.X, l2, v)
     rows: list[dict] = []
+    v_parts: dict[str, list[float]] = {}
     total = len(sizes) * resamples * len(parts)
     offset = 0
     for name, idx in parts:
-        Kp, yp = K[np.ix_(idx, idx)], y[idx]
+        Kp, vp = (K, v) if name == "all" else part_kernel(table.X[idx], l2, scales, inputs)
+        yp = y[idx]
+        v_parts[name] = vp.tolist()
         theory = replica.bootstrap_curve(Kp, yp, noise_var, sizes)
         sim = None
         if simulate:
@@ -324,21 +385,25 @@ def replica_rows(table: InputTable, l2: float, noise_var: float, sizes, scales: 
                          "simulated_error_se": None if sim is None else sim["test_error_se"][k]})
     return {"rows": rows, "target": table.target, "inputs": list(table.inputs),
             "one_hot": {k: list(v) for k, v in table.one_hot.items()}, "l2": float(l2), "noise": noise_var,
-            "scales": scales, "v": v.tolist(), "N": table.rows, "sizes": sizes, "halves": bool(halves),
+            "scales": scales, "v": v.tolist(), "v_parts": v_parts, "normalisation": inputs, "split": split,
+            "N": table.rows, "sizes": sizes, "halves": bool(halves),
             "resamples": resamples if simulate else 0, "seed": int(seed),
             "standardisation": {"target_mean": mean, "target_sd": sd,
-                                "text": "target standardised over the whole table: (y - mean) / sd; inputs raw, "
-                                        f"scaled by v_i ({scales}) of the whole table"},
+                                "text": "target standardised over the whole table: (y - mean) / sd; inputs "
+                                        f"normalised ({inputs}) and scaled by v_i ({scales}) over each part's own "
+                                        "rows"},
             "kind": "replica", "approximation": True}
 
 
 def subset_rows(table: InputTable, l2: float, noise_var: float, sizes, subset: int, repeats: int = 20,
-                scales: str = "sqrt-var", seed: int = 0, cancel: Callable[[], bool] | None = None) -> list[dict]:
+                scales: str = "sqrt-var", seed: int = 0, cancel: Callable[[], bool] | None = None,
+                inputs: str = INPUTS[0]) -> list[dict]:
     """Fig 2's theory lines: the replica theory of ``repeats`` random subsets of ``subset`` rows drawn *without*
-    replacement (subset r from ``SeedSequence([seed, "subset", r])``), with the kernel's scales and the target's
-    standardisation of the whole table.  One row per size m, part ``"random <subset> rows"``, with the mean over the
-    subsets of ``theory_variance`` and ``theory_error`` and their range (``*_min``, ``*_max``: the paper's bars, 20
-    repetitions); ``simulated_*`` are None (the paper simulates on the whole table: the ``all`` rows)."""
+    replacement (subset r from ``SeedSequence([seed, 5381, r])``), each a data set of its own (its inputs
+    normalised and its scales computed over its rows), with the target's standardisation of the whole table.  One
+    row per size m, part ``"random <subset> rows"``, with the mean over the subsets of ``theory_variance`` and
+    ``theory_error`` and their range (``*_min``, ``*_max``: the paper's bars, 20 repetitions); ``simulated_*`` are
+    None (the paper simulates on the whole table: the ``all`` rows)."""
     subset, repeats = int(subset), int(repeats)
     if not 2 <= subset <= table.rows:
         raise ConfigError(f"a subset takes 2 to {table.rows} rows (the table's), got {subset}")
@@ -348,7 +413,7 @@ def subset_rows(table: InputTable, l2: float, noise_var: float, sizes, subset: i
     if not np.isfinite(noise_var) or noise_var <= 0:
         raise ConfigError(f"the noise variance sigma^2 must be a finite number > 0, got {noise_var!r}")
     sizes = sorted({int(m) for m in sizes})
-    v = column_scales(table.X, scales, table.inputs)
+    part_kernel(table.X, l2, scales, inputs, table.inputs, constant="refuse")   # the whole table's refusals
     y = (table.y - table.y.mean()) / table.y.std()
     pv, eps = np.empty((repeats, len(sizes))), np.empty((repeats, len(sizes)))
     for r in range(repeats):
@@ -357,7 +422,7 @@ def subset_rows(table: InputTable, l2: float, noise_var: float, sizes, subset: i
         check_deadline()
         rng = np.random.default_rng(np.random.SeedSequence([int(seed), 5_381, r]))
         idx = np.sort(rng.choice(table.rows, size=subset, replace=False))
-        curve = replica.bootstrap_curve(kernel(table.X[idx], l2, v), y[idx], noise_var, sizes)
+        curve = replica.bootstrap_curve(part_kernel(table.X[idx], l2, scales, inputs)[0], y[idx], noise_var, sizes)
         pv[r], eps[r] = curve["posterior_variance"], curve["test_error"]
     part = f"random {subset} rows"
     return [{"m": m, "part": part, "N": subset, "repeats": repeats,

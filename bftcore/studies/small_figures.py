@@ -282,13 +282,15 @@ FIG1_002_SIZES = "10:5060:10"
 
 
 def fig1_002_document() -> dict:
-    """Seed 002's Fig 1 on Boston housing (:mod:`bftcore.models.replica_tables`): l^2 = 147.1, v_i = sqrt(var_i),
-    sigma^2 = 0.01, the whole table and its halves, replica theory and bootstrap simulation (20 resamples a size,
+    """Seed 002's Fig 1 on Boston housing (:mod:`bftcore.models.replica_tables`): inputs onto [0, 1] (docs/replica.md),
+    l^2 = 147.1, v_i = sqrt(var_i), sigma^2 = 0.01, the whole table and its halves, replica theory and bootstrap
+    simulation (20 resamples a size,
     seed 0) at :data:`FIG1_002_SIZES`; ``rows`` as ``python -m bftcore replica --json`` prints them, and the
     figure's ``panels``."""
     s = replica_tables.BOSTON_SETTINGS
     doc = replica_tables.replica_rows(replica_tables.boston_table(), s.l2, s.noise,
-                                      parse_sizes(FIG1_002_SIZES, "sizes"), scales=s.scales, halves=True)
+                                      parse_sizes(FIG1_002_SIZES, "sizes"), scales=s.scales, halves=True,
+                                      inputs=s.inputs)
     doc.update(figure="fig1_002", panels=replica_tables.figure_panels(doc))
     return doc
 
