@@ -308,24 +308,25 @@ class ReplicaTableView(pn.viewable.Viewer):
         self.progress_text.set(f"{done} of {total} resamples" if total else "")
 
     def __panel__(self):
-        widgets = pn.Param(self.param, parameters=["target", "l2", "noise", "scales", "m_from", "m_to", "m_sizes",
-                                                   "resamples", "inputs", "halves", "split", "subset",
-                                                   "repeats"],
-                           widgets={"target": {"type": pn.widgets.Select, "width": 140,
-                                               "css_classes": ["bft-replica-target"]},
-                                    "l2": {"type": pn.widgets.FloatInput, "width": 90},
-                                    "noise": {"type": pn.widgets.FloatInput, "width": 90},
-                                    "scales": {"width": 100},
-                                    "m_from": {"type": pn.widgets.IntInput, "width": 80},
-                                    "m_to": {"type": pn.widgets.IntInput, "width": 80},
-                                    "m_sizes": {"type": pn.widgets.IntInput, "width": 70},
-                                    "resamples": {"type": pn.widgets.IntInput, "width": 80},
-                                    "inputs": {"width": 110},
-                                    "halves": {"width": 80},
-                                    "split": {"width": 90},
-                                    "subset": {"type": pn.widgets.IntInput, "width": 120},
-                                    "repeats": {"type": pn.widgets.IntInput, "width": 70}},
-                           default_layout=pn.Row, show_name=False, sizing_mode="stretch_width")
+        kinds = {"target": {"type": pn.widgets.Select, "width": 140, "css_classes": ["bft-replica-target"]},
+                 "l2": {"type": pn.widgets.FloatInput, "width": 90},
+                 "noise": {"type": pn.widgets.FloatInput, "width": 90},
+                 "scales": {"width": 100},
+                 "m_from": {"type": pn.widgets.IntInput, "width": 80},
+                 "m_to": {"type": pn.widgets.IntInput, "width": 80},
+                 "m_sizes": {"type": pn.widgets.IntInput, "width": 70},
+                 "resamples": {"type": pn.widgets.IntInput, "width": 80},
+                 "inputs": {"width": 130},
+                 "halves": {"width": 70, "margin": (30, 10, 0, 10)},
+                 "split": {"width": 90},
+                 "subset": {"type": pn.widgets.IntInput, "width": 150},
+                 "repeats": {"type": pn.widgets.IntInput, "width": 80}}
+        # two rows, so that the controls fit a laptop's width without a sideways scroll
+        rows = (["target", "l2", "noise", "scales", "m_from", "m_to", "m_sizes", "resamples"],
+                ["inputs", "halves", "split", "subset", "repeats"])
+        widgets = pn.Column(*[pn.Param(self.param, parameters=names, widgets={n: kinds[n] for n in names},
+                                       default_layout=pn.Row, show_name=False, sizing_mode="stretch_width")
+                              for names in rows], sizing_mode="stretch_width")
         one_hot = pn.widgets.MultiChoice.from_param(self.param.one_hot, width=300, css_classes=["bft-replica-onehot"])
         head = pn.pane.Markdown("### Your table of d-dimensional inputs: replica theory and bootstrap (seed 002)",
                                 margin=(10, 10, 0, 10))

@@ -1,6 +1,7 @@
 """The learning-curve tab's table of d-dimensional inputs in a real browser (seed 002, issue 30 part 3): a small CSV
 uploaded through the panel's own file input, a categorical column refused until it is one-hot encoded, then the
-replica theory and the bootstrap simulation drawn for the whole table and its halves, with the progress counted."""
+replica theory and the bootstrap simulation drawn for the whole table and its halves, with the progress counted, and
+the theory of random subsets (Fig 2) as a band."""
 import re
 import time
 
@@ -65,7 +66,8 @@ def test_a_table_uploaded_in_the_learning_tab_gets_its_replica_curve(page):
     page.locator(".bft-replica-onehot input").first.click()
     page.locator(".bft-replica-onehot .choices__list--dropdown .choices__item", has_text="sex").first.click()
     page.keyboard.press("Escape")
-    for label, value in (("l²", "10"), ("σ²", "0.1"), ("m to", "240"), ("sizes", "5"), ("resamples", "6")):
+    for label, value in (("l²", "10"), ("σ²", "0.1"), ("m to", "240"), ("sizes", "5"), ("resamples", "6"),
+                         ("subset rows (0: none)", "30"), ("subsets", "4")):
         box = page.locator(f".bk-input-group:has(label:text-is('{label}')) input").first
         box.fill(value)
         box.press("Enter")
@@ -79,6 +81,9 @@ def test_a_table_uploaded_in_the_learning_tab_gets_its_replica_curve(page):
             assert finite(column(page, f"bft-replica-{key}-theory-{part}", "v")) == 5
             assert finite(column(page, f"bft-replica-{key}-simulation-{part}", "v")) == 5
     assert column(page, "bft-replica-variance-theory-all", "m") == parse_sizes("10:240:5")
+    # Fig 2's random subsets of 30 rows: their mean and the range over 4 subsets, a band around it
+    lo, mid, hi = (column(page, "bft-replica-variance-theory-subset", c) for c in ("lo", "v", "hi"))
+    assert finite(mid) == 5 and all(a <= b <= c for a, b, c in zip(lo, mid, hi)) and lo[0] < hi[0]
     theory = column(page, "bft-replica-variance-theory-all", "v")
     assert all(a > b for a, b in zip(theory, theory[1:]))   # the posterior variance falls with m
     page.locator(".bft-replica-note").first.scroll_into_view_if_needed()
