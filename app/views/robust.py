@@ -67,7 +67,7 @@ class RobustControls:
         self.width = pn.widgets.FloatSlider(label="μ or ε (noise widths)", start=0.0, end=5.0, step=0.1,
                                             value=1.0, width=width, css_classes=["bft-robust-width"])
         fig = make_figure("ψ(s) and ψ′(s)", "s (units of b's S)", "", height=170, width=width, tools="",
-                          x_range=Range1d(-8, 8))
+                          x_range=Range1d(-8, 8), y_range=Range1d(-2, 2))
         fig.sizing_mode = "fixed"
         fig.toolbar_location = None
         self.curves = ColumnDataSource(dict(s=[], psi=[], dpsi=[]), name="bft-robust-inset")
@@ -134,7 +134,7 @@ class RobustControls:
         self.curves.data = {k: v.tolist() for k, v in data.items()}
         top = float(np.max(np.abs(np.concatenate([data["psi"], data["dpsi"]])))) or 1.0
         self.inset.x_range.update(start=float(data["s"][0]), end=float(data["s"][-1]))
-        self.inset.y_range = Range1d(-1.1 * top, 1.1 * top)
+        self.inset.y_range.update(start=-1.1 * top, end=1.1 * top)  # in place: a new range is a new model
         self.warning.visible = name == "inverted_cup"
         self.warning.styles = WARNING_STYLES["density" if density else "regression"]
 
