@@ -89,9 +89,19 @@ stop() {
     [ "$alive" = 0 ] && break
     sleep 0.1
   done
+  local killed=""
   for f in "$RUN_DIR"/supervisor-*.pid "$RUN_DIR"/worker-*.pid "$RUN_DIR/nginx.pid"; do
-    [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true
+    if [ -f "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; then killed+=" $(cat "$f")"; fi
     rm -f "$f"
+  done
+  # a killed process still runs while the kernel tears it down (a Python worker's memory takes a moment): return
+  # only when each is gone or a zombie, so that "stopped" means nothing of the classroom runs any more
+  for pid in $killed; do
+    for _ in $(seq 1 50); do
+      [ -d "/proc/$pid" ] || break
+      grep -q '^State:[[:space:]]*Z' "/proc/$pid/status" 2>/dev/null && break
+      sleep 0.1
+    done
   done
   rm -f "$RUN_DIR"/worker-*.restarts
   echo "stopped the classroom on port $PORT"

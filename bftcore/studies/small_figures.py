@@ -359,6 +359,8 @@ class SmallFigure:
     title: str
     compute: Callable[[], dict]
     drawer: str
+    #: The same figure at the paper's full size, where it differs from the tests' (``reproduce NAME --full-size``).
+    full_size: Callable[[], dict] | None = None
 
 
 #: name -> the figure: ``python -m bftcore reproduce NAME`` computes, prints (``--json``) and draws (``--png``) each
@@ -386,5 +388,5 @@ SMALL_FIGURES: dict[str, SmallFigure] = {
                        byy_document, "curves"),
     "image_completion": SmallFigure(PAPER_001, "Fig 4", "image completion with two deformable templates "
                                     "(synthetic faces), low and high temperature", image_completion_document,
-                                    "image_completion"),
+                                    "image_completion", lambda: image_completion_document(ic.DEMO_SHAPE)),
 }
