@@ -522,3 +522,19 @@ def test_a_session_ended_while_its_worker_computes_closes_the_run_there_and_says
     assert closed_on and closed_on[0].startswith("bft-") and run.gen.gi_frame is None
     assert caplog.text.count(runner.SESSION_RELEASED) == 1
     assert s.record is None and s.history == []
+
+
+def test_the_column_slice_shows_only_beside_a_heatmap():
+    """p(y | x0) is a column of the heatmap: shown for a density on the (x, y) grid, hidden for a regression (y is
+    real-valued: the side plots had an empty slice under every regression preset) and for a 1-D density (no x)."""
+    from app.session import BFTSession
+    from app.views.prior import PriorView
+    s = BFTSession(live=False)
+    view = PriorView(session=s)
+    assert s.kind.drawn_as == "heatmap" and view.slice_panel().visible
+    assert s.load_preset("two_trends") and s.kind.drawn_as == "curve"
+    assert not view.slice_panel().visible
+    assert s.load_preset("fig14") and view.slice_panel().visible
+    assert s.load_preset("old_faithful") and view.slice_panel().visible and view.slice_fig.visible
+    s.param.update(nx=1, data=[[5.0, float(v)] for v in (3, 4, 4, 5, 9, 10)])
+    assert s.kind.drawn_as == "density" and not view.slice_panel().visible and not view.slice_fig.visible

@@ -204,6 +204,9 @@ class PriorView(pn.viewable.Viewer):
         fig.legend.label_text_font_size = FONT
         fig.legend.background_fill_alpha = 0.5
         self.slice_fig = fig
+        # p(y | x0) is a column of a heatmap: a regression (y real-valued) or a 1-D density (no x) has none
+        fig.visible = False
+        self.slice_pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width", visible=False)
         # computed in the browser and only shown there: not sent back to the server (each frame sent the slice, its
         # title and the auto ranges BokehJS recomputed from it back: 22 range changes for two clicks)
         for model in (self.slice, fig.x_range, fig.y_range, self.slice_where):
@@ -226,6 +229,12 @@ class PriorView(pn.viewable.Viewer):
 
     def _update_truth(self, *_):
         s = self.session
+        heatmap = s.kind.drawn_as == "heatmap"
+        # the figure's own visible too: the Bokeh pane copies the figure's properties onto itself when it syncs
+        if self.slice_fig.visible != heatmap:
+            self.slice_fig.visible = heatmap
+        if self.slice_pane.visible != heatmap:
+            self.slice_pane.visible = heatmap
         if not s.kind.y_on_grid or s.truth != "paper":
             self.truth.data = dict(image=[])
             self.truth_line.visible = False
@@ -322,7 +331,7 @@ class PriorView(pn.viewable.Viewer):
                          css_classes=["bft-prior-samples"])
 
     def slice_panel(self):
-        return pn.pane.Bokeh(self.slice_fig, sizing_mode="stretch_width")
+        return self.slice_pane
 
     def __panel__(self):
         return pn.Column(self.samples_panel(), self.slice_panel(), sizing_mode="stretch_width")
