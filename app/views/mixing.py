@@ -15,7 +15,7 @@ EQUATION = (r"$a_j = \frac{p_j\, e^{-\beta\lambda E_{0j}}}{\sum_k p_k\, e^{-\bet
 TEXT = """Each prior component j is a Gaussian process centred on a template t_j. The mixing coefficient a_j says how
 much the current field trusts template j: the component whose template is closest to the field in the prior
 metric wins. The inverse temperature β sharpens the competition: for small β all a_j tend to the prior
-weights p_j, for large β the winner takes all. In regression mode the orange bars are the exact posterior
+weights p_j, for large β the winner takes all. In regression mode the grey bars are the exact posterior
 weights b_j of the components. The right plot traces a_j over the iterations: long flat stretches followed by a
 switch are the signature of a metastable mixture."""
 
@@ -92,13 +92,17 @@ class MixingView(pn.viewable.Viewer):
         if exact and exact.get("b") is not None and len(exact["b"]) == k:  # arrays: no truth value
             names += [f"b{j + 1} {lab}" for j, lab in enumerate(labels)]
             values += [float(b) for b in exact["b"]]
-            colors += ["#ff7f0e"] * k
+            colors += ["#7f7f7f"] * k   # grey: the orange of a_2 named them before
         if not names:
             names, values, colors = ["no templates"], [0.0], ["#cccccc"]
+        if len(names) > 2:
+            # a_j and b_j of each template: the long names, turned so as not to overlap, squeezed the bars to a
+            # few pixels in the tile; the thumbnails under the bars name the templates t_j
+            names = [n.split()[0] for n in names]
         if list(self.bar_fig.x_range.factors) != names:
             self.bar_fig.x_range.factors = names
-        # two names fit side by side; more are turned (they would overlap)
-        orientation = "horizontal" if len(names) <= 2 else 0.5
+        # two long names fit side by side; more are short
+        orientation = "horizontal" if len(names) <= 2 or max(map(len, names)) <= 3 else 0.5
         axis = self.bar_fig.xaxis[0]
         if axis.major_label_orientation != orientation:
             axis.major_label_orientation = orientation
