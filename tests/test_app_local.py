@@ -101,12 +101,31 @@ def test_a_density_takes_a_local_prior_on_an_open_grid_and_a_refused_one_changes
     assert s.message.startswith("Refused: ") and "periodic" in s.message and s.to_config() == before
     s.boundary_y = "neumann"
     s.set_local_type("switch")
+    s.set_local_value("pi_soft", 0.6)   # some edges soft, to be drawn
     doc = validate_config(s.to_config())
     assert doc.kind is problems.DENSITY_LOCAL_SWITCH and canvas.equation.object == EQUATION_LOCAL_DENSITY["switch"]
     s.start_run(warm=False, play=False)  # live=False: a change does not restart the run by itself
     s.solve()
     fit = problems.DENSITY_LOCAL_SWITCH.solve(doc)
     np.testing.assert_allclose(s.record.field, fit.field, rtol=0, atol=1e-9)
+    # the soft edges are walls on the heatmap, one per edge with a_soft >= 0.05, at the place the result document
+    # gives its edge (the midpoint of its two nodes), as opaque as it is soft
+    local = fit.to_document()["local"]
+    a_soft = np.asarray(local["responsibilities"][-1])
+    shown = np.flatnonzero(a_soft >= 0.05)
+    edges = canvas.edges_source.data
+    assert len(edges["x0"]) == shown.size > 0
+    np.testing.assert_allclose(edges["alpha"], a_soft[shown], atol=1e-9)
+    mid_x = (np.asarray(edges["x0"]) + np.asarray(edges["x1"])) / 2
+    mid_y = (np.asarray(edges["y0"]) + np.asarray(edges["y1"])) / 2
+    vertical = np.asarray(edges["x0"]) == np.asarray(edges["x1"])
+    np.testing.assert_allclose(mid_x, np.asarray(local["edge_x"])[shown])
+    np.testing.assert_allclose(mid_y, np.asarray(local["edge_y"])[shown])
+    assert np.array_equal(vertical, np.asarray(local["edge_direction"])[shown] == 0)
+    length = np.hypot(np.subtract(edges["x1"], edges["x0"]), np.subtract(edges["y1"], edges["y0"]))
+    np.testing.assert_allclose(length, np.where(vertical, s.grid.hy, s.grid.hx))
+    s.set_local_type("off")
+    assert len(canvas.edges_source.data["x0"]) == 0
 
 
 def test_every_edge_goes_soft_as_pi_soft_goes_to_one_and_none_opens_at_small_beta():

@@ -33,8 +33,9 @@ from bftcore.models.presets import sample_paper_data
 from ..configuration import X_RANGE, Y_RANGE, robust_of
 from ..session import BFTSession
 from ..transport import user_action
-from .common import FONT, PALETTE, SERIES, label_axes, make_figure
+from .common import FONT, PALETTE, SERIES, label_axes, make_figure, replace_data
 from .common import set_changed as _set
+from .local import EMPTY_EDGES, soft_edges
 
 GRID_PARAMS = ["x_min", "x_max", "nx", "y_min", "y_max", "ny"]
 #: Number of held-out test points drawn from the paper's true density, and their seed (no preset uses it).
@@ -197,6 +198,10 @@ class DataCanvas(pn.viewable.Viewer):
                     line_color="black")
         fig.add_layout(LabelSet(x="x", y="h", text="label", source=self.marker_source, x_offset=14, y_offset=-8,
                                 text_font_size="16px", text_color="orange"))
+        # a density's local prior: its soft edges as walls between the cells, as opaque as they are soft
+        self.edges_source = ColumnDataSource(dict(EMPTY_EDGES), name="bft-local-edges")
+        fig.segment("x0", "y0", "x1", "y1", source=self.edges_source, line_alpha="alpha", color="#ff4040",
+                    line_width=3)
         # the held-out test data: points of the paper's true density, drawn with another seed than any preset's
         self.heldout_source = ColumnDataSource(dict(x=[], y=[]), name="bft-heldout-source")
         self.heldout = fig.scatter("x", "y", source=self.heldout_source, size=7, marker="x", color="#dddddd",
@@ -285,6 +290,7 @@ class DataCanvas(pn.viewable.Viewer):
                                             css_classes=["bft-add-point"])
         self.add_button.on_click(self._add_typed)
         s.param.watch(self._update_text, ["model", "local_prior", "robust_prior"])
+        s.param.watch(self._update_edges, ["record", "local_prior", "lam_x", "lam_y", "model"] + GRID_PARAMS)
         self._update_text()  # a canvas built over a session that already holds a problem says what it draws
         s.param.watch(self._update_labels, ["labels"])
         self._update_labels()
@@ -293,6 +299,7 @@ class DataCanvas(pn.viewable.Viewer):
         self._update_ranges()
         self._update_points()
         self._update_image()
+        self._update_edges()
 
     def _update_labels(self, *_):
         label_axes(self.figure, self.session.labels)
@@ -453,6 +460,14 @@ class DataCanvas(pn.viewable.Viewer):
         if s.display == "ln P":
             return np.log(np.maximum(P, max(P.max(), 1e-300) * 1e-8)), "ln P"
         return P, "P"
+
+    def _update_edges(self, *_):
+        s = self.session
+        edges = EMPTY_EDGES
+        if s.kind.drawn_as == "heatmap" and s.local_prior:
+            edges = soft_edges(s.record, s.grid, s.local_prior, s.lam_x, s.lam_y)
+        if len(edges["x0"]) or len(self.edges_source.data["x0"]):
+            replace_data(self.edges_source, edges)
 
     def _update_image(self, *_):
         s, g = self.session, self.session.grid

@@ -2,7 +2,12 @@
 cell per edge between neighbouring x nodes, coloured by a_soft(e), the posterior probability that the edge takes the
 softest alternative of a local prior mixture (eq. (588)), or the log-stiffness theta(e) of a hyperfield (relative to
 the document's Gaussian prior, eqs. (454)-(457)) as a curve.  It follows every frame of the run; it is hidden for a
-problem without a local prior."""
+problem without a local prior.
+
+On a density (:mod:`bftcore.models.local_density`) the labels live on the edges of the (x, y) grid, so they are drawn
+on the heatmap itself (:func:`soft_edges`): each soft edge is a wall between its two cells, as opaque as the edge is
+soft.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +15,9 @@ import panel as pn
 import param
 from bokeh.models import ColorBar, ColumnDataSource, FixedTicker, LinearColorMapper, Range1d
 from bokeh.palettes import Viridis256
+
+from bftcore.foundations.grid import Grid
+from bftcore.models.local_density import lattice
 
 from ..session import BFTSession
 from .common import make_figure, replace_data
@@ -28,6 +36,44 @@ def strip_values(rec, local_type: str) -> np.ndarray | None:
         return None  # none, or a frame of the other type on its way out
     labels = np.asarray(labels, dtype=float)
     return labels[-1] if local_type == "switch" else labels[0]
+
+
+#: Edges softer than this are not drawn (a wall of alpha 0.05 is not seen, and each one is data sent per frame).
+SOFT_SHOWN = 0.05
+EMPTY_EDGES: dict = dict(x0=[], y0=[], x1=[], y1=[], alpha=[])
+
+
+def soft_edges(rec, grid: Grid, local_prior: dict | None, lam_x: float, lam_y: float) -> dict:
+    """The walls to draw on a density's heatmap for a record of a local prior: columns ``x0, y0, x1, y1, alpha``
+    of one segment per edge whose softness is at least :data:`SOFT_SHOWN`.  Softness: a_soft(e), the posterior
+    probability of the softest alternative (a switch), or ``1 - min(e^theta(e), 1)`` (a hyperfield: how much of the
+    Gaussian prior's stiffness the edge has lost).  An x-edge between the nodes (i, j) and (i+1, j) is the vertical
+    wall between their cells, a y-edge the horizontal one; the edges are the lattice's
+    (:func:`bftcore.models.local_density.lattice`: its directions and cuts, in its order).  Empty for a record of
+    another grid or type (a frame on its way out) or without labels."""
+    local = (local_prior or {}).get("local")
+    if not local:
+        return EMPTY_EDGES
+    values = strip_values(rec, local["type"])
+    if values is None:
+        return EMPTY_EDGES
+    try:
+        lat = lattice(grid, 1.0, lam_x, lam_y, (local_prior or {}).get("cuts", []))
+    except ValueError:  # a grid the local prior cannot take: nothing is drawn (the gate says why)
+        return EMPTY_EDGES
+    if lat.n_edges != values.size:
+        return EMPTY_EDGES
+    soft = values if local["type"] == "switch" else 1.0 - np.minimum(np.exp(values), 1.0)
+    keep = soft >= SOFT_SHOWN
+    xs, ys = grid.x.nodes[lat.i[keep]], grid.y.nodes[lat.j[keep]]
+    along_x = lat.direction[keep] == 0
+    hx, hy = grid.hx, grid.hy
+    # an x-edge: a wall at the middle of the two x nodes across the cell's height; a y-edge: across its width
+    x0 = np.where(along_x, xs + hx / 2, xs - hx / 2)
+    x1 = np.where(along_x, xs + hx / 2, xs + hx / 2)
+    y0 = np.where(along_x, ys - hy / 2, ys + hy / 2)
+    y1 = np.where(along_x, ys + hy / 2, ys + hy / 2)
+    return dict(x0=x0, y0=y0, x1=x1, y1=y1, alpha=np.clip(soft[keep], 0.0, 1.0))
 
 
 class LocalStrip(pn.viewable.Viewer):
