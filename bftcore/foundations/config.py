@@ -784,6 +784,29 @@ class ProblemKind(Protocol):
         ...
 
 
+class MapOnlyKind:
+    """The part of a :class:`ProblemKind` whose posterior is known only at its mode (a local prior, a non-Gaussian
+    potential or data term): no evidence path, no closed form, and no posterior draws unless the kind has an honest
+    reading of them (it then overrides :meth:`posterior_summary`).  Each refusal says why in the kind's own words,
+    ``no_evidence`` and ``no_draws``, with what to do instead."""
+
+    path_parameters: tuple[str, ...] = ()
+    has_exact: bool = False
+    #: Why the kind has no evidence, and what to do instead (the ConfigError of :meth:`evidence_path`).
+    no_evidence: str = ""
+    #: Why it has no posterior draws, and what to do instead (the ConfigError of :meth:`posterior_summary`).
+    no_draws: str = ""
+
+    def evidence_path(self, cfg: dict, param: str, values) -> dict:
+        raise ConfigError(self.no_evidence)
+
+    def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
+        raise ConfigError(self.no_draws)
+
+    def exact(self, cfg: dict) -> dict | None:
+        return None
+
+
 #: The registered problem kinds by name, in the order of registration (:mod:`bftcore.models.problems` fills it).
 KINDS: dict[str, ProblemKind] = {}
 

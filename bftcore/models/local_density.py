@@ -94,7 +94,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..foundations import metrics
-from ..foundations.config import ConfigError, checked
+from ..foundations.config import ConfigError, MapOnlyKind, checked
 from ..foundations.grid import Grid
 from ..foundations.operators import PriorOperator, difference_matrix
 from ..foundations.records import FitResult, Record, finite_list
@@ -814,18 +814,20 @@ def solve_document(config: dict, init=None, callback=None) -> LocalDensityDocume
     return LocalDensityDocumentFit(history, elapsed, problem, None, model.lattice, p.type)
 
 
-class LocalDensityKind:
+class LocalDensityKind(MapOnlyKind):
     """A density (field L) with a local prior of one type (``"switch"``, ``"hyperfield"``) as a problem kind
     (:class:`bftcore.foundations.config.ProblemKind`), registered in :mod:`bftcore.models.problems` after the plain
     density, so that it is asked first; it claims the density documents whose ``prior.local.type`` is its type."""
 
     model: str = "density"
-    path_parameters: tuple[str, ...] = ()
-    has_exact: bool = False
     y_on_grid: bool = True
     default_templates: tuple[str, ...] = ()
     result_type: type[FitResult] = LocalDensityDocumentFit
     drawn_as: str = "heatmap"
+    no_evidence = ("the evidence of a density with a local prior (prior.local, prior.cuts) is not implemented (the sum "
+                   "over the labels has no closed form); remove prior.local/cuts for the Laplace evidence")
+    no_draws = ("posterior draws of a density with a local prior are not implemented; remove prior.local/cuts for "
+                "the Laplace band")
 
     def __init__(self, local_type: str):
         self.local_type = local_type
@@ -847,14 +849,3 @@ class LocalDensityKind:
                               "mixes over the labels); fit without it")
         return solve_document(cfg, init, callback)
 
-    def evidence_path(self, cfg: dict, param: str, values) -> dict:
-        raise ConfigError("the evidence of a density with a local prior (prior.local, prior.cuts) is not implemented "
-                          "(the sum over the labels has no closed form); remove prior.local/cuts for the Laplace "
-                          "evidence")
-
-    def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
-        raise ConfigError("posterior draws of a density with a local prior are not implemented; remove "
-                          "prior.local/cuts for the Laplace band")
-
-    def exact(self, cfg: dict) -> dict | None:
-        return None

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg as sla
 
-from ..foundations.config import ConfigError, checked, grid_from_config
+from ..foundations.config import ConfigError, MapOnlyKind, checked, grid_from_config
 from ..foundations.records import FitResult, Record, finite_list
 from ..foundations.templates import template_values
 from . import local_priors as lp
@@ -180,18 +180,18 @@ def solve(config: dict, init=None) -> LocalRegressionFit:
                               bool(history[-1].converged), None, chain.edge_x, p.type, tuple(p.cfg["prior"]["cuts"]))
 
 
-class LocalRegressionKind:
+class LocalRegressionKind(MapOnlyKind):
     """A regression with a local prior of one type (``"switch"``, ``"hyperfield"``) as a problem kind
     (:class:`bftcore.foundations.config.ProblemKind`), registered in :mod:`bftcore.models.problems` after the plain
     regression, so that it is asked first; it claims the documents whose ``prior.local.type`` is its type."""
 
     model: str = "regression"
-    path_parameters: tuple[str, ...] = ()
-    has_exact: bool = False
     y_on_grid: bool = False
     default_templates: tuple[str, ...] = ("constant",)
     result_type: type[FitResult] = LocalRegressionFit
     drawn_as: str = "curve"
+    no_evidence = ("the evidence of a regression with a local prior (prior.local, prior.cuts) is not implemented (the "
+                   "sum over the labels has no closed form); remove prior.local/cuts for the Gaussian evidence")
 
     def __init__(self, local_type: str):
         self.local_type = local_type
@@ -209,11 +209,6 @@ class LocalRegressionKind:
 
     def solve(self, cfg: dict, init=None, callback=None, check_stability: bool = False) -> FitResult:
         return solve(cfg, init)
-
-    def evidence_path(self, cfg: dict, param: str, values) -> dict:
-        raise ConfigError("the evidence of a regression with a local prior (prior.local, prior.cuts) is not "
-                          "implemented (the sum over the labels has no closed form); remove prior.local/cuts for the "
-                          "Gaussian evidence")
 
     def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
         """``n`` draws of h from the Gaussian at the solution's final a-weighted operator (switch) or stiffness
@@ -234,6 +229,3 @@ class LocalRegressionKind:
         z = rng.standard_normal((chain.n, n))
         draws = fit.h[:, None] + sla.solve_triangular(L.T, z, lower=False)
         return {"x": chain.axis.nodes.tolist(), "draws": draws.T.tolist(), "kind": "conditional"}
-
-    def exact(self, cfg: dict) -> dict | None:
-        return None

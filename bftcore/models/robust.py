@@ -63,7 +63,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from ..foundations import metrics
-from ..foundations.config import ConfigError, checked, grid_from_config
+from ..foundations.config import ConfigError, MapOnlyKind, checked, grid_from_config
 from ..foundations.grid import Axis, Grid
 from ..foundations.operators import PriorOperator, axis_root, highest_order
 from ..foundations.potentials import DataTerm, PriorPotential, data_term, prior_potential
@@ -750,7 +750,7 @@ def solve_config(config: dict, init=None, callback=None) -> RobustRegressionFit:
     return RobustRegressionFit(history, fit.elapsed_s, problem, fit, cfg)
 
 
-class RobustRegressionKind:
+class RobustRegressionKind(MapOnlyKind):
     """Regression with a prior potential and a data term (the documents of
     :func:`bftcore.foundations.config._robust`) as a problem kind (:class:`bftcore.foundations.config.ProblemKind`),
     registered in :mod:`bftcore.models.problems` after plain regression and claiming the documents whose
@@ -761,10 +761,14 @@ class RobustRegressionKind:
     claims: dict[str, object] = {"solver.method": "irls"}
     result_type: type[FitResult] = RobustRegressionFit
     drawn_as: str = "curve"
-    path_parameters: tuple[str, ...] = ()  # no evidence for a non-Gaussian prior or data term
-    has_exact: bool = False
     y_on_grid: bool = False
     default_templates: tuple[str, ...] = ("constant",)
+    no_evidence = ("the evidence of a robust regression is not defined here: a non-Gaussian prior potential or data "
+                   "term has no closed-form evidence, and a Laplace approximation at a cup's edges is not one; set "
+                   "lambda and beta by hand (or fit the Gaussian document for its evidence)")
+    no_draws = ("posterior draws of a robust regression are not implemented: its posterior is not Gaussian (the cups "
+                "are not convex, the data terms not quadratic), and neither exact draws nor a Laplace band about the "
+                "MAP h would be honest; only the MAP fit is available")
 
     def nodes(self, cfg: dict) -> int:
         return cfg["grid"]["x"]["n"]
@@ -784,18 +788,6 @@ class RobustRegressionKind:
         """:func:`solve_config` (it checks for saddles by itself: ``check_stability`` changes nothing)."""
         return solve_config(cfg, init, callback)
 
-    def evidence_path(self, cfg: dict, param: str, values) -> dict:
-        raise ConfigError("the evidence of a robust regression is not defined here: a non-Gaussian prior potential "
-                          "or data term has no closed-form evidence, and a Laplace approximation at a cup's edges is "
-                          "not one; set lambda and beta by hand (or fit the Gaussian document for its evidence)")
-
-    def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
-        raise ConfigError("posterior draws of a robust regression are not implemented: its posterior is not "
-                          "Gaussian (the cups are not convex, the data terms not quadratic), and neither exact draws "
-                          "nor a Laplace band about the MAP h would be honest; only the MAP fit is available")
-
-    def exact(self, cfg: dict) -> dict | None:
-        return None
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -940,7 +932,7 @@ class RobustDensityFit(DensityFit):
         return doc
 
 
-class RobustDensityKind:
+class RobustDensityKind(MapOnlyKind):
     """The conditional density p(y|x) with a prior potential on L = ln P (Sect. 6.5 on the 2-D grid, issue 29) as a
     problem kind (:class:`bftcore.foundations.config.ProblemKind`): the density documents whose ``solver.method``
     is ``"irls"`` (the gate sets it for every density with ``prior.potential``;
@@ -953,10 +945,14 @@ class RobustDensityKind:
     claims: dict[str, object] = {"model": "density", "solver.method": "irls"}
     result_type: type[FitResult] = RobustDensityFit
     drawn_as: str = "heatmap"
-    path_parameters: tuple[str, ...] = ()  # no evidence for a non-Gaussian prior
-    has_exact: bool = False
     y_on_grid: bool = True
     default_templates: tuple[str, ...] = ()
+    no_evidence = ("the evidence of a density with a prior potential is not defined here: a non-Gaussian prior has no "
+                   "closed-form evidence, and a Laplace approximation at a cup's edges is not one; set lambda by hand "
+                   "(or fit the Gaussian document, without prior.potential, for its evidence)")
+    no_draws = ("posterior draws of a density with a prior potential are not implemented: its posterior is not "
+                "Gaussian (the cups are not convex), and neither exact draws nor a Laplace band about the MAP L would "
+                "be honest; only the MAP fit is available")
 
     def nodes(self, cfg: dict) -> int:
         return cfg["grid"]["x"]["n"] * cfg["grid"]["y"]["n"]
@@ -981,15 +977,3 @@ class RobustDensityKind:
         stable = is_local_minimum(problem, last.field) if check_stability else None
         return RobustDensityFit(history, elapsed, problem, stable, verdict)
 
-    def evidence_path(self, cfg: dict, param: str, values) -> dict:
-        raise ConfigError("the evidence of a density with a prior potential is not defined here: a non-Gaussian prior "
-                          "has no closed-form evidence, and a Laplace approximation at a cup's edges is not one; set "
-                          "lambda by hand (or fit the Gaussian document, without prior.potential, for its evidence)")
-
-    def posterior_summary(self, cfg: dict, field, n: int, level: float, rng: np.random.Generator) -> dict:
-        raise ConfigError("posterior draws of a density with a prior potential are not implemented: its posterior is "
-                          "not Gaussian (the cups are not convex), and neither exact draws nor a Laplace band about "
-                          "the MAP L would be honest; only the MAP fit is available")
-
-    def exact(self, cfg: dict) -> dict | None:
-        return None
