@@ -531,10 +531,12 @@ def test_the_column_slice_shows_only_beside_a_heatmap():
     from app.views.prior import PriorView
     s = BFTSession(live=False)
     view = PriorView(session=s)
-    assert s.kind.drawn_as == "heatmap" and view.slice_panel().visible
+    def shown() -> bool:
+        return view.slice_panel().objects == [view.slice_pane]
+    assert s.kind.drawn_as == "heatmap" and shown()
     assert s.load_preset("two_trends") and s.kind.drawn_as == "curve"
-    assert not view.slice_panel().visible
-    assert s.load_preset("fig14") and view.slice_panel().visible
-    assert s.load_preset("old_faithful") and view.slice_panel().visible and view.slice_fig.visible
+    assert view.slice_panel().objects == []
+    assert s.load_preset("fig14") and shown()
+    assert s.load_preset("old_faithful") and shown()
     s.param.update(nx=1, data=[[5.0, float(v)] for v in (3, 4, 4, 5, 9, 10)])
-    assert s.kind.drawn_as == "density" and not view.slice_panel().visible and not view.slice_fig.visible
+    assert s.kind.drawn_as == "density" and view.slice_panel().objects == []

@@ -205,8 +205,9 @@ class PriorView(pn.viewable.Viewer):
         fig.legend.background_fill_alpha = 0.5
         self.slice_fig = fig
         # p(y | x0) is a column of a heatmap: a regression (y real-valued) or a 1-D density (no x) has none
-        fig.visible = False
-        self.slice_pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width", visible=False)
+        # in the layout only beside a heatmap: a hidden plot in the page still logged "could not set initial ranges"
+        self.slice_pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
+        self.slice_box = pn.Column(sizing_mode="stretch_width", margin=0)
         # computed in the browser and only shown there: not sent back to the server (each frame sent the slice, its
         # title and the auto ranges BokehJS recomputed from it back: 22 range changes for two clicks)
         for model in (self.slice, fig.x_range, fig.y_range, self.slice_where):
@@ -231,10 +232,8 @@ class PriorView(pn.viewable.Viewer):
         s = self.session
         heatmap = s.kind.drawn_as == "heatmap"
         # the figure's own visible too: the Bokeh pane copies the figure's properties onto itself when it syncs
-        if self.slice_fig.visible != heatmap:
-            self.slice_fig.visible = heatmap
-        if self.slice_pane.visible != heatmap:
-            self.slice_pane.visible = heatmap
+        if bool(self.slice_box.objects) != heatmap:
+            self.slice_box.objects = [self.slice_pane] if heatmap else []
         if not s.kind.y_on_grid or s.truth != "paper":
             self.truth.data = dict(image=[])
             self.truth_line.visible = False
@@ -331,7 +330,8 @@ class PriorView(pn.viewable.Viewer):
                          css_classes=["bft-prior-samples"])
 
     def slice_panel(self):
-        return self.slice_pane
+        """The slice's place in a layout: the plot beside a heatmap, nothing otherwise."""
+        return self.slice_box
 
     def __panel__(self):
         return pn.Column(self.samples_panel(), self.slice_panel(), sizing_mode="stretch_width")
