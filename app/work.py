@@ -84,6 +84,23 @@ LONG = Lane("long", LONG_SLOTS)
 log = logging.getLogger(__name__)
 
 
+def _orphan_watch(parent: int, every_s: float = 1.0) -> None:
+    """In a warm-up child: end this process as soon as its parent is gone.  A server stopped by a signal (the
+    classroom's ``--stop``, a supervisor's restart) does not shut its pool down, and the niced child went on to the
+    end of its items and then waited for a parent that no longer read its results (found alive half an hour after
+    ``classroom.sh --stop``)."""
+    while True:
+        time.sleep(every_s)
+        if os.getppid() != parent:
+            os._exit(0)
+
+
+def _low_priority_child(parent: int) -> None:
+    """The warm-up child's initializer: the lowest CPU priority, and a watch that ends it with its parent."""
+    os.nice(19)
+    threading.Thread(target=_orphan_watch, args=(parent,), daemon=True, name="bft-orphan-watch").start()
+
+
 def at_low_priority(fn: Callable[[Any], Any], items: Iterable, on_result: Callable[[Any, Any], None]) -> None:
     """``fn(item)`` for each item in one child process at the lowest CPU priority (``os.nice(19)``), then
     ``on_result(item, result)`` in this process (on the pool's thread) as each one ends; the child ends after the
@@ -95,7 +112,7 @@ def at_low_priority(fn: Callable[[Any], Any], items: Iterable, on_result: Callab
     items = list(items)
     try:
         pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"),
-                                   initializer=os.nice, initargs=(19,))
+                                   initializer=_low_priority_child, initargs=(os.getpid(),))
     except (OSError, ValueError) as e:  # no process can be started here: warm nothing
         log.warning("no warm-up process: %s", e)
         return

@@ -187,6 +187,48 @@ def test_low_priority_work_runs_in_a_niced_child_process_and_each_result_comes_b
     assert os.nice(0) != 19  # not this process
 
 
+ORPHAN_SCRIPT = """
+import os, sys, time
+from app import work
+work.at_low_priority(time.sleep, [60.0], lambda item, result: None)
+time.sleep(3.0)   # the child has started and sleeps
+me = str(os.getpid())
+def parent(d):
+    return open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]
+kids = [d for d in os.listdir("/proc") if d.isdigit() and parent(d) == me]
+print(" ".join(kids), flush=True)
+os._exit(0)       # the server killed: no pool shutdown, no atexit
+"""
+
+
+def _gone(pid: str) -> bool:
+    try:
+        status = pathlib.Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return True
+    return "zombie" in status.lower()
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/stat").exists(), reason="reads the process table in /proc")
+def test_a_low_priority_child_ends_when_its_server_is_killed(tmp_path):
+    """A server killed by a signal does not shut its warm-up pool down: the child ends by itself within a few
+    seconds of its parent (a child of a classroom worker stopped by ``--stop`` was found alive 30 minutes later,
+    sleeping on a parent that no longer existed).  Here the child sleeps 60 s and must be gone long before."""
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parents[1]
+    with open(tmp_path / "out", "w") as out:   # a file, not a pipe: a child left alive would hold a pipe open
+        subprocess.run([sys.executable, "-c", ORPHAN_SCRIPT], cwd=root, stdout=out, stderr=subprocess.STDOUT,
+                       timeout=120)
+    kids = [k for k in (tmp_path / "out").read_text().split() if k.isdigit()]
+    assert kids, (tmp_path / "out").read_text()   # the pool's child (and its resource tracker) were found
+    deadline = time.monotonic() + 15.0
+    while time.monotonic() < deadline and not all(_gone(k) for k in kids):
+        time.sleep(0.2)
+    assert all(_gone(k) for k in kids), [pathlib.Path(f"/proc/{k}/cmdline").read_text() for k in kids
+                                         if not _gone(k)]
+
+
 def test_a_failed_low_priority_call_is_logged_and_the_others_still_come_back(caplog):
     import math
     got, done = {}, threading.Event()
