@@ -194,7 +194,10 @@ work.at_low_priority(time.sleep, [60.0], lambda item, result: None)
 time.sleep(3.0)   # the child has started and sleeps
 me = str(os.getpid())
 def parent(d):
-    return open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]
+    try:
+        return open(f"/proc/{d}/stat").read().rsplit(")", 1)[1].split()[1]
+    except OSError:   # a process that ended meanwhile
+        return ""
 kids = [d for d in os.listdir("/proc") if d.isdigit() and parent(d) == me]
 print(" ".join(kids), flush=True)
 os._exit(0)       # the server killed: no pool shutdown, no atexit
