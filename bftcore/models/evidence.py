@@ -851,10 +851,10 @@ def tangent_hessian_dense(point: LogPoint) -> tuple[np.ndarray, np.ndarray]:
     W, H, U = _tangent_parts(point)
     nx, ny = point.energy.grid.shape
     m = ny - 1
-    A = np.zeros((nx, m, nx, m))
+    blocks = np.zeros((nx, m, nx, m))
     for i, j, B in _tangent_hessian_blocks(W, H, nx, ny):
-        A[i, :, j, :] = B  # each (i, j) once: the offsets are distinct mod nx
-    A = A.reshape(nx * m, nx * m)
+        blocks[i, :, j, :] = B  # each (i, j) once: the offsets are distinct mod nx
+    A = blocks.reshape(nx * m, nx * m)
     return 0.5 * (A + A.T), U
 
 
