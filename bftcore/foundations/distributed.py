@@ -10,15 +10,15 @@ Learning curves, bootstraps, beta sweeps from several starts and evidence grids 
 * ``"inprocess"``: a Dask client in this process, one worker thread.  It starts in about 0.3 s and adds a few ms a
   task; the fits run one at a time beside the caller, which stays free to draw progress or to cancel.
 * ``"local"`` or ``"local:N"``: a Dask ``LocalCluster`` of N worker processes (default: the machine's cores), one
-  thread and one BLAS thread each, started for the call and closed after it (about 3 s to start two on this
-  2-core machine: worth it for sweeps of tens of seconds and more).  :func:`running_cluster` keeps one up for many
-  calls, reached by its address.
+  thread and one BLAS thread each, started for the call and closed after it (two start in about 1 s on this 2-core
+  machine, forked on Linux: :func:`_worker_start_method`).  :func:`running_cluster` keeps one up for many calls,
+  reached by its address.
 
 Why the default is the plain loop (issue 31, measured on the README's learning curve, fig21's preset, 800 fits,
 2-core machine): the in-process client runs the same fits on one thread as the loop does, plus its start-up and
 its scheduling, so it can only be slower (3.56 s serial against 5.22 s; 3.79 s against 4.31 s in a second run), and
-a LocalCluster's start-up (3.2 s for two spawned workers) is as long as the whole curve.  Parallel engines are
-asked for by name; docs/performance.md has the tables.
+a LocalCluster's start-up (1.1 s for two forked workers, 3.2 s spawned) is a good part of the whole curve.
+Parallel engines are asked for by name; docs/performance.md has the tables.
 * ``"tcp://host:8786"`` or ``"tls://host:8786"``: a running scheduler, whose workers must have bftcore installed
   (``pip install bftcore`` and ``dask worker tcp://host:8786`` on each machine).  Adding workers there needs no
   change here.  A ``tls://`` scheduler needs the cluster's certificates (:func:`using_tls`, the CLI's
@@ -147,8 +147,9 @@ def running_cluster(workers: int = 2) -> Iterator[str]:
     """A Dask ``LocalCluster`` of ``workers`` worker processes (one thread each, one BLAS thread, listening on the
     loopback only) kept up for the block; yields its scheduler's address, ``tcp://127.0.0.1:PORT``, to give as
     ``scheduler=`` to as many sweeps as the block runs.  ``"local:N"`` starts and closes such a cluster on every
-    call (about 3 s for two workers on this machine); here the start-up is paid once, as with a cluster started by
-    ``dask scheduler`` and ``dask worker`` (deploy/dask-cluster.sh) that the CLI reaches with ``--scheduler``."""
+    call (about 1 s for two workers on this machine, 3 s where they are spawned); here the start-up is paid once,
+    as with a cluster started by ``dask scheduler`` and ``dask worker`` (deploy/dask-cluster.sh) that the CLI
+    reaches with ``--scheduler``."""
     kind, n = parse_scheduler(f"local:{int(workers)}")
     with _client(kind, n) as engine:
         yield str(engine.cluster.scheduler_address)
