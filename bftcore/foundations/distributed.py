@@ -331,8 +331,10 @@ def _gather(engine: _client, fn, tasks, limits, progress, cancel, on_result) -> 
     raises it; one that a scheduler given by address lost raises a SchedulerError naming it."""
     client = engine.client
     n_chunks = max(1, min(len(tasks), max(MIN_CHUNKS, CHUNKS_PER_THREAD * engine.threads)))
-    bounds = [round(k * len(tasks) / n_chunks) for k in range(n_chunks + 1)]
-    chunks = [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    # strided, not contiguous: sweeps list their tasks from cheap to dear (a learning curve's sizes n grow), so
+    # contiguous chunks left the dearest for last, one worker finishing them while the others idled; every strided
+    # chunk holds a share of each kind (the results still come back in task order)
+    chunks = [list(range(j, len(tasks), n_chunks)) for j in range(n_chunks)]
     finished: queue.Queue = queue.Queue()
     futures = [client.submit(_run_chunk, fn, [tasks[i] for i in idx], limits, pure=False) for idx in chunks]
     for k, f in enumerate(futures):
