@@ -10,14 +10,16 @@ Learning curves, bootstraps, beta sweeps from several starts and evidence grids 
 * ``"inprocess"``: a Dask client in this process, one worker thread.  It starts in about 0.3 s and adds a few ms a
   task; the fits run one at a time beside the caller, which stays free to draw progress or to cancel.
 * ``"local"`` or ``"local:N"``: a Dask ``LocalCluster`` of N worker processes (default: the machine's cores), one
-  thread and one BLAS thread each, started for the call and closed after it (two start in about 1 s on this 2-core
-  machine, forked on Linux: :func:`_worker_start_method`).  :func:`running_cluster` keeps one up for many calls,
-  reached by its address.
+  thread and one BLAS thread each, started for the call and closed after it (two spawned workers start in about
+  3 s on this 2-core machine).  :func:`running_cluster` keeps one up for many calls, reached by its address.
 
 Why the default is the plain loop (issue 31, measured on the README's learning curve, fig21's preset, 800 fits,
 2-core machine): the in-process client runs the same fits on one thread as the loop does, plus its start-up and
 its scheduling, so it can only be slower (3.56 s serial against 5.22 s; 3.79 s against 4.31 s in a second run), and
-a LocalCluster's start-up (1.1 s for two forked workers, 3.2 s spawned) is a good part of the whole curve.
+a LocalCluster's start-up (3.2 s for two spawned workers) is a good part of the whole curve.  Decision: the workers
+are spawned (Dask's default), not forked: forking a process whose event-loop thread runs beside the caller's is
+what Dask's default avoids; forked workers started in 1.1 s, but a curve that needs speed runs on a cluster that
+is kept up (:func:`running_cluster`, or ``dask scheduler`` and ``dask worker``), where start-up is paid once.
 Parallel engines are asked for by name; docs/performance.md has the tables.
 * ``"tcp://host:8786"`` or ``"tls://host:8786"``: a running scheduler, whose workers must have bftcore installed
   (``pip install bftcore`` and ``dask worker tcp://host:8786`` on each machine).  Adding workers there needs no
@@ -47,7 +49,6 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
-import sys
 import time
 from typing import Any, Callable, Iterator, Sequence
 from urllib.parse import urlsplit
@@ -147,7 +148,7 @@ def running_cluster(workers: int = 2) -> Iterator[str]:
     """A Dask ``LocalCluster`` of ``workers`` worker processes (one thread each, one BLAS thread, listening on the
     loopback only) kept up for the block; yields its scheduler's address, ``tcp://127.0.0.1:PORT``, to give as
     ``scheduler=`` to as many sweeps as the block runs.  ``"local:N"`` starts and closes such a cluster on every
-    call (about 1 s for two workers on this machine, 3 s where they are spawned); here the start-up is paid once,
+    call (about 3 s for two spawned workers on this machine); here the start-up is paid once,
     as with a cluster started by ``dask scheduler`` and ``dask worker`` (deploy/dask-cluster.sh) that the CLI
     reaches with ``--scheduler``."""
     kind, n = parse_scheduler(f"local:{int(workers)}")
@@ -203,16 +204,6 @@ def run_tasks(fn: Callable[[Any], Any], tasks: Sequence, scheduler: str | None =
         return _gather(engine, fn, tasks, limits, progress, cancel, on_result)
 
 
-def _worker_start_method() -> str:
-    """How a LocalCluster starts its worker processes: ``fork`` on Linux, ``spawn`` elsewhere (Dask's default).
-    A spawned worker starts a new interpreter and imports numpy, scipy, Dask and bftcore again: 3.2 s for two on
-    this 2-core machine, as long as the README's whole learning curve; a forked one inherits them (1.1 s for two,
-    the first task no longer pays the import of bftcore's solver).  Fork copies only the thread that forks, which
-    here is Dask's own process-starting thread while the caller waits for the cluster, and the project's BLAS is
-    pinned to one thread; macOS (whose system libraries refuse to run after fork) and Windows keep spawn."""
-    return "fork" if sys.platform.startswith("linux") else "spawn"
-
-
 class _client:
     """A Dask client for the engine (and the cluster it starts), closed on exit."""
 
@@ -229,8 +220,7 @@ class _client:
         # Dask's scheduler and workers always start an HTTP server (its dashboard and routes), on 0.0.0.0:8787 when
         # no address is given: a port opened on every network each time a user asks for a learning curve.  Ours
         # listen on the loopback only, on a free port, and serve no routes.
-        quiet = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": [],
-                 "distributed.worker.multiprocessing-method": _worker_start_method()}
+        quiet = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
         loopback = {"dashboard_address": "127.0.0.1:0", "worker_dashboard_address": "127.0.0.1:0"}
         with dask.config.set(quiet):
             if self.kind == "inprocess":
