@@ -578,7 +578,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true")
     engine = _Parser(add_help=False)
     engine.add_argument("--scheduler", metavar="ADDR", default=None,
-                        help="where the fits run: inprocess (default), serial, local[:N] (a Dask LocalCluster of N "
+                        help="where the fits run: serial (default), inprocess, local[:N] (a Dask LocalCluster of N "
                              "worker processes) or a running Dask scheduler, e.g. tcp://host:8786")
     _tls_options(engine)
     engine.add_argument("--seed", type=_whole(0), default=0, help="the seed of the resamples (default 0); the same "

@@ -4,8 +4,8 @@
     python scripts/bench_learning.py [--repeats 3] [--quick]
 
 1. Paper mesh (10×15, Fig 21's prior, ``"truth": "paper"``): 8 sizes n = 5 … 200, 20 resamples, the 5 default
-   lambdas (800 fits), on each engine: ``serial`` (a plain loop), ``inprocess`` (the default), ``local:2``.  The
-   time is the whole call, engine start-up included.  Target: under 10 s.
+   lambdas (800 fits), on each engine: ``serial`` (a plain loop, the default since issue 31), ``inprocess``,
+   ``local:2``.  The time is the whole call, engine start-up included.  Target: under 10 s.
 2. 64×64 grid on the same truth (x in [1, 10], y in [1, 15], l2 = 1, Newton, about 11 ms a fit): the issue's
    research-size curve, 20 sizes n = 10 … 1000 × 50 resamples × the 5 default lambdas (5 000 fits), on ``serial``,
    ``local:1`` and ``local:2``; the speed-up of 2 workers over 1 (cluster start-up included).

@@ -127,9 +127,9 @@ def test_partial_documents_fill_in_and_the_final_is_complete():
     assert counts == sorted(counts) and counts[-1] == 12
 
 
-@pytest.mark.parametrize("scheduler", ["inprocess", "local:2"])
+@pytest.mark.parametrize("scheduler", [None, "inprocess", "local:2"])
 def test_every_engine_gives_the_serial_document(scheduler):
-    """The same seed gives the same numbers on Dask (in process, and a real LocalCluster of two worker
+    """The same seed gives the same numbers by default, on Dask (in process, and a real LocalCluster of two worker
     processes) as the plain loop."""
     kw = dict(sizes=[5, 30], resamples=3, lambdas=[0.25, 1.0], seed=7)
     ref = learning.learning_curve_document(figure_config("fig21"), scheduler="serial", **kw)
@@ -141,6 +141,23 @@ def test_every_engine_gives_the_serial_document(scheduler):
     b_ref = learning.bootstrap_document(cfg, 6, scheduler="serial", seed=3)
     b_got = learning.bootstrap_document(cfg, 6, scheduler=scheduler, seed=3)
     assert b_got["h_mean"] == b_ref["h_mean"] and b_got["h_lo"] == b_ref["h_lo"]
+
+
+def test_a_running_cluster_reached_by_address_gives_the_serial_document_every_call():
+    """:func:`running_cluster` keeps two worker processes up for several sweeps, reached as a scheduler by address
+    (the route of a multi-machine cluster): the same numbers as the plain loop, call after call, chunked or not."""
+    from bftcore.foundations.distributed import running_cluster
+    kw = dict(sizes=[5, 30], resamples=3, lambdas=[0.25, 1.0], seed=7)
+    ref = learning.learning_curve_document(figure_config("fig21"), scheduler="serial", **kw)
+    ref.pop("elapsed_s"), ref.pop("scheduler")
+    with running_cluster(2) as address:
+        assert address.startswith("tcp://127.0.0.1:")
+        for _ in range(2):
+            got = learning.learning_curve_document(figure_config("fig21"), scheduler=address, **kw)
+            assert got.pop("scheduler") == address
+            got.pop("elapsed_s")
+            assert json.dumps(got, sort_keys=True) == json.dumps(ref, sort_keys=True)
+        assert run_tasks(abs, list(range(-100, 0)), address) == list(range(100, 0, -1))
 
 
 def test_progress_and_cancel():
@@ -206,7 +223,8 @@ def test_bad_requests_are_refused_at_the_door(kwargs, message):
 
 
 def test_scheduler_names_and_an_unreachable_address(monkeypatch):
-    assert parse_scheduler(None) == ("inprocess", None)
+    assert parse_scheduler(None) == ("serial", None)  # the default is the plain loop (issue 31: never slower)
+    assert parse_scheduler("inprocess") == ("inprocess", None)
     assert parse_scheduler("local:3") == ("local", 3)
     assert parse_scheduler("tcp://10.0.0.1:8786") == ("address", "tcp://10.0.0.1:8786")
     for bad in ("local:0", "local:x", "local:1000", "tcp://", "nothing"):

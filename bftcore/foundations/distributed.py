@@ -5,12 +5,22 @@ Learning curves, bootstraps, beta sweeps from several starts and evidence grids 
 :func:`run_tasks` runs a list of them through one of these engines (the ``scheduler`` argument, the CLI's
 ``--scheduler``):
 
-* ``None`` or ``"inprocess"`` (the default): a Dask client in this process, one worker thread.  It starts in about
-  0.3 s and adds about 1 ms a task; the fits run one at a time beside the caller, which stays free to draw progress
-  or to cancel.
-* ``"serial"``: a plain loop in the caller's thread, no Dask at all: the reference the others are tested against.
+* ``None`` or ``"serial"`` (the default): a plain loop in the caller's thread, no Dask at all: the reference the
+  others are tested against.  ``progress`` and ``cancel`` work between tasks as on every engine.
+* ``"inprocess"``: a Dask client in this process, one worker thread.  It starts in about 0.3 s and adds a few ms a
+  task; the fits run one at a time beside the caller, which stays free to draw progress or to cancel.
 * ``"local"`` or ``"local:N"``: a Dask ``LocalCluster`` of N worker processes (default: the machine's cores), one
-  thread each, started for the call and closed after it.
+  thread and one BLAS thread each, started for the call and closed after it (two spawned workers start in about
+  3 s on this 2-core machine).  :func:`running_cluster` keeps one up for many calls, reached by its address.
+
+Why the default is the plain loop (issue 31, measured on the README's learning curve, fig21's preset, 800 fits,
+2-core machine): the in-process client runs the same fits on one thread as the loop does, plus its start-up and
+its scheduling, so it can only be slower (3.56 s serial against 5.22 s; 3.79 s against 4.31 s in a second run), and
+a LocalCluster's start-up (3.2 s for two spawned workers) is a good part of the whole curve.  Decision: the workers
+are spawned (Dask's default), not forked: forking a process whose event-loop thread runs beside the caller's is
+what Dask's default avoids; forked workers started in 1.1 s, but a curve that needs speed runs on a cluster that
+is kept up (:func:`running_cluster`, or ``dask scheduler`` and ``dask worker``), where start-up is paid once.
+Parallel engines are asked for by name; docs/performance.md has the tables.
 * ``"tcp://host:8786"`` or ``"tls://host:8786"``: a running scheduler, whose workers must have bftcore installed
   (``pip install bftcore`` and ``dask worker tcp://host:8786`` on each machine).  Adding workers there needs no
   change here.  A ``tls://`` scheduler needs the cluster's certificates (:func:`using_tls`, the CLI's
@@ -72,14 +82,14 @@ class SchedulerError(ValueError):
 
 
 def parse_scheduler(spec: str | None) -> tuple[str, Any]:
-    """``(kind, arg)`` of a ``--scheduler`` value: ("inprocess", None), ("serial", None), ("local", workers) or
-    ("address", address); a ValueError saying what is accepted otherwise."""
-    if spec is None or spec == "inprocess":
-        return "inprocess", None
+    """``(kind, arg)`` of a ``--scheduler`` value: ("serial", None) (also for None, the default), ("inprocess",
+    None), ("local", workers) or ("address", address); a ValueError saying what is accepted otherwise."""
+    if spec is None or spec == "serial":
+        return "serial", None
     if not isinstance(spec, str):
         raise ValueError(f"the scheduler must be a string, got {type(spec).__name__}")
-    if spec == "serial":
-        return "serial", None
+    if spec == "inprocess":
+        return "inprocess", None
     if spec == "local" or spec.startswith("local:"):
         text = spec[len("local:"):] if ":" in spec else ""
         if not text:
@@ -89,7 +99,7 @@ def parse_scheduler(spec: str | None) -> tuple[str, Any]:
         return "local", int(text)
     if "://" in spec:
         return "address", _check_address(spec)
-    raise ValueError(f"unknown scheduler {spec!r}; use inprocess (the default), serial, local, local:N (N worker "
+    raise ValueError(f"unknown scheduler {spec!r}; use serial (the default), inprocess, local, local:N (N worker "
                      f"processes) or the address of a running Dask scheduler such as tcp://host:8786")
 
 
@@ -131,6 +141,19 @@ def using_tls(ca_file: str, cert: str, key: str) -> Iterator[None]:
     import dask
     with dask.config.set({f"distributed.comm.tls.{name}": value for name, (_, value) in files.items()}):
         yield
+
+
+@contextlib.contextmanager
+def running_cluster(workers: int = 2) -> Iterator[str]:
+    """A Dask ``LocalCluster`` of ``workers`` worker processes (one thread each, one BLAS thread, listening on the
+    loopback only) kept up for the block; yields its scheduler's address, ``tcp://127.0.0.1:PORT``, to give as
+    ``scheduler=`` to as many sweeps as the block runs.  ``"local:N"`` starts and closes such a cluster on every
+    call (about 3 s for two spawned workers on this machine); here the start-up is paid once,
+    as with a cluster started by ``dask scheduler`` and ``dask worker`` (deploy/dask-cluster.sh) that the CLI
+    reaches with ``--scheduler``."""
+    kind, n = parse_scheduler(f"local:{int(workers)}")
+    with _client(kind, n) as engine:
+        yield str(engine.cluster.scheduler_address)
 
 
 def _run_one(fn: Callable, task: Any, limits: Limits) -> Any:
@@ -298,8 +321,10 @@ def _gather(engine: _client, fn, tasks, limits, progress, cancel, on_result) -> 
     raises it; one that a scheduler given by address lost raises a SchedulerError naming it."""
     client = engine.client
     n_chunks = max(1, min(len(tasks), max(MIN_CHUNKS, CHUNKS_PER_THREAD * engine.threads)))
-    bounds = [round(k * len(tasks) / n_chunks) for k in range(n_chunks + 1)]
-    chunks = [list(range(a, b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+    # strided, not contiguous: sweeps list their tasks from cheap to dear (a learning curve's sizes n grow), so
+    # contiguous chunks left the dearest for last, one worker finishing them while the others idled; every strided
+    # chunk holds a share of each kind (the results still come back in task order)
+    chunks = [list(range(j, len(tasks), n_chunks)) for j in range(n_chunks)]
     finished: queue.Queue = queue.Queue()
     futures = [client.submit(_run_chunk, fn, [tasks[i] for i in idx], limits, pure=False) for idx in chunks]
     for k, f in enumerate(futures):

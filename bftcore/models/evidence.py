@@ -78,12 +78,13 @@ EXACT_TRACE_MAX_NODES = 4_096
 #: Laplace samples factor H_g (d x d, d = nx (ny - 1)) by a banded Cholesky factor (half-bandwidth
 #: u = (r_x + 1)(ny - 1) - 1, r_x the reach of the prior's x stencil; the factor takes (u + 1) d 8 bytes, 13 MiB at
 #: 96 x 96 with l2) unless x is periodic or the band is too wide to pay, then by a dense one (d^2 8 bytes): grids up
-#: to this many nodes.  96 x 96 draws 10 samples in about 1 s with l2, 2 s with l6 (one BLAS thread, 2 cores), most
-#: of it the sparse product W^T H W; 64 x 64 in 0.15-0.25 s.
+#: to this many nodes.  64 x 64 with l2 draws 10 samples in 0.06 s (one BLAS thread, 2 cores; 0.15 s while H_g was a
+#: scalar sparse product W^T H W, before issue 31), the 1-D density at ny = 400 in 28 ms (118 ms), 9 ms of it H_g.
 SAMPLE_MAX_NODES = 9_216
 #: ... and within these estimates of the cost (:func:`_sample_plan`), checked before anything is built (a tall grid
 #: or a periodic x axis reaches them first): peak working memory, floating-point operations of the factorisation,
-#: multiply-adds of the sparse product that builds H_g (scalar code: ~0.3-0.5e9 a second here).
+#: multiply-adds of the block products that build H_g (:func:`_tangent_hessian_blocks`; BLAS, several 1e9 a second
+#: here, the limit kept from the scalar sparse product's ~0.3-0.5e9).
 _SAMPLE_MAX_BYTES = 512 * 2**20
 _SAMPLE_MAX_FLOPS = 3e10
 _SAMPLE_MAX_PRODUCT = 1e9
@@ -759,33 +760,101 @@ def _y_basis(ny: int) -> np.ndarray:
     return sfft.idct(np.eye(ny)[:, 1:], type=2, norm="ortho", axis=0)
 
 
-def _tangent_parts(point: LogPoint) -> tuple[sp.csr_matrix, sp.csr_matrix, np.ndarray]:
+def _tangent_parts(point: LogPoint) -> tuple[sp.bsr_matrix, sp.csr_matrix, np.ndarray]:
     """``(W, H, U)`` of ``H_g = W^T H W``: U the basis of :func:`_y_basis`, W block-diagonal with one dense
-    ``(ny, ny - 1)`` block ``W_i = U - 1 (P_i hy)^T U`` per x (the map J; coordinate ``i (ny - 1) + k``) and
-    ``H = lambda cell K + diag(Lambda_X P hy)`` (sparse, x-major nodes).  H_g couples x nodes only within the reach
-    of K's x stencil, so it is block-banded."""
+    ``(ny, ny - 1)`` block ``W_i = U - 1 (P_i hy)^T U`` per x (the map J; coordinate ``i (ny - 1) + k``; a BSR
+    matrix whose ``data`` are the blocks, built for every x at once) and ``H = lambda cell K + diag(Lambda_X P hy)``
+    (sparse, x-major nodes).  H_g couples x nodes only within the reach of K's x stencil, so it is block-banded."""
     E = point.energy
     grid, pr = E.grid, E.prior
     nx, ny = grid.shape
     U = _y_basis(ny)
     p = point.P * grid.hy
-    blocks = [U - np.outer(np.ones(ny), p[i] @ U) for i in range(nx)]
-    W = sp.block_diag(blocks, format="csr")
+    blocks = U[None, :, :] - (p @ U)[:, None, :]  # (nx, ny, ny - 1): W_i = U - 1 (p_i^T U)
+    W = sp.bsr_matrix((blocks, np.arange(nx), np.arange(nx + 1)), shape=(nx * ny, nx * (ny - 1)))
     H = (pr.lam * grid.cell) * pr.K.matrix + sp.diags((point.lagrange_multiplier[:, None] * p).ravel())
     return W, sp.csr_matrix(H), U
+
+
+def _diagonal_blocks(W: sp.spmatrix, nx: int, ny: int) -> np.ndarray:
+    """The blocks ``W_i`` ``(nx, ny, ny - 1)`` of a block-diagonal W (rows of x node i, columns ``i (ny - 1)`` to
+    ``(i + 1)(ny - 1) - 1``): a BSR matrix's data as they are, any other sparse matrix scattered into them."""
+    m = ny - 1
+    if sp.issparse(W) and W.format == "bsr" and W.blocksize == (ny, m) and W.indices.size == nx \
+            and np.array_equal(W.indices, np.arange(nx)) and np.array_equal(W.indptr, np.arange(nx + 1)):
+        return np.asarray(W.data, dtype=float)
+    C = sp.coo_matrix(W)
+    bi = C.row // ny
+    if np.any(C.col // m != bi):
+        raise RuntimeError("the map J of the tangent Hessian is not block-diagonal in x")
+    out = np.zeros((nx, ny, m))
+    np.add.at(out, (bi, C.row % ny, C.col % m), C.data)
+    return out
+
+
+def _tangent_hessian_blocks(W: sp.spmatrix, H: sp.spmatrix, nx: int, ny: int, rows: tuple[int, int] | None = None):
+    """The nonzero ``(ny - 1) x (ny - 1)`` blocks of ``H_g = W^T H W`` for W block-diagonal in x (dense blocks
+    ``W_i``, :func:`_diagonal_blocks`) and H sparse: ``H_g[i, j] = W_i^T H_ij W_j``, of the block rows
+    ``rows = (a, b)`` (all by default).
+
+    Yields ``(i, j, B)``, the block rows i, block columns j and blocks ``B (len(i), m, m)``, one batch per x offset
+    ``j - i`` (mod nx: a periodic x axis's wrap-around is one offset more, not a full band).  Per offset,
+    ``H_ij W_j`` for every i is one sparse-times-dense product (H's blocks at that offset moved onto the block
+    diagonal) and ``W_i^T (H_ij W_j)`` one batched dense product: ``(2 r_x + 1) nx ny (ny - 1)^2`` multiply-adds
+    in BLAS, no loop over nodes.  The sparse product ``W^T (H W)`` it replaces did as many in scalar code, about
+    30 times slower (105 ms of a 118 ms sample call at nx = 1, ny = 400)."""
+    m = ny - 1
+    a, b = (0, nx) if rows is None else rows
+    Wb = _diagonal_blocks(W, nx, ny)
+    C = sp.coo_matrix(sp.csr_matrix(H)[a * ny:b * ny])
+    bi = C.row // ny + a
+    delta = (C.col // ny - bi) % nx
+    for dl in np.unique(delta):
+        sel = delta == dl
+        # the block rows with a block at this offset (x_0 has none at -1 on a Neumann axis), and H's blocks there
+        # moved onto a block diagonal
+        i, pos = np.unique(bi[sel], return_inverse=True)
+        G = sp.csr_matrix((C.data[sel], (pos * ny + C.row[sel] % ny, pos * ny + C.col[sel] % ny)),
+                          shape=(i.size * ny, i.size * ny))
+        j = (i + dl) % nx
+        HW = (G @ Wb[j].reshape(-1, m)).reshape(i.size, ny, m)
+        yield i, j, np.matmul(Wb[i].transpose(0, 2, 1), HW)
+
+
+def _block_coordinates(i: np.ndarray, j: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and columns of H_g of the entries of the blocks (i, j), in the order of ``B.ravel()``."""
+    k = np.arange(m)
+    rows = i[:, None, None] * m + k[None, :, None]
+    cols = j[:, None, None] * m + k[None, None, :]
+    return np.broadcast_to(rows, (i.size, m, m)).ravel(), np.broadcast_to(cols, (i.size, m, m)).ravel()
 
 
 def _tangent_hessian_sparse(point: LogPoint) -> tuple[sp.csr_matrix, np.ndarray]:
     """``H_g = W^T H W`` (:func:`_tangent_parts`) as a sparse ``(d, d)`` matrix, not symmetrised, and U."""
     W, H, U = _tangent_parts(point)
-    return sp.csr_matrix(W.T @ (H @ W)), U
+    nx, ny = point.energy.grid.shape
+    m = ny - 1
+    rows, cols, vals = [], [], []
+    for i, j, B in _tangent_hessian_blocks(W, H, nx, ny):
+        r, c = _block_coordinates(i, j, m)
+        rows.append(r)
+        cols.append(c)
+        vals.append(B.ravel())
+    d = nx * m
+    return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(d, d)), U
 
 
 def tangent_hessian_dense(point: LogPoint) -> tuple[np.ndarray, np.ndarray]:
     """``H_g`` as a dense ``(d, d)`` matrix in the orthonormal coordinates ``c`` of G (``g[i] = U c[i]`` with
-    :func:`_y_basis` U), and U: ``W^T H W`` with W block-diagonal, ``W_i = U - 1 (P_i hy)^T U`` (the map J)."""
-    Hg, U = _tangent_hessian_sparse(point)
-    A = Hg.toarray()
+    :func:`_y_basis` U), and U: ``W^T H W`` with W block-diagonal, ``W_i = U - 1 (P_i hy)^T U`` (the map J),
+    assembled block by block (:func:`_tangent_hessian_blocks`) and symmetrised."""
+    W, H, U = _tangent_parts(point)
+    nx, ny = point.energy.grid.shape
+    m = ny - 1
+    blocks = np.zeros((nx, m, nx, m))
+    for i, j, B in _tangent_hessian_blocks(W, H, nx, ny):
+        blocks[i, :, j, :] = B  # each (i, j) once: the offsets are distinct mod nx
+    A = blocks.reshape(nx * m, nx * m)
     return 0.5 * (A + A.T), U
 
 
@@ -806,11 +875,12 @@ def _add_upper_banded(ab: np.ndarray, rows: np.ndarray, cols: np.ndarray, vals: 
 
 def _tangent_hessian_banded(point: LogPoint, chunk_nnz: int | None = None) -> tuple[np.ndarray, int, np.ndarray]:
     """``H_g`` in LAPACK upper banded storage ``ab[u + i - j, j] = H_g[i, j]`` (i <= j; Fortran order, ready to be
-    factorised in place), its half-bandwidth u and the basis U: the sparse product ``W^T H W`` of
-    :func:`_tangent_parts`, symmetrised ``(H_g + H_g^T) / 2`` as :func:`tangent_hessian_dense` does, but never dense
-    and never whole: block rows of about ``chunk_nnz`` nonzeros at a time (default :data:`_SAMPLE_CHUNK_NNZ`), so
-    the working memory beyond ``(u + 1) d 8`` bytes is bounded.  u is ``(r_x + 1)(ny - 1) - 1`` (r_x the reach of
-    K's x stencil, :func:`_x_reach`; at most d - 1) unless the product's far diagonals are all zero, then less."""
+    factorised in place), its half-bandwidth u and the basis U: ``W^T H W`` of :func:`_tangent_parts` block by
+    block (:func:`_tangent_hessian_blocks`), symmetrised ``(H_g + H_g^T) / 2`` as :func:`tangent_hessian_dense`
+    does, but never dense and never whole: block rows of about ``chunk_nnz`` nonzeros at a time (default
+    :data:`_SAMPLE_CHUNK_NNZ`), so the working memory beyond ``(u + 1) d 8`` bytes is bounded.  u is
+    ``(r_x + 1)(ny - 1) - 1`` (r_x the reach of K's x stencil, :func:`_x_reach`; at most d - 1) unless the
+    product's far diagonals are all zero, then less."""
     W, H, U = _tangent_parts(point)
     grid = point.energy.grid
     nx, ny = grid.shape
@@ -821,13 +891,10 @@ def _tangent_hessian_banded(point: LogPoint, chunk_nnz: int | None = None) -> tu
     ab = np.zeros((ub + 1, d), order="F")
     per_x = (2 * min(reach, nx - 1) + 1) * m * m  # nonzeros of one block row of H_g
     step = max(1, int(chunk_nnz or _SAMPLE_CHUNK_NNZ) // per_x)
-    WT = sp.csr_matrix(W.T)
     for a in range(0, nx, step):
-        b = min(nx, a + step)
-        # block rows a..b-1 of W^T H W: W^T's rows there have their entries in the nodes of x_a..x_{b-1}
-        C = (WT[a * m:b * m, a * ny:b * ny] @ (H[a * ny:b * ny] @ W)).tocoo()  # SpGEMM: no repeated pairs
-        _add_upper_banded(ab, C.row + a * m, C.col, C.data)
-        del C
+        for i, j, B in _tangent_hessian_blocks(W, H, nx, ny, rows=(a, min(nx, a + step))):
+            rows, cols = _block_coordinates(i, j, m)
+            _add_upper_banded(ab, rows, cols, B.ravel())  # one offset: no repeated pairs
     nonzero = np.flatnonzero(np.any(ab != 0, axis=1))
     k0 = int(nonzero[0]) if nonzero.size else ub
     if k0 > 0:  # the far diagonals are zero (a uniform P decouples them): a narrower band

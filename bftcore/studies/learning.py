@@ -368,7 +368,7 @@ def learning_curve_document(config: dict, sizes, resamples: int = 20, lambdas=No
     doc = assemble(setup, done)
     if replica and _learning(cfg).replica:
         doc["replica"] = replica_curve(cfg, mode, sizes, lam0)
-    doc.update({"fits": len(tasks) * fits_each, "scheduler": scheduler or "inprocess", "complete": True,
+    doc.update({"fits": len(tasks) * fits_each, "scheduler": scheduler or "serial", "complete": True,
                 "elapsed_s": time.perf_counter() - t0})
     return doc
 
@@ -494,7 +494,7 @@ def bootstrap_document(config: dict, resamples: int = 50, level: float = 0.9, se
         model = regression.RegressionModel.from_config(cfg)
         truth_h = model.truth
     doc["h_bias"] = None if truth_h is None else (H.mean(axis=0) - truth_h).tolist()
-    doc.update({"failed": resamples - len(rest), "scheduler": scheduler or "inprocess",
+    doc.update({"failed": resamples - len(rest), "scheduler": scheduler or "serial",
                 "elapsed_s": time.perf_counter() - t0})
     return doc
 
