@@ -1,4 +1,4 @@
-"""Command line: ``python -m bftcore fit|reproduce|sweep|basins|evidence|learning-curve|bootstrap|replica``
+"""Command line: ``python -m bftcore fit|reproduce|sweep|basins|evidence|learning-curve|bootstrap|replica|bench``
 (CONVENTIONS.md §4).
 
 User errors (bad files, bad keys, points off the grid, a problem over the cost budget of
@@ -38,6 +38,7 @@ from .models.evidence import PATH_MAX_DROP
 from .models.presets import REAL_DATA, TITLES, figure_config
 from .models.problems import ROBUST_DENSITY, ROBUST_REGRESSION
 from .outputs import export, figures, result_tables
+from .studies import bench
 from .studies.learning import parse_sizes
 from .studies.small_figures import PAPER_000, SMALL_FIGURES
 
@@ -648,7 +649,19 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="machine-readable output: rows (one per m and part, with m, "
                    "part, N, theory_variance, simulated_variance, theory_error, simulated_error and the simulation's "
                    "standard errors) and the settings")
+    p = sub.add_parser("bench", help="the Newton benchmark (issue 31): bftcore against L-BFGS-B and a sparse-direct "
+                       "Newton floor on the paper mesh and n x n grids, priors l2 and l6, with growth exponents")
+    p.add_argument("--repeats", type=_whole(1), default=3, help="runs per case, the median is printed (default 3)")
+    p.add_argument("--sizes", default=",".join(bench.SIZES), metavar="S1,S2,...",
+                   help=f"comma-separated sizes, n (an n x n grid) or NXxNY (default {','.join(bench.SIZES)}; 10x15 is "
+                        "the paper mesh, Figs 14 and 16)")
+    p.add_argument("--lbfgs-max", type=float, default=10.0, metavar="SECONDS",
+                   help="stop L-BFGS-B after this many seconds; its time is then printed with '>' (default 10)")
+    p.add_argument("--quick", action="store_true", help="sizes 10x15,16,32 with one run each (a smoke test)")
+    p.add_argument("--json", action="store_true", help="machine-readable output: rows and exponents")
     args = parser.parse_args(argv)
+    if args.command == "bench":
+        return _bench(args, parser)
     try:
         doc, kind = _run(args)
         summaries = {"fit": lambda d: _summary_fit(d, _document_of(args)), "sweep": _summary_sweep,
@@ -673,6 +686,28 @@ def main(argv=None) -> int:
     print(text)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _bench(args, parser) -> int:
+    """``python -m bftcore bench``: measure and print the table (:mod:`bftcore.studies.bench`)."""
+    sizes = ("10x15", "16", "32") if args.quick else tuple(t.strip() for t in args.sizes.split(",") if t.strip())
+    repeats = 1 if args.quick else args.repeats
+    if not sizes:
+        parser.error("bench: --sizes is empty; give sizes such as 16,32,10x15")
+    for text in sizes:
+        try:
+            bench.parse_size(text)
+        except ValueError as e:
+            parser.error(f"bench: {e}")
+    if not (math.isfinite(args.lbfgs_max) and args.lbfgs_max > 0):
+        parser.error(f"bench: --lbfgs-max must be a positive number of seconds, got {args.lbfgs_max}")
+    rows = bench.run(sizes, repeats=repeats, lbfgs_max_s=args.lbfgs_max)
+    if args.json:
+        print(_dump({"rows": rows, "exponents": bench.exponents(rows), "repeats": repeats,
+                     "lbfgs_max_s": args.lbfgs_max}))
+    else:
+        print(bench.table(rows, repeats, args.lbfgs_max))
     return 0
 
 

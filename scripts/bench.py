@@ -13,63 +13,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import scipy.optimize as so
 from bench_mixtures import bench_rows
 
 from bftcore import api
 from bftcore.foundations.limits import UNLIMITED, blas_threads, using
 from bftcore.models.presets import figure_config, random_problem
-
-
-def lbfgs_time(config: dict, target: float, max_seconds: float = 300.0) -> tuple[float, float, int]:
-    """Seconds L-BFGS-B needs from the same start to reach ``target`` energy; returns (time, energy, evaluations).
-
-    The energy and its g-gradient are written out lean here (numpy and one sparse product per evaluation, no
-    energy objects), so the baseline is not slowed down by bftcore's bookkeeping."""
-    problem = api.build_density(config)
-    grid, N = problem.grid, problem.N.ravel()
-    nx, ny = grid.shape
-    hy, scale = grid.hy, problem.energy.prior.lam * grid.cell
-    K = problem.K.matrix
-    t = problem.energy.prior.templates[0].ravel()
-    g0 = api.initial_field(problem).ravel()
-    nfev = [0]
-
-    def fun(g):
-        nfev[0] += 1
-        G = g.reshape(nx, ny)
-        m = G.max(axis=1, keepdims=True)
-        L = (G - m - np.log(np.exp(G - m).sum(axis=1, keepdims=True) * hy)).ravel()
-        u = L - t
-        Ku = K @ u
-        r = (scale * Ku - N).reshape(nx, ny)
-        V = np.exp(L).reshape(nx, ny) * hy
-        grad = r - V * r.sum(axis=1, keepdims=True)
-        return -N @ L + 0.5 * scale * (u @ Ku), grad.ravel()
-
-    best: list = [np.inf, g0]
-
-    def cb(intermediate_result):
-        if intermediate_result.fun < best[0]:
-            best[0], best[1] = intermediate_result.fun, intermediate_result.x.copy()
-        if intermediate_result.fun <= target or time.perf_counter() - t0 > max_seconds:
-            raise StopIteration
-
-    # L-BFGS-B may stop on its own before the target (a failed line search at its precision limit); it is then
-    # restarted from its best point (a fresh memory), as long as a restart still lowers the energy
-    t0 = time.perf_counter()
-    x = g0
-    while True:
-        before = best[0]
-        res = so.minimize(fun, x, jac=True, method="L-BFGS-B", callback=cb,
-                          options={"maxiter": 100000, "maxfun": 200000, "ftol": 0.0, "gtol": 0.0, "maxcor": 20})
-        if res.fun < best[0]:
-            best[0], best[1] = res.fun, res.x.copy()
-        if best[0] <= target or time.perf_counter() - t0 > max_seconds or not best[0] < before:
-            break
-        x = best[1]
-    elapsed = time.perf_counter() - t0
-    return elapsed, best[0], nfev[0]
+from bftcore.studies.bench import lbfgs_time  # the baseline, shared with ``python -m bftcore bench``
 
 
 def _median_fit(config, repeats, budget_s: float = 20.0):

@@ -263,6 +263,7 @@ class NewtonMatrix:
         self.precond, self.strong = None, False
         self.cache: dict = {}
         self.g0 = None
+        self.cg_counts: list[int] = []  # CG iterations of each step, for the benchmark
 
     def direction(self, point):
         E = self.energy
@@ -278,6 +279,7 @@ class NewtonMatrix:
         curvature = []
         d, label, cg_its = newton_cg_direction(point, self.precond, rtol, self.cg_maxiter, curvature,
                                                convexified=E.saddle_escape)
+        self.cg_counts.append(cg_its)
         if not self.strong and cg_its > 50:  # worth the stronger form from now on
             self.strong, self.precond = True, None
         return d, label, curvature

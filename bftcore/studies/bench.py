@@ -1,0 +1,229 @@
+"""The Newton benchmark of issue 31: ``python -m bftcore bench`` prints, in one run, bftcore's whole fit against
+scipy's L-BFGS-B (reaching the same energy from the same start) and against a sparse-direct Newton floor (the same
+Newton iteration with the step solved exactly by a sparse LU of the bordered system), with the CG iterations per
+Newton step, for the paper mesh and n x n grids and the priors l2 and l6, and the growth exponents of the times in
+the number of nodes.  A benchmark prints a table; nothing here asserts on time.
+
+Problems: the paper mesh (10 x 15) is Fig 14 (l2 = 0.025) and Fig 16 (l6 = 0.01); an n x n grid is
+:func:`bftcore.models.presets.random_problem` with l2 = 1 or l6 = 0.1 (200 points, x Neumann, y periodic); another
+NX x NY grid takes the points of the max(NX, NY) square, rescaled onto it.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import scipy.optimize as so
+import scipy.sparse as sp
+import scipy.sparse.linalg as spl
+
+from .. import api
+from ..foundations.limits import UNLIMITED, blas_threads, using
+from ..foundations.solvers import DescentStep, IterationController, NewtonMatrix, iterate, line_search
+from ..models.presets import figure_config, random_problem
+
+#: The default sizes: "10x15" is the paper mesh, "n" an n x n grid.
+SIZES = ("10x15", "16", "32", "64", "128", "256")
+PRIORS = ("l2", "l6")
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"10x15"`` or ``"64"`` as ``(nx, ny)``; a ValueError names what is wrong."""
+    parts = text.lower().split("x")
+    try:
+        dims = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"size {text!r} is not a number n or a mesh NXxNY (e.g. 64 or 10x15)") from None
+    if len(dims) == 1:
+        dims = dims * 2
+    if len(dims) != 2 or not all(4 <= d <= 512 for d in dims):
+        raise ValueError(f"size {text!r}: give n or NXxNY with every side between 4 and 512")
+    return dims[0], dims[1]
+
+
+def bench_config(size: tuple[int, int], prior: str) -> dict:
+    """The benchmark's problem for a size and a prior (see the module docstring)."""
+    if size == (10, 15):
+        return figure_config("fig14" if prior == "l2" else "fig16")
+    nx, ny = size
+    cfg = random_problem(max(nx, ny), {"l2": 1.0} if prior == "l2" else {"l6": 0.1})
+    if nx != ny:  # the square problem's points, rescaled onto the rectangle
+        m = max(nx, ny)
+        pts = (np.asarray(cfg["data"]) - 1.0) * (np.array([nx - 1.0, ny - 1.0]) / (m - 1.0)) + 1.0
+        cfg["data"] = pts.tolist()
+        cfg["grid"]["x"].update(max=nx, n=nx)
+        cfg["grid"]["y"].update(max=ny, n=ny)
+    return cfg
+
+
+def lbfgs_time(config: dict, target: float, max_seconds: float = 300.0) -> tuple[float, float, int]:
+    """Seconds L-BFGS-B needs from the same start to reach ``target`` energy; returns (time, energy, evaluations).
+
+    The energy and its g-gradient (L = g - ln sum exp(g), eq. 146) are written out lean here (numpy and one sparse
+    product per evaluation, no energy objects), so the baseline is not slowed down by bftcore's bookkeeping.  The
+    run stops after ``max_seconds`` (the energy then shows whether it reached the target)."""
+    problem = api.build_density(config)
+    grid, N = problem.grid, problem.N.ravel()
+    nx, ny = grid.shape
+    hy, scale = grid.hy, problem.energy.prior.lam * grid.cell
+    K = problem.K.matrix
+    t = problem.energy.prior.templates[0].ravel()
+    g0 = api.initial_field(problem).ravel()
+    nfev = [0]
+
+    def fun(g):
+        nfev[0] += 1
+        G = g.reshape(nx, ny)
+        m = G.max(axis=1, keepdims=True)
+        L = (G - m - np.log(np.exp(G - m).sum(axis=1, keepdims=True) * hy)).ravel()
+        u = L - t
+        Ku = K @ u
+        r = (scale * Ku - N).reshape(nx, ny)
+        V = np.exp(L).reshape(nx, ny) * hy
+        grad = r - V * r.sum(axis=1, keepdims=True)
+        return -N @ L + 0.5 * scale * (u @ Ku), grad.ravel()
+
+    best: list = [np.inf, g0]
+
+    def cb(intermediate_result):
+        if intermediate_result.fun < best[0]:
+            best[0], best[1] = intermediate_result.fun, intermediate_result.x.copy()
+        if intermediate_result.fun <= target or time.perf_counter() - t0 > max_seconds:
+            raise StopIteration
+
+    # L-BFGS-B may stop on its own before the target (a failed line search at its precision limit); it is then
+    # restarted from its best point (a fresh memory), as long as a restart still lowers the energy
+    t0 = time.perf_counter()
+    x = g0
+    while True:
+        before = best[0]
+        res = so.minimize(fun, x, jac=True, method="L-BFGS-B", callback=cb,
+                          options={"maxiter": 100000, "maxfun": 200000, "ftol": 0.0, "gtol": 0.0, "maxcor": 20})
+        if res.fun < best[0]:
+            best[0], best[1] = res.fun, res.x.copy()
+        if best[0] <= target or time.perf_counter() - t0 > max_seconds or not best[0] < before:
+            break
+        x = best[1]
+    return time.perf_counter() - t0, best[0], nfev[0]
+
+
+class SparseDirectMatrix(NewtonMatrix):
+    """The Newton step of (160) solved exactly by a sparse LU (SuperLU) of the bordered system
+    ``[M W; W^T 0] [d; mu] = [-G; 0]``, ``M = lambda cell K + diag(max(Lambda_X, 0) P hy)``, ``W = P hy`` per x
+    (the step in the gauge ``sum_y P hy d = 0``; with ``Lambda_X >= 0`` it solves ``J^T M J d = -G`` exactly, else
+    the Gauss-Newton form, as the CG path's convexified retry).  For single Gaussian priors (the benchmark's): the
+    floor a factorisation per step sets for the same Newton iteration."""
+
+    name = "newton"
+
+    def direction(self, point):
+        E = self.energy
+        grid, pr = E.grid, E.prior
+        n = grid.size
+        nx, ny = grid.shape
+        V = (point.P * grid.hy).ravel()
+        data = np.maximum(point.lagrange_multiplier, 0.0).repeat(ny) * V
+        B = sp.csr_matrix((V, (np.arange(n), np.arange(n) // ny)), shape=(n, nx))
+        A = sp.bmat([[pr.lam * grid.cell * pr.K.matrix + sp.diags(data), B], [B.T, None]], format="csc")
+        sol = spl.splu(A).solve(np.concatenate([-point.gradient.ravel(), np.zeros(nx)]))
+        self.cg_counts.append(0)
+        return sol[:n].reshape(nx, ny), "newton", ()
+
+
+def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[int]]:
+    """One Newton run of ``config`` with the learning matrix class ``matrix`` (the stopping rule of the
+    configuration, the kernel start): ``(seconds of the iteration, final energy, CG iterations per step)``."""
+    problem = api.build_density(config)
+    so_ = problem.config["solver"]
+    E = problem.energy
+    cg_maxiter = int(min(1000, max(200, problem.grid.size // 16)))  # iterate's default
+    step = DescentStep(E, "newton", so_["mass2"], cg_maxiter, line_search)
+    newton = step.matrix = matrix(E, so_["mass2"], cg_maxiter)
+    phi0 = api.initial_field(problem)
+    t0 = time.perf_counter()
+    energy = np.nan
+    for rec in iterate(E, phi0, step=step,
+                       controller=IterationController(so_["min_iter"], so_["max_iter"], so_["tol"])):
+        energy = rec.energy
+    return time.perf_counter() - t0, float(energy), list(newton.cg_counts)
+
+
+def growth_exponent(nodes, seconds) -> float:
+    """Slope of log time against log nodes (least squares); NaN with fewer than two sizes."""
+    if len(nodes) < 2:
+        return float("nan")
+    return float(np.polyfit(np.log(nodes), np.log(seconds), 1)[0])
+
+
+def run(sizes=SIZES, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, floor_max_nodes: int = 4096,
+        repeat_budget_s: float = 3.0):
+    """Measure every (size, prior): a list of row dicts (times in seconds, medians over ``repeats``; a run over
+    ``repeat_budget_s``, or an L-BFGS-B run stopped at ``lbfgs_max_s``, is not repeated).  The sparse-direct floor
+    is measured up to ``floor_max_nodes`` (its LU of the bordered system fills in: 2.4 s at 64 x 64 l6)."""
+    blas_threads()
+    rows = []
+    with using(UNLIMITED):
+        for text in sizes:
+            size = parse_size(text)
+            for prior in priors:
+                cfg = bench_config(size, prior)
+                times, doc = [], None
+                for _ in range(repeats):
+                    t = time.perf_counter()
+                    doc = api.fit(cfg)
+                    times.append(time.perf_counter() - t)
+                    if times[0] > repeat_budget_s:  # a slow case is run once: the default table stays minutes
+                        break
+                assert doc is not None
+                t_fit, energy = float(np.median(times)), float(doc["energy"])
+                _, _, cg = newton_run(cfg)
+                goal = energy + 1e-8 * abs(energy)
+                lb = [lbfgs_time(cfg, goal, lbfgs_max_s)]
+                if lb[0][0] <= repeat_budget_s and lb[0][1] <= goal:
+                    lb += [lbfgs_time(cfg, goal, lbfgs_max_s) for _ in range(repeats - 1)]
+                t_lb = float(np.median([r[0] for r in lb]))
+                lb_ok = min(r[1] for r in lb) <= goal
+                floor = [newton_run(cfg, SparseDirectMatrix) for _ in range(repeats)] \
+                    if size[0] * size[1] <= floor_max_nodes else []
+                rows.append({"size": f"{size[0]}x{size[1]}", "nodes": size[0] * size[1], "prior": prior,
+                             "bftcore_s": t_fit, "iterations": int(doc["iterations"]), "energy": energy,
+                             "lbfgs_s": t_lb, "lbfgs_reached": bool(lb_ok),
+                             "ratio": t_lb / t_fit,
+                             "floor_s": float(np.median([f[0] for f in floor])) if floor else None,
+                             "floor_energy": floor[0][1] if floor else None,
+                             "newton_steps": len(cg), "cg_per_step": float(np.mean(cg)) if cg else 0.0,
+                             "cg_max": int(max(cg)) if cg else 0})
+    return rows
+
+
+def exponents(rows) -> dict:
+    """Growth exponents per prior, bftcore and L-BFGS-B, over the n x n sizes (the paper mesh left out: a
+    different problem); None with fewer than two such sizes."""
+    out = {}
+    for prior in sorted({r["prior"] for r in rows}):
+        sel = [r for r in rows if r["prior"] == prior and r["size"] != "10x15"]
+        nodes = [r["nodes"] for r in sel]
+        fits = {"bftcore": growth_exponent(nodes, [r["bftcore_s"] for r in sel]),
+                "lbfgs": growth_exponent(nodes, [r["lbfgs_s"] for r in sel])}
+        out[prior] = {k: (v if np.isfinite(v) else None) for k, v in fits.items()}
+    return out
+
+
+def table(rows, repeats: int, lbfgs_max_s: float) -> str:
+    """The rows and the exponents as text."""
+    lines = [f"bftcore Newton benchmark: medians of {repeats} run(s), times in ms; ratio = L-BFGS-B / bftcore "
+             f"(> 1: bftcore faster); '>' = L-BFGS-B stopped at {lbfgs_max_s:g} s before bftcore's energy; "
+             "cases over 3 s run once; floor = sparse-direct Newton ('-': not run above 4096 nodes)",
+             f"{'size':>8} {'prior':>5} {'bftcore':>10} {'L-BFGS-B':>11} {'ratio':>7} {'floor':>10} "
+             f"{'iters':>5} {'CG/step':>8} {'CG max':>6}"]
+    for r in rows:
+        mark = "" if r["lbfgs_reached"] else ">"
+        floor = "-" if r["floor_s"] is None else f"{r['floor_s'] * 1e3:.1f}"
+        lines.append(f"{r['size']:>8} {r['prior']:>5} {r['bftcore_s'] * 1e3:>10.1f} "
+                     f"{mark + format(r['lbfgs_s'] * 1e3, '.1f'):>11} {mark + format(r['ratio'], '.2f'):>7} "
+                     f"{floor:>10} {r['iterations']:>5} {r['cg_per_step']:>8.1f} {r['cg_max']:>6}")
+    lines.append("growth exponents (log time vs log nodes, n x n sizes):")
+    for prior, e in exponents(rows).items():
+        b, lb = ("-" if v is None else f"{v:.2f}" for v in (e["bftcore"], e["lbfgs"]))
+        lines.append(f"  {prior}: bftcore {b}, L-BFGS-B {lb}")
+    return "\n".join(lines)
