@@ -68,11 +68,11 @@ def soft_edges(rec, grid: Grid, local_prior: dict | None, lam_x: float, lam_y: f
     xs, ys = grid.x.nodes[lat.i[keep]], grid.y.nodes[lat.j[keep]]
     along_x = lat.direction[keep] == 0
     hx, hy = grid.hx, grid.hy
-    # an x-edge: a wall at the middle of the two x nodes across the cell's height; a y-edge: across its width
+    # an x-edge: a wall halfway between its two x nodes, across the cell's height; a y-edge: halfway between its
+    # two y nodes, across the cell's width.  Both end at the cell's upper right corner (xs + hx/2, ys + hy/2).
     x0 = np.where(along_x, xs + hx / 2, xs - hx / 2)
-    x1 = np.where(along_x, xs + hx / 2, xs + hx / 2)
     y0 = np.where(along_x, ys - hy / 2, ys + hy / 2)
-    y1 = np.where(along_x, ys + hy / 2, ys + hy / 2)
+    x1, y1 = xs + hx / 2, ys + hy / 2
     return dict(x0=x0, y0=y0, x1=x1, y1=y1, alpha=np.clip(soft[keep], 0.0, 1.0))
 
 

@@ -204,8 +204,9 @@ class PriorView(pn.viewable.Viewer):
         fig.legend.label_text_font_size = FONT
         fig.legend.background_fill_alpha = 0.5
         self.slice_fig = fig
-        # p(y | x0) is a column of a heatmap: a regression (y real-valued) or a 1-D density (no x) has none
-        # in the layout only beside a heatmap: a hidden plot in the page still logged "could not set initial ranges"
+        # p(y | x0) is a column of a heatmap: a regression (y real-valued) or a 1-D density (no x) has none, so the
+        # plot is put in the layout only beside a heatmap (hidden instead, it still logged "could not set initial
+        # ranges" in the browser)
         self.slice_pane = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
         self.slice_box = pn.Column(sizing_mode="stretch_width", margin=0)
         # computed in the browser and only shown there: not sent back to the server (each frame sent the slice, its
@@ -231,7 +232,6 @@ class PriorView(pn.viewable.Viewer):
     def _update_truth(self, *_):
         s = self.session
         heatmap = s.kind.drawn_as == "heatmap"
-        # the figure's own visible too: the Bokeh pane copies the figure's properties onto itself when it syncs
         if bool(self.slice_box.objects) != heatmap:
             self.slice_box.objects = [self.slice_pane] if heatmap else []
         if not s.kind.y_on_grid or s.truth != "paper":

@@ -29,7 +29,8 @@ Choices the paper leaves open (stated, since the figures' values are not in its 
   units (dollars or thousands of dollars give other curves).  (2) The paper: on raw Boston inputs the replica
   theory is 25-40 % below the simulation for m from N/2 to 2N (the tax and black columns, with large units,
   dominate the kernel and the rows cluster), against the paper's "good agreement"; with ``range`` it is within
-  2 % at every m (measured, docs/replica.md), so ``range`` is the reading under which the paper's own claim holds.
+  1 % from m = N/2 to 5N (measured, docs/replica.md), so ``range`` is the reading under which the paper's own claim
+  holds.
   With ``var`` the normalisation changes nothing ((c dx)^2 / (c^2 var) = dx^2 / var).  Variances are population
   variances (ddof = 0).
 * **Categorical columns**: a column named in ``one_hot`` becomes one 0/1 column per level (``sex=F``, ``sex=I``,
