@@ -253,7 +253,7 @@ class NewtonMatrix:
     Holds, for one run, the preconditioner (the energy's ``newton_preconditioner``, reused while it reports itself
     still good), its strength (it starts cheap and switches to the strong form for good once a CG solve needs
     more than 50 iterations, see :class:`bftcore.models.density.SeparablePreconditioner`), the preconditioner's cache
-    and the gradient norm at the start.
+    the gradient norm at the start, and the CG iterations of the last step (``cg_iterations``).
     """
 
     name = "newton"
@@ -263,7 +263,7 @@ class NewtonMatrix:
         self.precond, self.strong = None, False
         self.cache: dict = {}
         self.g0 = None
-        self.cg_counts: list[int] = []  # CG iterations of each step, for the benchmark
+        self.cg_iterations = 0  # of the last step
 
     def direction(self, point):
         E = self.energy
@@ -279,7 +279,7 @@ class NewtonMatrix:
         curvature = []
         d, label, cg_its = newton_cg_direction(point, self.precond, rtol, self.cg_maxiter, curvature,
                                                convexified=E.saddle_escape)
-        self.cg_counts.append(cg_its)
+        self.cg_iterations = cg_its
         if not self.strong and cg_its > 50:  # worth the stronger form from now on
             self.strong, self.precond = True, None
         return d, label, curvature

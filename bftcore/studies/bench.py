@@ -126,7 +126,7 @@ class SparseDirectMatrix(NewtonMatrix):
         B = sp.csr_matrix((V, (np.arange(n), np.arange(n) // ny)), shape=(n, nx))
         A = sp.bmat([[pr.lam * grid.cell * pr.K.matrix + sp.diags(data), B], [B.T, None]], format="csc")
         sol = spl.splu(A).solve(np.concatenate([-point.gradient.ravel(), np.zeros(nx)]))
-        self.cg_counts.append(0)
+        self.cg_iterations = 0
         return sol[:n].reshape(nx, ny), "newton", ()
 
 
@@ -139,13 +139,21 @@ def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[in
     cg_maxiter = int(min(1000, max(200, problem.grid.size // 16)))  # iterate's default
     step = DescentStep(E, "newton", so_["mass2"], cg_maxiter, line_search)
     newton = step.matrix = matrix(E, so_["mass2"], cg_maxiter)
+    counts: list[int] = []  # the CG iterations of each step, read off the matrix after each direction
+    direction = newton.direction
+
+    def counted(point):
+        out = direction(point)
+        counts.append(newton.cg_iterations)
+        return out
+    newton.direction = counted
     phi0 = api.initial_field(problem)
     t0 = time.perf_counter()
     energy = np.nan
     for rec in iterate(E, phi0, step=step,
                        controller=IterationController(so_["min_iter"], so_["max_iter"], so_["tol"])):
         energy = rec.energy
-    return time.perf_counter() - t0, float(energy), list(newton.cg_counts)
+    return time.perf_counter() - t0, float(energy), counts
 
 
 def growth_exponent(nodes, seconds) -> float:

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from ..foundations.config import ConfigError, checked, kind_of
-from ..foundations.distributed import run_tasks
+from ..foundations.distributed import parse_scheduler, run_tasks
 from ..foundations.limits import blas_threads
 from ..foundations.mixing import check_beta, fig7_config, zero_dimensional_model
 from ..models.regression import RegressionModel
@@ -272,7 +272,7 @@ def sweep_document(config: dict, beta_min: float, beta_max: float, n: int, spaci
         solve = _reporting(solve, progress)
     blas_threads()
     continue_all = None
-    if scheduler not in (None, "serial"):  # None is the plain loop too (run_tasks' default)
+    if parse_scheduler(scheduler)[0] != "serial":  # None is the plain loop too (run_tasks' default)
         def continue_all(down_betas, inits):
             tasks = [{"config": config, "betas": down_betas, "init": f} for f in inits]
             return run_tasks(continuation_task, tasks, scheduler,
@@ -305,7 +305,7 @@ def basins_document(config: dict, scheduler: str | None = "serial") -> dict:
     beta = check_beta(config.get("beta", 1.0))
     solve, starts, _, _ = _model_and_starts(config)
     blas_threads()
-    if scheduler in (None, "serial"):
+    if parse_scheduler(scheduler)[0] == "serial":
         minima = find_basins(solve, starts, beta)
     else:
         solved = run_tasks(solve_task, [{"config": config, "beta": beta, "init": init} for _, init in starts],
