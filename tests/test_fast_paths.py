@@ -194,10 +194,14 @@ def _x_independent_problem(prior: dict, x_boundary: str):
 
 
 @pytest.mark.parametrize("prior", [{"l2": 0.3}, {"l6": 0.05, "l0": 0.01}])
-@pytest.mark.parametrize("x_boundary", ["neumann", "periodic"])
-def test_strong_preconditioner_is_the_exact_inverse_when_the_data_term_is_separable(prior, x_boundary):
+@pytest.mark.parametrize("x_boundary,dense", [("neumann", True), ("periodic", True), ("neumann", False),
+                                              ("periodic", False)])
+def test_strong_preconditioner_is_the_exact_inverse_when_the_data_term_is_separable(prior, x_boundary, dense,
+                                                                                    monkeypatch):
     """With a data term that does not depend on x the strong form is the pseudo-inverse of the Hessian (160)
-    on the tangent space: H (P H v) = H v for any v; the cheap form is not (it damps per-x offsets)."""
+    on the tangent space: H (P H v) = H v for any v; the cheap form is not (it damps per-x offsets).  Both ways of
+    transforming the x axis: its dense eigenbasis (small grids) and the FFT/DCT."""
+    monkeypatch.setattr(SeparablePreconditioner, "dense_x_max", 96 if dense else 0)
     problem, pt = _x_independent_problem(prior, x_boundary)
     lam = pt.lagrange_multiplier
     assert np.all(lam > 0) and np.ptp(lam) < 1e-9 * np.max(lam)
@@ -210,9 +214,12 @@ def test_strong_preconditioner_is_the_exact_inverse_when_the_data_term_is_separa
     assert np.max(np.abs(pt.hessp(cheap(Hv)) - Hv)) > 1e-3 * np.max(np.abs(Hv))
 
 
-def test_strong_preconditioner_schur_complement_matches_separable_solves():
+@pytest.mark.parametrize("dense", [True, False])
+def test_strong_preconditioner_schur_complement_matches_separable_solves(dense, monkeypatch):
     """The Schur complement S = V^T M0^{-1} V, built in one product from the eigenpairs of the x part, equals
-    the one assembled column by column from the FFT/DCT solve, on a bench problem (the data term varies with x)."""
+    the one assembled column by column from the solve (the dense eigenbasis of x, or the FFT/DCT), on a bench
+    problem (the data term varies with x)."""
+    monkeypatch.setattr(SeparablePreconditioner, "dense_x_max", 96 if dense else 0)
     problem = api.build_density(random_problem(16, {"l6": 0.1}))
     pt = problem.energy.at(api.initial_field(problem))
     P = SeparablePreconditioner(pt, strong=True)
@@ -226,6 +233,27 @@ def test_strong_preconditioner_schur_complement_matches_separable_solves():
     c, lower = P.S  # the Cholesky factor S = U^T U (cho_factor's other triangle holds leftovers)
     U = np.triu(c) if not lower else np.tril(c).T
     np.testing.assert_allclose(U.T @ U, S, rtol=1e-8, atol=1e-12 * np.max(np.abs(S)))
+
+
+@pytest.mark.parametrize("x_boundary", ["neumann", "periodic"])
+def test_dense_x_basis_and_fft_give_the_same_separable_solve(x_boundary, monkeypatch):
+    """``M0^{-1} r`` through the dense eigenbasis of the x part equals the FFT/DCT route on the same point (two
+    independent transforms of the same operator), for a batch of right-hand sides, cheap and strong forms."""
+    cfg = random_problem(12, {"l6": 0.1})
+    cfg["grid"]["x"]["boundary"] = x_boundary
+    problem = api.build_density(cfg)
+    pt = problem.energy.at(api.initial_field(problem))
+    r = np.random.default_rng(5).standard_normal((3,) + pt.phi.shape)
+    for strong in (False, True):
+        dense = SeparablePreconditioner(pt, strong=strong)
+        assert dense.C is not None
+        monkeypatch.setattr(SeparablePreconditioner, "dense_x_max", 0)
+        fft = SeparablePreconditioner(pt, strong=strong)
+        monkeypatch.undo()
+        assert fft.C is None
+        a, b = dense.solve_separable(r), fft.solve_separable(r)
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10 * np.max(np.abs(b)))
+        np.testing.assert_allclose(dense(r[0]), fft(r[0]), rtol=1e-8, atol=1e-9 * np.max(np.abs(fft(r[0]))))
 
 
 @pytest.mark.parametrize("fig", ["fig15", "fig17"])

@@ -181,16 +181,16 @@ class SeparablePreconditioner:
     * ``strong=False`` (cheap to build, one ``M0^{-1}`` per application): ``d`` is the x-average of
       ``max(Lambda_X, 0) P hy`` and the preconditioner is ``M0^{-1}`` itself.  Exact when the data term does not
       depend on x, apart from the per-x offsets it damps that the Hessian does not see.
-    * ``strong=True``: ``d`` is the lower quartile of ``Lambda_X P hy`` over the x with ``Lambda_X > 0`` (where P
-      is tiny, in the tails in y, the data term varies over x by orders of magnitude and the mean is set by the
-      few x with the fattest tails, which over-damps the prior there), and the per-x normalisation is treated as
-      the constraint it is: the step is taken in the gauge ``sum_y P hy d = 0`` (per-x constants do not move a
-      normalised L) as the KKT solution ``d = M0^{-1}(r - V mu)``, ``V = P hy``, with ``mu`` from the nx x nx
-      Schur complement ``S = V^T M0^{-1} V``.  With an exactly separable data term this is the exact
-      pseudo-inverse of the Hessian on the tangent space (a test checks it).  It costs two ``M0^{-1}`` per
-      application and, to build, one nx x (nx ny) product and an nx x nx Cholesky factorisation.  On the
-      128 x 128 l6 benchmark it needs about 20 times fewer CG iterations at the late Newton steps than the
-      cheap form; on problems where the cheap form converges in a few iterations it only costs time, so
+    * ``strong=True``: ``d`` is a low quantile (:attr:`quantile`) of ``Lambda_X P hy`` over the x with
+      ``Lambda_X > 0`` (where P is tiny, in the tails in y, the data term varies over x by orders of magnitude and
+      the mean is set by the few x with the fattest tails, which over-damps the prior there), and the per-x
+      normalisation is treated as the constraint it is: the step is taken in the gauge ``sum_y P hy d = 0`` (per-x
+      constants do not move a normalised L) as the KKT solution ``d = M0^{-1}(r - V mu)``, ``V = P hy``, with
+      ``mu`` from the nx x nx Schur complement ``S = V^T M0^{-1} V``.  With an exactly separable data term this
+      is the exact pseudo-inverse of the Hessian on the tangent space (a test checks it).  It costs two
+      ``M0^{-1}`` per application and, to build, one nx x (nx ny) product and an nx x nx Cholesky factorisation.
+      On the 128 x 128 l6 benchmark it needs about 20 times fewer CG iterations at the late Newton steps than
+      the cheap form; on problems where the cheap form converges in a few iterations it only costs time, so
       :class:`bftcore.foundations.solvers.NewtonMatrix` starts cheap and switches for good once a CG solve needs more
       than 50 iterations.
 
@@ -198,6 +198,18 @@ class SeparablePreconditioner:
     caller, the Newton learning matrix of :mod:`bftcore.foundations.solvers` for one run) keeps the eigendecomposition
     of the x part between preconditioners.
     """
+
+    #: The quantile over x of the strong form's data term.  Decision: 0.1, measured on the benchmark's l6 problems
+    #: (``python -m bftcore bench``; ``scripts/preconditioner_candidates.py``): Newton at 128 x 128 took 897 CG
+    #: iterations and 1.1 s against 1,665 and 2.1 s with the lower quartile, at 256 x 256 6,507 and 38 s against
+    #: 10,028 and 56 s; 0.05 and 0.02 were as good at 128 x 128 and worse at 256 x 256.  An estimate of d(y) that
+    #: is too large (most x have thinner tails than it) costs more CG iterations than one that is too small.
+    quantile = 0.1
+    #: Up to this many x nodes the x axis is transformed by its dense eigenbasis (two small matrix products) rather
+    #: than by the FFT/DCT, whose call overhead dominates on small grids.  Measured for one application on an n x n
+    #: grid, one BLAS thread: 3.5 against 20.5 us at n = 10, 8.7 against 26.7 at 32, 40 against 69 at 64, 117
+    #: against 172 at 96, equal at 128, 2.3 against 1.8 ms at 256.
+    dense_x_max = 96
 
     def __init__(self, point, strong: bool = True, cache: dict | None = None):
         E = point.energy
@@ -212,9 +224,16 @@ class SeparablePreconditioner:
         # the scale of the floor: with lambda_y = 0 and no data, Ky and d vanish and only the x part is left
         ref = max(float(np.max(d)), float(np.max(np.abs(np.diag(Ky)))), float(np.max(sx)), 1e-300)
         w, self.Q = np.linalg.eigh(Ky + np.diag(d + 1e-10 * ref))
-        self.inv = 1.0 / np.maximum(sx[:, None] + w[None, :], 1e-12 * ref)
         self.x_periodic = grid.x.boundary == "periodic" and grid.x.n > 1
         self.x_neumann = grid.x.boundary == "neumann" and grid.x.n > 1
+        self.C = None  # the x part's dense eigenbasis, when it is used instead of the FFT/DCT
+        if strong or grid.x.n <= self.dense_x_max:
+            ex, C = self._x_eig(E, scale, cache)
+        if grid.x.n <= self.dense_x_max:
+            self.C = C
+            self.inv = 1.0 / np.maximum(ex[:, None] + w[None, :], 1e-12 * ref)
+        else:
+            self.inv = 1.0 / np.maximum(sx[:, None] + w[None, :], 1e-12 * ref)
         if not strong:
             return
         # Schur complement of the normalisation constraint, S[x, k] = V_x . (M0^{-1} e_k V_k)_x.  With the
@@ -222,11 +241,6 @@ class SeparablePreconditioner:
         # one product Z Z^T, in chunks of a so that Z holds at most 2^21 numbers (16 MB)
         self.V = V = point.P * grid.hy
         nx, ny = V.shape
-        x_eig = {} if cache is None else cache  # the x part is fixed for an energy: one eigh per run
-        if scale not in x_eig:
-            x_eig.clear()
-            x_eig[scale] = np.linalg.eigh((scale * K.lambda_x) * K.kx.toarray())
-        ex, C = x_eig[scale]
         W = V @ self.Q
         S = np.zeros((nx, nx))
         chunk = max(1, min(nx, (1 << 21) // (nx * ny)))
@@ -238,6 +252,17 @@ class SeparablePreconditioner:
             S += Z @ Z.T
         self.S = sla.cho_factor(S + 1e-13 * np.trace(S) / nx * np.eye(nx))
 
+    @staticmethod
+    def _x_eig(E, scale: float, cache: dict | None) -> tuple[np.ndarray, np.ndarray]:
+        """Eigenvalues and eigenvectors of the x part ``scale lambda_x K_X``; ``cache`` keeps them for the run (the
+        x part is fixed for an energy: one eigh per run)."""
+        x_eig = {} if cache is None else cache
+        if scale not in x_eig:
+            x_eig.clear()
+            K = E.prior.K
+            x_eig[scale] = np.linalg.eigh((scale * K.lambda_x) * K.kx.toarray())
+        return x_eig[scale]
+
     def data_term(self, point) -> np.ndarray:
         """The x-independent data term d(y) of ``M0`` (see the class docstring)."""
         lam = point.lagrange_multiplier
@@ -246,7 +271,7 @@ class SeparablePreconditioner:
         rows = lam > 0
         if not np.any(rows):
             return np.zeros(point.P.shape[1])
-        return np.quantile(lam[rows, None] * point.P[rows], 0.25, axis=0) * point.energy.grid.hy
+        return np.quantile(lam[rows, None] * point.P[rows], self.quantile, axis=0) * point.energy.grid.hy
 
     def still_good(self, point, rel: float = 0.25) -> bool:
         """Whether this preconditioner may be reused at ``point`` (its data term moved by less than ``rel``)."""
@@ -255,6 +280,8 @@ class SeparablePreconditioner:
 
     def solve_separable(self, r: np.ndarray) -> np.ndarray:
         """``M0^{-1} r`` (the last two axes of ``r`` are x and y; leading axes are a batch)."""
+        if self.C is not None:
+            return self.C @ (((self.C.T @ r) @ self.Q) * self.inv) @ self.Q.T
         if self.x_periodic:
             c = sfft.fft(r, axis=-2)
         elif self.x_neumann:

@@ -1,0 +1,154 @@
+"""The Newton preconditioner's candidates side by side (issue 31): ``python scripts/preconditioner_candidates.py
+[--sizes 64,128] [--repeats 3]`` prints, for the benchmark's l6 problems (``python -m bftcore bench``), the cost of
+solving one Newton system at the converged field to a relative residual of 1e-8 by preconditioned CG: the
+preconditioner's build time, the CG iterations, the solve time and their sum (medians of ``--repeats``).
+
+Candidates (each keeps the normalisation's constraint, the tangent space ``sum_y P hy d = 0`` per x):
+
+* ``separable qQ``: :class:`bftcore.models.density.SeparablePreconditioner`, strong form, with its x-independent
+  data term d(y) taken as the Q-quantile over x of ``Lambda_X P hy`` (the package's choice is its ``quantile``);
+* ``SuperLU + exact Schur``: the exact inverse of ``M = lambda cell K + diag(max(Lambda_X, 0) P hy)`` by a sparse LU
+  (SciPy's SuperLU, minimum-degree ordering), the constraint by the exact nx x nx Schur complement ``V^T M^-1 V``
+  (nx solves); one CG iteration, the floor of a direct method;
+* ``SuperLU + separable Schur``: the same LU, the Schur complement of the separable form;
+* ``pyamg SA``: algebraic multigrid (pyamg's smoothed aggregation, one V-cycle) on ``M``, the Schur complement of the
+  separable form; only when pyamg is installed (``pip install pyamg``: it is not a dependency of bftcore).
+
+CHOLMOD (scikit-sparse) is not among them: its current release needs SuiteSparse 7 and Debian 12 has 5.12, and the
+older release that builds against 5.12 is binary-incompatible with NumPy 2 (docs/performance.md).
+A benchmark prints a table; nothing here asserts on time.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import scipy.linalg as sla
+import scipy.sparse as sp
+import scipy.sparse.linalg as spl
+
+from bftcore import api
+from bftcore.foundations.limits import UNLIMITED, blas_threads, using
+from bftcore.models.density import SeparablePreconditioner
+from bftcore.studies.bench import bench_config
+
+
+def converged_point(n: int):
+    """The converged E_L point of the benchmark's n x n l6 problem."""
+    cfg = bench_config((n, n), "l6")
+    doc = api.fit(cfg)
+    E = api.build_density(cfg).energy
+    return E.at(E.normalise(np.asarray(doc["L"]).reshape(E.grid.shape)))
+
+
+def pcg_count(point, b, precond, tol: float = 1e-8, maxiter: int = 5000) -> int:
+    """CG iterations for ``H x = b`` (the Gauss-Newton Hessian of ``point``) to ``|r| <= tol |b|``."""
+    def hess(v):
+        return point.hessp(v, convexified=True)
+    r = b.copy()
+    z = precond(r)
+    p, rz, x = z.copy(), float(np.vdot(r, z)), np.zeros_like(b)
+    nb = float(np.linalg.norm(b))
+    for k in range(maxiter):
+        Hp = hess(p)
+        a = rz / float(np.vdot(p, Hp))
+        x += a * p
+        r -= a * Hp
+        if np.linalg.norm(r) <= tol * nb:
+            return k + 1
+        z = precond(r)
+        rz_new = float(np.vdot(r, z))
+        p = z + (rz_new / rz) * p
+        rz = rz_new
+    return maxiter
+
+
+def constrained(solve, V, schur):
+    """The preconditioner ``A - A V S^-1 V^T A`` with ``A = solve`` and ``S`` = ``schur`` (a Cholesky factor)."""
+    def apply(r):
+        z = solve(r)
+        mu = sla.cho_solve(schur, np.sum(V * z, axis=1))
+        return solve(r - V * mu[:, None])
+    return apply
+
+
+class SeparableAt(SeparablePreconditioner):
+    """The separable preconditioner with another quantile."""
+
+    def __init__(self, point, q: float):
+        self.quantile = q
+        super().__init__(point, True, {})
+
+
+def candidates(point):
+    """``[(name, build)]``: ``build()`` returns the preconditioner."""
+    E = point.energy
+    g, pr = E.grid, E.prior
+    V = point.P * g.hy
+    D = np.maximum(point.lagrange_multiplier, 0.0)[:, None] * V
+    M = (pr.lam * g.cell * pr.K.matrix + sp.diags(D.ravel())).tocsc()
+    M = M + sp.diags(np.full(M.shape[0], 1e-10 * M.diagonal().max()))
+    nx = g.shape[0]
+    B = sp.csc_matrix((V.ravel(), (np.arange(g.size), np.arange(g.size) // g.shape[1])), shape=(g.size, nx))
+
+    def lu():
+        F = spl.splu(M.tocsc(), permc_spec="MMD_AT_PLUS_A")
+        return lambda r: F.solve(np.ravel(r)).reshape(g.shape), F
+
+    def lu_exact():
+        solve, F = lu()
+        S = B.T @ F.solve(B.toarray())
+        return constrained(solve, V, sla.cho_factor(S + 1e-13 * np.trace(S) / nx * np.eye(nx)))
+
+    def lu_separable():
+        solve, _ = lu()
+        return constrained(solve, V, SeparablePreconditioner(point, True, {}).S)
+
+    out = [(f"separable q{q:g}", lambda q=q: SeparableAt(point, q)) for q in (0.25, 0.1, 0.05)]
+    out += [("SuperLU + exact Schur", lu_exact), ("SuperLU + separable Schur", lu_separable)]
+    try:
+        import pyamg
+    except ImportError:
+        print("pyamg is not installed (pip install pyamg): its row is left out")
+    else:
+        def amg():
+            ml = pyamg.smoothed_aggregation_solver(M.tocsr(), symmetry="symmetric")
+            A = ml.aspreconditioner(cycle="V")
+            return constrained(lambda r: (A @ np.ravel(r)).reshape(g.shape), V,
+                               SeparablePreconditioner(point, True, {}).S)
+        out.append(("pyamg SA + separable Schur", amg))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="64,128", help="comma-separated n (n x n grids; default 64,128)")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per case, the median is printed (default 3)")
+    args = ap.parse_args(argv)
+    blas_threads()
+    print(f"one Newton system at the converged field, CG to 1e-8; medians of {args.repeats}; times in ms")
+    print(f"{'size':>8} {'candidate':<28} {'build':>9} {'CG':>6} {'solve':>9} {'total':>9}")
+    with using(UNLIMITED):
+        for n in (int(s) for s in args.sizes.split(",")):
+            point = converged_point(n)
+            rng = np.random.default_rng(0)
+            x = rng.standard_normal(point.P.shape)
+            x -= np.sum(point.P * point.energy.grid.hy * x, axis=1, keepdims=True)
+            b = point.hessp(x, convexified=True)
+            for name, build in candidates(point):
+                rows = []
+                for _ in range(args.repeats):
+                    t0 = time.perf_counter()
+                    pc = build()
+                    t1 = time.perf_counter()
+                    its = pcg_count(point, b, pc)
+                    rows.append((t1 - t0, its, time.perf_counter() - t1))
+                tb, its, ts = (float(np.median([r[i] for r in rows])) for i in range(3))
+                print(f"{f'{n}x{n}':>8} {name:<28} {tb * 1e3:9.1f} {its:6.0f} {ts * 1e3:9.1f} "
+                      f"{(tb + ts) * 1e3:9.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
