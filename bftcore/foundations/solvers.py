@@ -252,8 +252,8 @@ class NewtonMatrix:
 
     Holds, for one run, the preconditioner (the energy's ``newton_preconditioner``, reused while it reports itself
     still good), its strength (it starts cheap and switches to the strong form for good once a CG solve needs
-    more than 50 iterations, see :class:`bftcore.models.density.SeparablePreconditioner`), the preconditioner's cache
-    the gradient norm at the start, and the CG iterations of the last step (``cg_iterations``).
+    more than 50 iterations, see :class:`bftcore.models.density.SeparablePreconditioner`), the preconditioner's cache,
+    the gradient norm at the start and the CG iterations of the last step (``cg_iterations``).
     """
 
     name = "newton"

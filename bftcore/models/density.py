@@ -174,7 +174,8 @@ class SeparablePreconditioner:
     diag(Lambda_X P hy)``, ``J = I - I_X P hy``, on the tangent space of the normalisation.
 
     ``M`` is replaced by a separable ``M0 = lambda cell K + diag(d)`` with a data term ``d(y)`` that does not
-    depend on x: the x axis is then diagonalised by its FFT/DCT, the y axis by one dense eigendecomposition of
+    depend on x: the x axis is then diagonalised by its FFT/DCT (or, up to :attr:`dense_x_max` nodes, by the dense
+    eigenbasis of the x part), the y axis by one dense eigendecomposition of
     ``lambda cell lambda_y K_Y + diag(d)`` (ny x ny), so ``M0^{-1}`` costs two transforms and two
     (nx, ny) x (ny, ny) products.  Two strengths:
 
