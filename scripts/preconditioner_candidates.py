@@ -121,16 +121,34 @@ def candidates(point):
     return out
 
 
+def _sizes(text: str) -> list[int]:
+    """``"64,128"`` as [64, 128]; argparse reports a bad list with what is accepted."""
+    try:
+        sizes = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from None
+    if not all(8 <= n <= 256 for n in sizes):
+        raise argparse.ArgumentTypeError(f"{text!r}: every n must be between 8 and 256")
+    return sizes
+
+
+def _repeats(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return int(text)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="64,128", help="comma-separated n (n x n grids; default 64,128)")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per case, the median is printed (default 3)")
+    ap.add_argument("--sizes", type=_sizes, default=[64, 128], help="comma-separated n (n x n grids, 8 to 256; "
+                    "default 64,128)")
+    ap.add_argument("--repeats", type=_repeats, default=3, help="runs per case, the median is printed (default 3)")
     args = ap.parse_args(argv)
     blas_threads()
     print(f"one Newton system at the converged field, CG to 1e-8; medians of {args.repeats}; times in ms")
     print(f"{'size':>8} {'candidate':<28} {'build':>9} {'CG':>6} {'solve':>9} {'total':>9}")
     with using(UNLIMITED):
-        for n in (int(s) for s in args.sizes.split(",")):
+        for n in args.sizes:
             point = converged_point(n)
             rng = np.random.default_rng(0)
             x = rng.standard_normal(point.P.shape)
