@@ -631,3 +631,45 @@ def test_a_valid_documents_copy_shares_nothing_with_it():
     c["data"][0][0] = 9.0
     c["prior"]["lambda"] = 7.0
     assert cfg["data"][0][0] == 1.0 and cfg["prior"]["lambda"] == 1.0
+
+
+def _plain_by_walk(obj):
+    """The general route of ``to_plain``, written out independently: every element converted on its own."""
+    if isinstance(obj, (list, tuple)):
+        return [_plain_by_walk(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _plain_by_walk(v) for k, v in obj.items()}
+    if isinstance(obj, (bool, np.bool_)):
+        return bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        return float(obj)
+    return obj
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.lists(st.sampled_from(ADVERSARIAL[:26]), max_size=3),
+                          st.sampled_from([0, 1.5, True, np.float64(2.0), np.int64(3), None])), max_size=6))
+def test_to_plains_fast_paths_give_what_the_element_walk_gives(values):
+    """A list of plain numbers, and a list of such lists (data points), are copied at once; the result is the
+    element-by-element conversion: types included (a bool stays a bool, numpy scalars become Python numbers), and a
+    fresh list at every level, never the caller's."""
+    values = [v for v in values if not isinstance(v, (str, dict)) and v is not None]
+    out = to_plain(values)
+    assert out == _plain_by_walk(values)
+    assert [type(v) for v in out] == [type(v) for v in _plain_by_walk(values)]
+    assert out is not values and all(o is not v for o, v in zip(out, values) if isinstance(o, list))
+    pts = [[1.0, 2.0], [3, 4.5]]
+    copied = to_plain(pts)
+    assert copied == pts and copied[0] is not pts[0]
+
+
+def test_the_depth_limit_still_counts_a_list_of_numbers():
+    """The depth check skips walking data points but still counts their level: at a budget of 2 levels, a document
+    with data points (3 levels) is refused, and the same at 3 passes."""
+    from bftcore.foundations.limits import Limits
+    doc = {"data": [[1.0, 2.0], [3.0, 4.0]]}
+    with pytest.raises(ConfigError, match="nested 3 levels deep, over the limit of 2"):
+        validate_config(doc, Limits(max_depth=2))
+    assert validate_config(doc, Limits(max_depth=3))["data"] == doc["data"]

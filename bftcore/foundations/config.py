@@ -189,6 +189,10 @@ def read_document(path, limits: Limits | None = None):
 
 
 # ----------------------------------------------------------------------------------------------- plain values
+#: Python's own number types (``type(v) in``: a bool, an int subclass, is not one of them here)
+_PLAIN_NUMBERS = frozenset((float, int))
+
+
 def to_plain(obj, where: str = "the configuration", depth: int = 0):
     """A copy of ``obj`` in plain JSON types: numpy scalars become Python numbers, numpy arrays and tuples lists.
 
@@ -213,6 +217,13 @@ def to_plain(obj, where: str = "the configuration", depth: int = 0):
             return obj.tolist()
         obj = obj.tolist()
     if isinstance(obj, (list, tuple)):
+        # the common case at once: a list of plain numbers, or of lists of plain numbers (data points), has nothing
+        # to convert (200 points took 0.45 ms through the general path, a seventh of a 16 x 16 fit)
+        if depth + 2 <= HARD_DEPTH:
+            if all(type(v) in _PLAIN_NUMBERS for v in obj):
+                return list(obj)
+            if all(type(v) is list and all(type(u) in _PLAIN_NUMBERS for u in v) for v in obj):
+                return [list(v) for v in obj]
         return [to_plain(v, where, depth + 1) for v in obj]
     if isinstance(obj, dict):
         out = {}
@@ -297,15 +308,18 @@ def _data_point(p, k: int, plain_x: float | None, model: str) -> list:
 
 
 def _depth(obj, limit: int) -> None:
+    """Refuse a document (plain, from :func:`to_plain`: its containers are exactly lists and dicts) nested more than
+    ``limit`` levels deep.  A list of plain numbers (a data point) ends a branch without being walked."""
     stack = [(obj, 1)]
     while stack:
         o, d = stack.pop()
-        if isinstance(o, (list, dict)):
-            if d > limit:
-                raise ConfigError(f"the configuration is nested {d} levels deep, over the limit of {limit}; "
-                                  f"a configuration needs at most 4 levels of brackets")
-            stack.extend((v, d + 1) for v in (o.values() if isinstance(o, dict) else o)
-                         if isinstance(v, (list, dict)))
+        if d > limit:
+            raise ConfigError(f"the configuration is nested {d} levels deep, over the limit of {limit}; "
+                              f"a configuration needs at most 4 levels of brackets")
+        for v in (o.values() if type(o) is dict else o):
+            t = type(v)
+            if t is dict or (t is list and not (d + 1 <= limit and all(type(u) in _PLAIN_NUMBERS for u in v))):
+                stack.append((v, d + 1))
 
 
 # ----------------------------------------------------------------------------------------------- field checks
