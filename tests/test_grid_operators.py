@@ -240,3 +240,15 @@ def test_the_root_of_K_squares_to_K_and_applies_it(boundary, coeffs, shape):
     np.testing.assert_allclose(G.T @ G, dense, rtol=0, atol=1e-9 * np.abs(dense).max())
     f = np.random.default_rng(1).normal(size=shape)
     np.testing.assert_allclose(K.apply(f).ravel(), dense @ f.ravel(), rtol=0, atol=1e-9 * np.abs(dense).max())
+
+
+def test_axis_operators_are_cached_but_never_shared():
+    """The 1-D operators are cached across problems; each call gets its own copy, so a caller that changes its
+    matrix in place changes nobody else's, and the cached one equals a build from scratch."""
+    from bftcore.foundations.operators import _axis_operator, axis_operator
+    ax = Axis(0.0, 3.0, 12, "neumann")
+    A = axis_operator(ax, l2=1.0, l6=0.5)
+    A.data[:] = 99.0
+    B = axis_operator(ax, l2=1.0, l6=0.5)
+    fresh = _axis_operator.__wrapped__(ax, 0.0, 1.0, 0.0, 0.5)
+    assert B is not A and abs(B - fresh).max() == 0 and not np.any(B.data == 99.0)

@@ -166,7 +166,13 @@ def laplacian_eigenvalues(axis: Axis) -> np.ndarray:
 
 def axis_operator(axis: Axis, l0=0.0, l2=0.0, l4=0.0, l6=0.0) -> sp.csr_matrix:
     """K_X = l0 I - l2 Delta + l4 Delta^2 - l6 Delta^3, eqs. (700), (701); on a free boundary
-    ``l0 I + sum_k (l_2k / h^2k) D_k^T D_k`` (module docstring)."""
+    ``l0 I + sum_k (l_2k / h^2k) D_k^T D_k`` (module docstring).  A fresh copy of a cached matrix: every fit builds
+    its axes' operators, 0.12 ms each on the paper mesh against 10 us for the copy."""
+    return _axis_operator(axis, float(l0), float(l2), float(l4), float(l6)).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _axis_operator(axis: Axis, l0: float, l2: float, l4: float, l6: float) -> sp.csr_matrix:
     if axis.boundary == "free" and axis.n > 1:
         G = free_root(axis, l0, l2, l4, l6)
         return sp.csr_matrix(G.T @ G)
