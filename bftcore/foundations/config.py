@@ -316,9 +316,11 @@ def _depth(obj, limit: int) -> None:
         if d > limit:
             raise ConfigError(f"the configuration is nested {d} levels deep, over the limit of {limit}; "
                               f"a configuration needs at most 4 levels of brackets")
-        for v in (o.values() if type(o) is dict else o):
-            t = type(v)
-            if t is dict or (t is list and not (d + 1 <= limit and all(type(u) in _PLAIN_NUMBERS for u in v))):
+        for v in (o.values() if isinstance(o, dict) else o):
+            if type(v) is list:
+                if not (d + 1 <= limit and all(type(u) in _PLAIN_NUMBERS for u in v)):
+                    stack.append((v, d + 1))
+            elif isinstance(v, (list, dict)):
                 stack.append((v, d + 1))
 
 
