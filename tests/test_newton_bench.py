@@ -66,6 +66,22 @@ def test_lbfgs_baseline_reaches_the_newton_energy():
     assert energy <= goal and nfev > 0
 
 
+@pytest.mark.parametrize("size,prior", [("10x15", "l2"), ("16", "l6")])
+def test_newton_to_goal_stops_at_the_first_iterate_of_the_fit_that_reaches_it(size, prior):
+    """The solver column times the fit's own iteration: the energies it passes are the fit's history, and it stops at
+    the first of them at or below the goal (which the fit's final energy reaches by construction)."""
+    cfg = bench.bench_config(bench.parse_size(size), prior)
+    with using(UNLIMITED):
+        doc = api.fit(cfg)
+        energies = [r["energy"] for r in doc["history"]]
+        goal = energies[-1] + 1e-8 * abs(energies[-1])
+        seconds, energy, steps = bench.newton_to_goal(cfg, goal)
+    first = next(i for i, e in enumerate(energies) if e <= goal)
+    assert steps == first and energy == pytest.approx(energies[first], rel=1e-13)
+    assert 0 < steps < len(energies) - 1  # the goal is reached before the fit's own stop on these problems
+    assert seconds > 0
+
+
 def test_growth_exponent_of_a_power_law():
     nodes = [100, 400, 1600]
     assert bench.growth_exponent(nodes, [2e-3 * n ** 1.3 for n in nodes]) == pytest.approx(1.3)
@@ -88,6 +104,7 @@ def test_bench_cli_quick_prints_table_and_exponents(capsys):
     out = capsys.readouterr().out
     for size in ("10x15", "16x16", "32x32"):
         assert sum(line.split()[:1] == [size] for line in out.splitlines()) == 2  # l2 and l6
+    assert "solver = L-BFGS-B / to goal" in out and "to goal" in out.splitlines()[-2]
     assert "growth exponents" in out and "l2: bftcore" in out and "l6: bftcore" in out
 
 
@@ -103,7 +120,10 @@ def test_bench_cli_json():
     for r in doc["rows"]:
         assert r["floor_energy"] == pytest.approx(r["energy"], rel=1e-8)
         assert r["lbfgs_reached"]
-    assert doc["exponents"] == {"l2": {"bftcore": None, "lbfgs": None}, "l6": {"bftcore": None, "lbfgs": None}}
+        assert r["solver_ratio"] == pytest.approx(r["lbfgs_s"] / r["newton_goal_s"])
+        assert 0 < r["newton_goal_steps"] <= r["iterations"]
+    none = {"bftcore": None, "newton_goal": None, "lbfgs": None}
+    assert doc["exponents"] == {"l2": none, "l6": none}
 
 
 @pytest.mark.parametrize("argv", [["bench", "--repeats", "0"], ["bench", "--sizes", "2"], ["bench", "--sizes", ","],

@@ -4,6 +4,13 @@ Newton iteration with the step solved exactly by a sparse LU of the bordered sys
 Newton step, for the paper mesh and n x n grids and the priors l2 and l6, and the growth exponents of the times in
 the number of nodes.  A benchmark prints a table; nothing here asserts on time.
 
+Two ratios, because L-BFGS-B is timed as a bare solver: from the built problem and the start field (neither on its
+clock) to a goal, the fit's energy + 1e-8 |E|.  ``ratio`` sets it against bftcore's whole fit (the gate, building,
+the start, the iteration run to the fit's own, stricter stop, the records and the document: what a user waits
+for); ``solver_ratio`` against bftcore's Newton iteration timed the same way as L-BFGS-B (:func:`newton_to_goal`:
+the same built problem and start off the clock, stopped at the same goal).  Decision: both are printed; the solver
+ratio is the like-for-like comparison of the two minimisers, the fit ratio what the fixed costs of a fit add.
+
 Problems: the paper mesh (10 x 15) is Fig 14 (l2 = 0.025) and Fig 16 (l6 = 0.01); an n x n grid is
 :func:`bftcore.models.presets.random_problem` with l2 = 1 or l6 = 0.1 (200 points, x Neumann, y periodic); another
 NX x NY grid takes the points of the max(NX, NY) square, rescaled onto it.
@@ -156,6 +163,24 @@ def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[in
     return time.perf_counter() - t0, float(energy), counts
 
 
+def newton_to_goal(config: dict, goal: float) -> tuple[float, float, int]:
+    """bftcore's Newton iteration timed as :func:`lbfgs_time` times L-BFGS-B: the same problem built beforehand
+    (outside the clock), the same start, stopped at the first iterate whose energy is at most ``goal``.  Returns
+    ``(seconds, energy, Newton steps)``; the iteration is the one :func:`bftcore.api.fit` runs (the configuration's
+    method and settings), its own stopping rule applying if it ends first (the energy then shows it)."""
+    problem = api.build_density(config)
+    so_ = problem.config["solver"]
+    phi0 = api.initial_field(problem)
+    t0 = time.perf_counter()
+    energy, steps = np.inf, 0
+    for rec in iterate(problem.energy, phi0, method=so_["method"], mass2=so_["mass2"], min_iter=so_["min_iter"],
+                       max_iter=so_["max_iter"], tol=so_["tol"]):
+        energy, steps = rec.energy, rec.iteration
+        if energy <= goal:
+            break
+    return time.perf_counter() - t0, float(energy), int(steps)
+
+
 def growth_exponent(nodes, seconds) -> float:
     """Slope of log time against log nodes (least squares); NaN with fewer than two sizes."""
     if len(nodes) < 2:
@@ -186,6 +211,10 @@ def run(sizes=SIZES, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0,
                 t_fit, energy = float(np.median(times)), float(doc["energy"])
                 _, _, cg = newton_run(cfg)
                 goal = energy + 1e-8 * abs(energy)
+                to_goal = [newton_to_goal(cfg, goal)]
+                if to_goal[0][0] <= repeat_budget_s:
+                    to_goal += [newton_to_goal(cfg, goal) for _ in range(repeats - 1)]
+                t_goal = float(np.median([r[0] for r in to_goal]))
                 lb = [lbfgs_time(cfg, goal, lbfgs_max_s)]
                 if lb[0][0] <= repeat_budget_s and lb[0][1] <= goal:
                     lb += [lbfgs_time(cfg, goal, lbfgs_max_s) for _ in range(repeats - 1)]
@@ -197,6 +226,8 @@ def run(sizes=SIZES, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0,
                              "bftcore_s": t_fit, "iterations": int(doc["iterations"]), "energy": energy,
                              "lbfgs_s": t_lb, "lbfgs_reached": bool(lb_ok),
                              "ratio": t_lb / t_fit,
+                             "newton_goal_s": t_goal, "newton_goal_steps": to_goal[0][2],
+                             "solver_ratio": t_lb / t_goal,
                              "floor_s": float(np.median([f[0] for f in floor])) if floor else None,
                              "floor_energy": floor[0][1] if floor else None,
                              "newton_steps": len(cg), "cg_per_step": float(np.mean(cg)) if cg else 0.0,
@@ -212,6 +243,7 @@ def exponents(rows) -> dict:
         sel = [r for r in rows if r["prior"] == prior and r["size"] != "10x15"]
         nodes = [r["nodes"] for r in sel]
         fits = {"bftcore": growth_exponent(nodes, [r["bftcore_s"] for r in sel]),
+                "newton_goal": growth_exponent(nodes, [r["newton_goal_s"] for r in sel]),
                 "lbfgs": growth_exponent(nodes, [r["lbfgs_s"] for r in sel])}
         out[prior] = {k: (v if np.isfinite(v) else None) for k, v in fits.items()}
     return out
@@ -219,19 +251,25 @@ def exponents(rows) -> dict:
 
 def table(rows, repeats: int, lbfgs_max_s: float) -> str:
     """The rows and the exponents as text."""
-    lines = [f"bftcore Newton benchmark: medians of {repeats} run(s), times in ms; ratio = L-BFGS-B / bftcore "
-             f"(> 1: bftcore faster); '>' = L-BFGS-B stopped at {lbfgs_max_s:g} s before bftcore's energy; "
-             "cases over 3 s run once; floor = sparse-direct Newton ('-': not run above 4096 nodes)",
-             f"{'size':>8} {'prior':>5} {'bftcore':>10} {'L-BFGS-B':>11} {'ratio':>7} {'floor':>10} "
-             f"{'iters':>5} {'CG/step':>8} {'CG max':>6}"]
+    lines = [f"bftcore Newton benchmark: medians of {repeats} run(s), times in ms; cases over 3 s run once",
+             "  fit = bftcore's whole fit (the gate, building, the start, the iteration to its own stop, the records, "
+             "the document)",
+             "  to goal = bftcore's Newton iteration alone, from the start L-BFGS-B takes, to L-BFGS-B's goal "
+             "(the fit's energy + 1e-8 |E|)",
+             f"  ratio = L-BFGS-B / fit, solver = L-BFGS-B / to goal (> 1: bftcore faster); '>' = L-BFGS-B stopped at "
+             f"{lbfgs_max_s:g} s before the goal",
+             "  floor = sparse-direct Newton to the fit's stop ('-': not run above 4096 nodes)",
+             f"{'size':>8} {'prior':>5} {'fit':>9} {'to goal':>9} {'L-BFGS-B':>10} {'ratio':>7} {'solver':>7} "
+             f"{'floor':>9} {'iters':>5} {'CG/step':>8} {'CG max':>6}"]
     for r in rows:
         mark = "" if r["lbfgs_reached"] else ">"
         floor = "-" if r["floor_s"] is None else f"{r['floor_s'] * 1e3:.1f}"
-        lines.append(f"{r['size']:>8} {r['prior']:>5} {r['bftcore_s'] * 1e3:>10.1f} "
-                     f"{mark + format(r['lbfgs_s'] * 1e3, '.1f'):>11} {mark + format(r['ratio'], '.2f'):>7} "
-                     f"{floor:>10} {r['iterations']:>5} {r['cg_per_step']:>8.1f} {r['cg_max']:>6}")
+        lines.append(f"{r['size']:>8} {r['prior']:>5} {r['bftcore_s'] * 1e3:>9.1f} {r['newton_goal_s'] * 1e3:>9.1f} "
+                     f"{mark + format(r['lbfgs_s'] * 1e3, '.1f'):>10} {mark + format(r['ratio'], '.2f'):>7} "
+                     f"{mark + format(r['solver_ratio'], '.2f'):>7} "
+                     f"{floor:>9} {r['iterations']:>5} {r['cg_per_step']:>8.1f} {r['cg_max']:>6}")
     lines.append("growth exponents (log time vs log nodes, n x n sizes):")
     for prior, e in exponents(rows).items():
-        b, lb = ("-" if v is None else f"{v:.2f}" for v in (e["bftcore"], e["lbfgs"]))
-        lines.append(f"  {prior}: bftcore {b}, L-BFGS-B {lb}")
+        b, g, lb = ("-" if v is None else f"{v:.2f}" for v in (e["bftcore"], e["newton_goal"], e["lbfgs"]))
+        lines.append(f"  {prior}: bftcore fit {b}, to goal {g}, L-BFGS-B {lb}")
     return "\n".join(lines)
