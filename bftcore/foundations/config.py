@@ -20,6 +20,7 @@ template in the representation of the field: log-density for field L, density fo
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 import numbers
@@ -194,8 +195,17 @@ _PLAIN_NUMBERS = frozenset((float, int))
 
 
 def _plain_numbers(seq) -> bool:
-    """Whether every item of ``seq`` is a Python float or int (nothing to convert, nothing nested)."""
-    return all(type(v) in _PLAIN_NUMBERS for v in seq)
+    """Whether every item of ``seq`` is a Python float or int (nothing to convert, nothing nested).  The types are
+    collected by ``map`` and ``set`` in C: 200 points' check took 44 us item by item in Python, 14 us so."""
+    return set(map(type, seq)) <= _PLAIN_NUMBERS
+
+
+def _plain_lists(seq) -> bool:
+    """Whether every item of ``seq`` is a list of Python floats and ints (data points: one level, nothing else)."""
+    return set(map(type, seq)) <= _LIST_TYPE and _plain_numbers(itertools.chain.from_iterable(seq))
+
+
+_LIST_TYPE = frozenset((list,))
 
 
 def to_plain(obj, where: str = "the configuration", depth: int = 0):
@@ -227,7 +237,7 @@ def to_plain(obj, where: str = "the configuration", depth: int = 0):
         if depth + 2 <= HARD_DEPTH:
             if _plain_numbers(obj):
                 return list(obj)
-            if all(type(v) is list and _plain_numbers(v) for v in obj):
+            if _plain_lists(obj):
                 return [list(v) for v in obj]
         return [to_plain(v, where, depth + 1) for v in obj]
     if isinstance(obj, dict):
@@ -288,12 +298,13 @@ def _float_pairs(data, plain_x: float | None) -> list | None:
     point-by-point checks say what is wrong where.  Ints, bools and strings take the slow path."""
     if not isinstance(data, list) or not data:
         return None
-    if plain_x is not None and all(type(p) is float for p in data):
+    if plain_x is not None and set(map(type, data)) == {float}:
         arr = np.array(data)
         if np.all(np.isfinite(arr)) and float(np.max(np.abs(arr))) <= MAX_COORDINATE:
             return [[plain_x, v] for v in data]
         return None
-    if all(type(p) is list and len(p) == 2 and type(p[0]) is float and type(p[1]) is float for p in data):
+    if set(map(type, data)) <= _LIST_TYPE and set(map(len, data)) == {2} and \
+            set(map(type, itertools.chain.from_iterable(data))) == {float}:
         arr = np.array(data)
         if np.all(np.isfinite(arr)) and float(np.max(np.abs(arr))) <= MAX_COORDINATE:
             return [list(p) for p in data]
@@ -314,7 +325,8 @@ def _data_point(p, k: int, plain_x: float | None, model: str) -> list:
 
 def _depth(obj, limit: int) -> None:
     """Refuse a document (plain, from :func:`to_plain`: its containers are exactly lists and dicts) nested more than
-    ``limit`` levels deep.  A list of plain numbers (a data point) ends a branch without being walked."""
+    ``limit`` levels deep.  A list of plain numbers (a data point), or a list of such lists (the data), ends a branch
+    without being walked (their levels are still counted)."""
     stack = [(obj, 1)]
     while stack:
         o, d = stack.pop()
@@ -323,7 +335,7 @@ def _depth(obj, limit: int) -> None:
                               f"a configuration needs at most 4 levels of brackets")
         for v in (o.values() if isinstance(o, dict) else o):
             if type(v) is list:
-                if not (d + 1 <= limit and _plain_numbers(v)):
+                if not (d + 1 <= limit and _plain_numbers(v) or d + 2 <= limit and _plain_lists(v)):
                     stack.append((v, d + 1))
             elif isinstance(v, (list, dict)):
                 stack.append((v, d + 1))
