@@ -271,3 +271,23 @@ def test_barzilai_borwein_first_trial_keeps_the_minimum_and_monotonicity(fig, mo
     plain = api.fit(cfg)
     assert doc["energy"] == pytest.approx(plain["energy"], rel=1e-10)
     assert doc["iterations"] < plain["iterations"]
+
+
+def test_preconditioner_run_cache_gives_what_a_fresh_build_gives():
+    """The run's cache of the fixed parts (dense y part, x symbol, x eigenpairs) is reused across points of one energy
+    and rebuilt for another lambda: a preconditioner built from a used cache applies exactly as one built without."""
+    cfg = random_problem(12, {"l6": 0.1})
+    problem = api.build_density(cfg)
+    E = problem.energy
+    L0 = E.normalise(api.initial_field(problem))
+    L1 = E.normalise(L0 + 0.3 * np.random.default_rng(2).standard_normal(L0.shape))
+    r = np.random.default_rng(3).standard_normal(L0.shape)
+    cache: dict = {}
+    for strong in (False, True):
+        SeparablePreconditioner(E.at(L0), strong, cache)  # fills the cache at another point
+        np.testing.assert_array_equal(SeparablePreconditioner(E.at(L1), strong, cache)(r),
+                                      SeparablePreconditioner(E.at(L1), strong)(r))
+    cfg["prior"]["lambda"] = 3.0 * cfg["prior"]["lambda"]  # another scale lambda cell: the cache must not answer
+    E3 = api.build_density(cfg).energy
+    np.testing.assert_array_equal(SeparablePreconditioner(E3.at(L1), True, cache)(r),
+                                  SeparablePreconditioner(E3.at(L1), True)(r))

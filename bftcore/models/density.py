@@ -169,6 +169,16 @@ class _Point:
         return out
 
 
+class _FixedParts(dict):
+    """The fixed parts of :meth:`SeparablePreconditioner._fixed_parts`; ``x_eig`` is computed on first access."""
+
+    def __missing__(self, key):
+        if key != "x_eig":
+            raise KeyError(key)
+        self["x_eig"] = np.linalg.eigh(self["x_matrix"])
+        return self["x_eig"]
+
+
 class SeparablePreconditioner:
     """Approximate inverse of the Newton matrix (160) ``J^T M J`` for field L, ``M = lambda cell K +
     diag(Lambda_X P hy)``, ``J = I - I_X P hy``, on the tangent space of the normalisation.
@@ -215,21 +225,22 @@ class SeparablePreconditioner:
     def __init__(self, point, strong: bool = True, cache: dict | None = None):
         E = point.energy
         grid, pr = E.grid, E.prior
-        K = pr.K
         scale = pr.lam * grid.cell
         self.strong = strong
         d = self.data_term(point)
         self.d = d
-        Ky = (scale * K.lambda_y) * K.ky.toarray()
-        sx = scale * K.lambda_x * axis_symbol(grid.x, l0=K.l0, l2=K.l2, l4=K.l4, l6=K.l6)
+        fixed = self._fixed_parts(E, scale, cache)
+        Ky, sx = fixed["Ky"], fixed["sx"]
         # the scale of the floor: with lambda_y = 0 and no data, Ky and d vanish and only the x part is left
-        ref = max(float(np.max(d)), float(np.max(np.abs(np.diag(Ky)))), float(np.max(sx)), 1e-300)
-        w, self.Q = np.linalg.eigh(Ky + np.diag(d + 1e-10 * ref))
+        ref = max(float(np.max(d)), fixed["ref"], 1e-300)
+        A = Ky.copy()
+        A.flat[::A.shape[0] + 1] += d + 1e-10 * ref
+        w, self.Q = np.linalg.eigh(A)
         self.x_periodic = grid.x.boundary == "periodic" and grid.x.n > 1
         self.x_neumann = grid.x.boundary == "neumann" and grid.x.n > 1
         self.C = None  # the x part's dense eigenbasis, when it is used instead of the FFT/DCT
         if strong or grid.x.n <= self.dense_x_max:
-            ex, C = self._x_eig(E, scale, cache)
+            ex, C = fixed["x_eig"]
         if grid.x.n <= self.dense_x_max:
             self.C = C
             self.inv = 1.0 / np.maximum(ex[:, None] + w[None, :], 1e-12 * ref)
@@ -254,15 +265,20 @@ class SeparablePreconditioner:
         self.S = sla.cho_factor(S + 1e-13 * np.trace(S) / nx * np.eye(nx))
 
     @staticmethod
-    def _x_eig(E, scale: float, cache: dict | None) -> tuple[np.ndarray, np.ndarray]:
-        """Eigenvalues and eigenvectors of the x part ``scale lambda_x K_X``; ``cache`` keeps them for the run (the
-        x part is fixed for an energy: one eigh per run)."""
-        x_eig = {} if cache is None else cache
-        if scale not in x_eig:
-            x_eig.clear()
+    def _fixed_parts(E, scale: float, cache: dict | None) -> dict:
+        """What does not change during a run (the prior's parts, ``scale = lambda cell``): the dense y part ``Ky``
+        (``scale lambda_y K_Y``), the x symbol ``sx``, the largest of their diagonals ``ref``, and (built when
+        first asked for) ``x_eig``, the eigenpairs of the x part ``scale lambda_x K_X``.  ``cache`` keeps them for
+        the run, so a new preconditioner costs its data term and one ny x ny eigh (60 -> 40 us at 10 x 15)."""
+        store = {} if cache is None else cache
+        if scale not in store:
+            store.clear()
             K = E.prior.K
-            x_eig[scale] = np.linalg.eigh((scale * K.lambda_x) * K.kx.toarray())
-        return x_eig[scale]
+            Ky = (scale * K.lambda_y) * K.ky.toarray()
+            sx = scale * K.lambda_x * axis_symbol(E.grid.x, l0=K.l0, l2=K.l2, l4=K.l4, l6=K.l6)
+            store[scale] = _FixedParts(Ky=Ky, sx=sx, ref=max(float(np.max(np.abs(np.diag(Ky)))), float(np.max(sx))),
+                                       x_matrix=(scale * K.lambda_x) * K.kx.toarray())
+        return store[scale]
 
     def data_term(self, point) -> np.ndarray:
         """The x-independent data term d(y) of ``M0`` (see the class docstring)."""
