@@ -656,7 +656,8 @@ def main(argv=None) -> int:
                    help=f"comma-separated sizes, n (an n x n grid) or NXxNY (default {','.join(bench.SIZES)}; 10x15 is "
                         "the paper mesh, Figs 14 and 16)")
     p.add_argument("--lbfgs-max", type=float, default=10.0, metavar="SECONDS",
-                   help="stop L-BFGS-B after this many seconds; its time is then printed with '>' (default 10)")
+                   help="stop L-BFGS-B after this many seconds, or twice bftcore's fit if that is longer; its time is "
+                        "then printed with '>' (default 10)")
     p.add_argument("--quick", action="store_true", help="sizes 10x15,16,32 with one run each (a smoke test)")
     p.add_argument("--json", action="store_true", help="machine-readable output: rows and exponents")
     args = parser.parse_args(argv)
