@@ -196,12 +196,13 @@ _PLAIN_NUMBERS = frozenset((float, int))
 
 def _plain_numbers(seq) -> bool:
     """Whether every item of ``seq`` is a Python float or int (nothing to convert, nothing nested).  The types are
-    collected by ``map`` and ``set`` in C: 200 points' check took 44 us item by item in Python, 14 us so."""
+    collected by ``map`` and ``set`` in C, not item by item in Python."""
     return set(map(type, seq)) <= _PLAIN_NUMBERS
 
 
 def _plain_lists(seq) -> bool:
-    """Whether every item of ``seq`` is a list of Python floats and ints (data points: one level, nothing else)."""
+    """Whether every item of ``seq`` is a list of Python floats and ints (data points: one level, nothing else).
+    For 200 [x, y] points: 14 us, against 44 us for the same check item by item in Python."""
     return set(map(type, seq)) <= _LIST_TYPE and _plain_numbers(itertools.chain.from_iterable(seq))
 
 
