@@ -192,6 +192,7 @@ def read_document(path, limits: Limits | None = None):
 # ----------------------------------------------------------------------------------------------- plain values
 #: Python's own number types (``type(v) in``: a bool, an int subclass, is not one of them here)
 _PLAIN_NUMBERS = frozenset((float, int))
+_LIST_TYPE = frozenset((list,))
 
 
 def _plain_numbers(seq) -> bool:
@@ -204,9 +205,6 @@ def _plain_lists(seq) -> bool:
     """Whether every item of ``seq`` is a list of Python floats and ints (data points: one level, nothing else).
     For 200 [x, y] points: 14 us, against 44 us for the same check item by item in Python."""
     return set(map(type, seq)) <= _LIST_TYPE and _plain_numbers(itertools.chain.from_iterable(seq))
-
-
-_LIST_TYPE = frozenset((list,))
 
 
 def to_plain(obj, where: str = "the configuration", depth: int = 0):

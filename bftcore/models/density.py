@@ -169,14 +169,17 @@ class _Point:
         return out
 
 
-class _FixedParts(dict):
-    """The fixed parts of :meth:`SeparablePreconditioner._fixed_parts`; ``x_eig`` is computed on first access."""
+class _FixedParts:
+    """The fixed parts of :meth:`SeparablePreconditioner._fixed_parts`; ``x_eig`` is computed on first access (the
+    cheap form on a grid wider than :attr:`SeparablePreconditioner.dense_x_max` never needs it)."""
 
-    def __missing__(self, key):
-        if key != "x_eig":
-            raise KeyError(key)
-        self["x_eig"] = np.linalg.eigh(self["x_matrix"])
-        return self["x_eig"]
+    def __init__(self, Ky: np.ndarray, sx: np.ndarray, x_matrix: np.ndarray):
+        self.Ky, self.sx, self.x_matrix = Ky, sx, x_matrix
+        self.ref = max(float(np.max(np.abs(np.diag(Ky)))), float(np.max(sx)))
+
+    @cached_property
+    def x_eig(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.linalg.eigh(self.x_matrix)
 
 
 class SeparablePreconditioner:
@@ -230,9 +233,9 @@ class SeparablePreconditioner:
         d = self.data_term(point)
         self.d = d
         fixed = self._fixed_parts(E, scale, cache)
-        Ky, sx = fixed["Ky"], fixed["sx"]
+        Ky, sx = fixed.Ky, fixed.sx
         # the scale of the floor: with lambda_y = 0 and no data, Ky and d vanish and only the x part is left
-        ref = max(float(np.max(d)), fixed["ref"], 1e-300)
+        ref = max(float(np.max(d)), fixed.ref, 1e-300)
         A = Ky.copy()
         A.flat[::A.shape[0] + 1] += d + 1e-10 * ref
         w, self.Q = np.linalg.eigh(A)
@@ -240,7 +243,7 @@ class SeparablePreconditioner:
         self.x_neumann = grid.x.boundary == "neumann" and grid.x.n > 1
         self.C = None  # the x part's dense eigenbasis, when it is used instead of the FFT/DCT
         if strong or grid.x.n <= self.dense_x_max:
-            ex, C = fixed["x_eig"]
+            ex, C = fixed.x_eig
         if grid.x.n <= self.dense_x_max:
             self.C = C
             self.inv = 1.0 / np.maximum(ex[:, None] + w[None, :], 1e-12 * ref)
@@ -265,7 +268,7 @@ class SeparablePreconditioner:
         self.S = sla.cho_factor(S + 1e-13 * np.trace(S) / nx * np.eye(nx))
 
     @staticmethod
-    def _fixed_parts(E, scale: float, cache: dict | None) -> dict:
+    def _fixed_parts(E, scale: float, cache: dict | None) -> _FixedParts:
         """What does not change during a run (the prior's parts, ``scale = lambda cell``): the dense y part ``Ky``
         (``scale lambda_y K_Y``), the x symbol ``sx``, ``ref`` the larger of Ky's largest diagonal entry and sx's
         largest value (the preconditioner's floor scales with it), and (built when
@@ -277,8 +280,7 @@ class SeparablePreconditioner:
             K = E.prior.K
             Ky = (scale * K.lambda_y) * K.ky.toarray()
             sx = scale * K.lambda_x * axis_symbol(E.grid.x, l0=K.l0, l2=K.l2, l4=K.l4, l6=K.l6)
-            store[scale] = _FixedParts(Ky=Ky, sx=sx, ref=max(float(np.max(np.abs(np.diag(Ky)))), float(np.max(sx))),
-                                       x_matrix=(scale * K.lambda_x) * K.kx.toarray())
+            store[scale] = _FixedParts(Ky, sx, (scale * K.lambda_x) * K.kx.toarray())
         return store[scale]
 
     def data_term(self, point) -> np.ndarray:
