@@ -652,14 +652,22 @@ def main(argv=None) -> int:
     p = sub.add_parser("bench", help="the Newton benchmark (issue 31): bftcore against L-BFGS-B and a sparse-direct "
                        "Newton floor on the paper mesh and n x n grids, priors l2 and l6, with growth exponents")
     p.add_argument("--repeats", type=_whole(1), default=3, help="runs per case, the median is printed (default 3)")
-    p.add_argument("--sizes", default=",".join(bench.SIZES), metavar="S1,S2,...",
-                   help=f"comma-separated sizes, n (an n x n grid) or NXxNY (default {','.join(bench.SIZES)}; 10x15 is "
-                        "the paper mesh, Figs 14 and 16)")
+    p.add_argument("--sizes", default=None, metavar="S1,S2,...",
+                   help=f"comma-separated sizes, n (an n x n grid) or NXxNY, for every family (default "
+                        f"{','.join(bench.SIZES)}; 10x15 is the paper mesh, Figs 14 and 16, in the grid family only)")
     p.add_argument("--lbfgs-max", type=float, default=10.0, metavar="SECONDS",
                    help="stop L-BFGS-B after this many seconds, or twice bftcore's fit if that is longer; its time is "
                         "then printed with '>' (default 10)")
+    p.add_argument("--family", default=",".join(bench.FAMILIES), metavar="F1,F2",
+                   help="problem families, comma-separated (default grid,refined): grid = the paper mesh and "
+                        "random_problem(n) on an n x n mesh of unit spacing (the problem grows with the grid); "
+                        "refined = one problem (random_problem(--base)'s data, domain and priors) on an n x n grid")
+    p.add_argument("--base", type=_whole(4), default=bench.REFINED_BASE, metavar="N",
+                   help=f"the refined family's problem: random_problem(N), domain [1, N]^2 (default "
+                        f"{bench.REFINED_BASE}, the grid family's {bench.REFINED_BASE} x {bench.REFINED_BASE} problem)")
     p.add_argument("--quick", action="store_true", help="sizes 10x15,16,32 with one run each (a smoke test)")
-    p.add_argument("--json", action="store_true", help="machine-readable output: rows and exponents")
+    p.add_argument("--json", action="store_true", help="machine-readable output: rows (each with its family), "
+                   "exponents (the grid family's) and exponents_refined")
     args = parser.parse_args(argv)
     if args.command == "bench":
         return _bench(args, parser)
@@ -692,23 +700,31 @@ def main(argv=None) -> int:
 
 def _bench(args, parser) -> int:
     """``python -m bftcore bench``: measure and print the table (:mod:`bftcore.studies.bench`)."""
-    sizes = ("10x15", "16", "32") if args.quick else tuple(t.strip() for t in args.sizes.split(",") if t.strip())
+    sizes = ("10x15", "16", "32") if args.quick else \
+        None if args.sizes is None else tuple(t.strip() for t in args.sizes.split(",") if t.strip())
     repeats = 1 if args.quick else args.repeats
-    if not sizes:
+    if sizes == ():
         parser.error("bench: --sizes is empty; give sizes such as 16,32,10x15")
-    for text in sizes:
+    for text in sizes or ():
         try:
             bench.parse_size(text)
         except ValueError as e:
             parser.error(f"bench: {e}")
     if not (math.isfinite(args.lbfgs_max) and args.lbfgs_max > 0):
         parser.error(f"bench: --lbfgs-max must be a positive number of seconds, got {args.lbfgs_max}")
-    rows = bench.run(sizes, repeats=repeats, lbfgs_max_s=args.lbfgs_max)
+    families = tuple(dict.fromkeys(t.strip() for t in args.family.split(",") if t.strip()))
+    unknown = [f for f in families if f not in bench.FAMILIES]
+    if not families or unknown:
+        parser.error(f"bench: --family {args.family!r}: give one or more of {','.join(bench.FAMILIES)}")
+    if args.base > 512:
+        parser.error(f"bench: --base {args.base}: give a problem size between 4 and 512")
+    rows = bench.run(sizes, repeats=repeats, lbfgs_max_s=args.lbfgs_max, families=families, base=args.base)
     if args.json:
-        print(_dump({"rows": rows, "exponents": bench.exponents(rows), "repeats": repeats,
-                     "lbfgs_max_s": args.lbfgs_max}))
+        print(_dump({"rows": rows, "exponents": bench.exponents(rows, "grid"),
+                     "exponents_refined": bench.exponents(rows, "refined"), "families": list(families),
+                     "base": args.base, "repeats": repeats, "lbfgs_max_s": args.lbfgs_max}))
     else:
-        print(bench.table(rows, repeats, args.lbfgs_max))
+        print(bench.table(rows, repeats, args.lbfgs_max, args.base))
     return 0
 
 

@@ -11,9 +11,20 @@ for); ``solver_ratio`` against bftcore's Newton iteration timed the same way as 
 the same built problem and start off the clock, stopped at the same goal).  Decision: both are printed; the solver
 ratio is the like-for-like comparison of the two minimisers, the fit ratio what the fixed costs of a fit add.
 
-Problems: the paper mesh (10 x 15) is Fig 14 (l2 = 0.025) and Fig 16 (l6 = 0.01); an n x n grid is
-:func:`bftcore.models.presets.random_problem` with l2 = 1 or l6 = 0.1 (200 points, x Neumann, y periodic); another
-NX x NY grid takes the points of the max(NX, NY) square, rescaled onto it.
+Two families of problems (:data:`FAMILIES`), because a larger grid can mean a larger problem or a finer one:
+
+* ``"grid"``: the paper mesh (10 x 15) is Fig 14 (l2 = 0.025) and Fig 16 (l6 = 0.01); an n x n grid is
+  :func:`bftcore.models.presets.random_problem` of n, with l2 = 1 or l6 = 0.1 (200 points, x Neumann, y periodic):
+  a mesh of unit spacing over the domain [1, n]^2, so the problem grows with the grid (the same 200 points spread
+  over more nodes, and the prior's length scale shrinks against the data's spread as 1/n: sparser data, deeper tails
+  of L, more local minima); another NX x NY grid takes the points of the max(NX, NY) square, rescaled onto it.
+  The table issue 31 was measured on.
+* ``"refined"``: one problem on finer and finer grids, what a user who refines the grid of the same data meets:
+  ``random_problem(base)`` (by default :data:`REFINED_BASE`, the grid family's 32 x 32 problem) with its data, its
+  domain [1, base]^2 and its priors (lambda, l2, l6 mean the same in data units on every grid), on an NX x NY grid.
+  Decision: the base is the grid family's 32 x 32 problem, the middle of the table, whose own grid is in the
+  family; ``--base`` refines another (docs/performance.md has 16 and 64 measured: the cost of a base differs, its
+  growth under refinement does not).
 """
 from __future__ import annotations
 
@@ -32,6 +43,12 @@ from ..models.presets import figure_config, random_problem
 #: The default sizes: "10x15" is the paper mesh, "n" an n x n grid.
 SIZES = ("10x15", "16", "32", "64", "128", "256")
 PRIORS = ("l2", "l6")
+#: The problem families (module docstring): the problem grows with the grid, or one problem is refined.
+FAMILIES = ("grid", "refined")
+#: The refined family's problem: ``random_problem(REFINED_BASE)`` (the grid family's 32 x 32 problem).
+REFINED_BASE = 32
+#: Each family's default sizes: the refined family has no paper mesh (that is the grid family's own problem).
+DEFAULT_SIZES = {"grid": SIZES, "refined": tuple(s for s in SIZES if "x" not in s)}
 
 
 def parse_size(text: str) -> tuple[int, int]:
@@ -48,8 +65,15 @@ def parse_size(text: str) -> tuple[int, int]:
     return dims[0], dims[1]
 
 
-def bench_config(size: tuple[int, int], prior: str) -> dict:
-    """The benchmark's problem for a size and a prior (see the module docstring)."""
+def bench_config(size: tuple[int, int], prior: str, family: str = "grid", base: int = REFINED_BASE) -> dict:
+    """The benchmark's problem for a size, a prior and a family (see the module docstring); ``base`` is the refined
+    family's problem, ``random_problem(base)``."""
+    if family == "refined":
+        cfg = random_problem(base, {"l2": 1.0} if prior == "l2" else {"l6": 0.1})
+        cfg["grid"]["x"]["n"], cfg["grid"]["y"]["n"] = size
+        return cfg
+    if family != "grid":
+        raise ValueError(f"unknown bench family {family!r}; use one of {FAMILIES}")
     if size == (10, 15):
         return figure_config("fig14" if prior == "l2" else "fig16")
     nx, ny = size
@@ -188,63 +212,66 @@ def growth_exponent(nodes, seconds) -> float:
     return float(np.polyfit(np.log(nodes), np.log(seconds), 1)[0])
 
 
-def run(sizes=SIZES, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, floor_max_nodes: int = 4096,
-        repeat_budget_s: float = 3.0):
-    """Measure every (size, prior): a list of row dicts (times in seconds, medians over ``repeats``; a run over
-    ``repeat_budget_s``, or an L-BFGS-B run stopped at its budget, is not repeated).  L-BFGS-B's budget in a case is
-    the larger of ``lbfgs_max_s`` and twice bftcore's fit, so that a run stopped before the goal still says which
-    solver is faster (ratio > 2): with 10 s alone, 256 x 256 l6 (bftcore 37 s) printed "> 0.27", which says nothing;
-    L-BFGS-B had not reached the goal there after 600 s (one run, 2026-11-27).  The sparse-direct floor
-    is measured up to ``floor_max_nodes`` (its LU of the bordered system fills in: 2.4 s at 64 x 64 l6)."""
+def run(sizes=None, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, floor_max_nodes: int = 4096,
+        repeat_budget_s: float = 3.0, families=("grid",), base: int = REFINED_BASE):
+    """Measure every (family, size, prior) of ``families`` (:data:`FAMILIES`; ``base`` is the refined family's
+    problem; ``sizes`` None: each family's :data:`DEFAULT_SIZES`): a list of row dicts (times in seconds, medians
+    over ``repeats``; a run over ``repeat_budget_s``, or an L-BFGS-B run stopped at its budget, is not repeated).
+    L-BFGS-B's budget in a case is the larger of ``lbfgs_max_s`` and twice bftcore's fit, so that a run stopped
+    before the goal still says which solver is faster (ratio > 2): with 10 s alone, 256 x 256 l6 (bftcore 37 s)
+    printed "> 0.27", which says nothing; L-BFGS-B had not reached the goal there after 600 s (one run,
+    2026-11-27).  The sparse-direct floor is measured up to ``floor_max_nodes`` (its LU of the bordered system
+    fills in: 2.4 s at 64 x 64 l6)."""
     blas_threads()
     rows = []
     with using(UNLIMITED):
-        for text in sizes:
+        for family, text, prior in ((f, t, p) for f in families for t in (sizes or DEFAULT_SIZES[f]) for p in priors):
             size = parse_size(text)
-            for prior in priors:
-                cfg = bench_config(size, prior)
-                times, doc = [], None
-                for _ in range(repeats):
-                    t = time.perf_counter()
-                    doc = api.fit(cfg)
-                    times.append(time.perf_counter() - t)
-                    if times[0] > repeat_budget_s:  # a slow case is run once: the default table stays minutes
-                        break
-                assert doc is not None
-                t_fit, energy = float(np.median(times)), float(doc["energy"])
-                _, _, cg = newton_run(cfg)
-                goal = energy + 1e-8 * abs(energy)
-                to_goal = [newton_to_goal(cfg, goal)]
-                if to_goal[0][0] <= repeat_budget_s:
-                    to_goal += [newton_to_goal(cfg, goal) for _ in range(repeats - 1)]
-                t_goal = float(np.median([r[0] for r in to_goal]))
-                budget = max(lbfgs_max_s, 2.0 * t_fit)
-                lb = [lbfgs_time(cfg, goal, budget)]
-                if lb[0][0] <= repeat_budget_s and lb[0][1] <= goal:
-                    lb += [lbfgs_time(cfg, goal, budget) for _ in range(repeats - 1)]
-                t_lb = float(np.median([r[0] for r in lb]))
-                lb_ok = min(r[1] for r in lb) <= goal
-                floor = [newton_run(cfg, SparseDirectMatrix) for _ in range(repeats)] \
-                    if size[0] * size[1] <= floor_max_nodes else []
-                rows.append({"size": f"{size[0]}x{size[1]}", "nodes": size[0] * size[1], "prior": prior,
-                             "bftcore_s": t_fit, "iterations": int(doc["iterations"]), "energy": energy,
-                             "lbfgs_s": t_lb, "lbfgs_reached": bool(lb_ok), "lbfgs_budget_s": budget,
-                             "ratio": t_lb / t_fit,
-                             "newton_goal_s": t_goal, "newton_goal_steps": to_goal[0][2],
-                             "solver_ratio": t_lb / t_goal,
-                             "floor_s": float(np.median([f[0] for f in floor])) if floor else None,
-                             "floor_energy": floor[0][1] if floor else None,
-                             "newton_steps": len(cg), "cg_per_step": float(np.mean(cg)) if cg else 0.0,
-                             "cg_max": int(max(cg)) if cg else 0})
+            cfg = bench_config(size, prior, family, base)
+            times, doc = [], None
+            for _ in range(repeats):
+                t = time.perf_counter()
+                doc = api.fit(cfg)
+                times.append(time.perf_counter() - t)
+                if times[0] > repeat_budget_s:  # a slow case is run once: the default table stays minutes
+                    break
+            assert doc is not None
+            t_fit, energy = float(np.median(times)), float(doc["energy"])
+            _, _, cg = newton_run(cfg)
+            goal = energy + 1e-8 * abs(energy)
+            to_goal = [newton_to_goal(cfg, goal)]
+            if to_goal[0][0] <= repeat_budget_s:
+                to_goal += [newton_to_goal(cfg, goal) for _ in range(repeats - 1)]
+            t_goal = float(np.median([r[0] for r in to_goal]))
+            budget = max(lbfgs_max_s, 2.0 * t_fit)
+            lb = [lbfgs_time(cfg, goal, budget)]
+            if lb[0][0] <= repeat_budget_s and lb[0][1] <= goal:
+                lb += [lbfgs_time(cfg, goal, budget) for _ in range(repeats - 1)]
+            t_lb = float(np.median([r[0] for r in lb]))
+            lb_ok = min(r[1] for r in lb) <= goal
+            floor = [newton_run(cfg, SparseDirectMatrix) for _ in range(repeats)] \
+                if size[0] * size[1] <= floor_max_nodes else []
+            rows.append({"family": family, "size": f"{size[0]}x{size[1]}", "nodes": size[0] * size[1],
+                         "prior": prior, "bftcore_s": t_fit, "iterations": int(doc["iterations"]), "energy": energy,
+                         "lbfgs_s": t_lb, "lbfgs_reached": bool(lb_ok), "lbfgs_budget_s": budget,
+                         "ratio": t_lb / t_fit,
+                         "newton_goal_s": t_goal, "newton_goal_steps": to_goal[0][2],
+                         "solver_ratio": t_lb / t_goal,
+                         "floor_s": float(np.median([f[0] for f in floor])) if floor else None,
+                         "floor_energy": floor[0][1] if floor else None,
+                         "newton_steps": len(cg), "cg_per_step": float(np.mean(cg)) if cg else 0.0,
+                         "cg_max": int(max(cg)) if cg else 0})
     return rows
 
 
-def exponents(rows) -> dict:
-    """Growth exponents per prior, bftcore and L-BFGS-B, over the n x n sizes (the paper mesh left out: a
-    different problem); None with fewer than two such sizes."""
+def exponents(rows, family: str = "grid") -> dict:
+    """Growth exponents per prior, bftcore and L-BFGS-B, over the n x n sizes of a family's rows (the paper mesh
+    and other NX x NY sizes left out); None with fewer than two such sizes.  A row without ``family`` is of the grid
+    family."""
     out = {}
+    rows = [r for r in rows if r.get("family", "grid") == family]
     for prior in sorted({r["prior"] for r in rows}):
-        sel = [r for r in rows if r["prior"] == prior and r["size"] != "10x15"]
+        sel = [r for r in rows if r["prior"] == prior and len(set(r["size"].split("x"))) == 1]
         nodes = [r["nodes"] for r in sel]
         fits = {"bftcore": growth_exponent(nodes, [r["bftcore_s"] for r in sel]),
                 "newton_goal": growth_exponent(nodes, [r["newton_goal_s"] for r in sel]),
@@ -253,8 +280,15 @@ def exponents(rows) -> dict:
     return out
 
 
-def table(rows, repeats: int, lbfgs_max_s: float) -> str:
-    """The rows and the exponents as text."""
+#: The table's line for each family.
+FAMILY_TITLES = {"grid": "the paper mesh, and random_problem(n) on an n x n mesh of unit spacing: the problem grows "
+                         "with the grid",
+                 "refined": "random_problem({base})'s data, domain [1, {base}]^2 and priors on an n x n grid: one "
+                            "problem, refined"}
+
+
+def table(rows, repeats: int, lbfgs_max_s: float, base: int = REFINED_BASE) -> str:
+    """The rows and the exponents as text, a block per family."""
     lines = [f"bftcore Newton benchmark: medians of {repeats} run(s), times in ms; cases over 3 s run once",
              "  fit = bftcore's whole fit (the gate, building, the start, the iteration to its own stop, the records, "
              "the document)",
@@ -262,18 +296,24 @@ def table(rows, repeats: int, lbfgs_max_s: float) -> str:
              "(the fit's energy + 1e-8 |E|)",
              "  ratio = L-BFGS-B / fit, solver = L-BFGS-B / to goal (> 1: bftcore faster); '>' = L-BFGS-B stopped "
              f"before the goal, at the larger of {lbfgs_max_s:g} s and twice bftcore's fit",
-             "  floor = sparse-direct Newton to the fit's stop ('-': not run above 4096 nodes)",
-             f"{'size':>8} {'prior':>5} {'fit':>9} {'to goal':>9} {'L-BFGS-B':>10} {'ratio':>7} {'solver':>7} "
-             f"{'floor':>9} {'iters':>5} {'CG/step':>8} {'CG max':>6}"]
-    for r in rows:
-        mark = "" if r["lbfgs_reached"] else ">"
-        floor = "-" if r["floor_s"] is None else f"{r['floor_s'] * 1e3:.1f}"
-        lines.append(f"{r['size']:>8} {r['prior']:>5} {r['bftcore_s'] * 1e3:>9.1f} {r['newton_goal_s'] * 1e3:>9.1f} "
-                     f"{mark + format(r['lbfgs_s'] * 1e3, '.1f'):>10} {mark + format(r['ratio'], '.2f'):>7} "
-                     f"{mark + format(r['solver_ratio'], '.2f'):>7} "
-                     f"{floor:>9} {r['iterations']:>5} {r['cg_per_step']:>8.1f} {r['cg_max']:>6}")
+             "  floor = sparse-direct Newton to the fit's stop ('-': not run above 4096 nodes)"]
+    families = [f for f in FAMILIES if any(r.get("family", "grid") == f for r in rows)]
+    for family in families:
+        lines += [f"{family} family: {FAMILY_TITLES[family].format(base=base)}",
+                  f"{'size':>8} {'prior':>5} {'fit':>9} {'to goal':>9} {'L-BFGS-B':>10} {'ratio':>7} {'solver':>7} "
+                  f"{'floor':>9} {'iters':>5} {'CG/step':>8} {'CG max':>6}"]
+        for r in (r for r in rows if r.get("family", "grid") == family):
+            mark = "" if r["lbfgs_reached"] else ">"
+            floor = "-" if r["floor_s"] is None else f"{r['floor_s'] * 1e3:.1f}"
+            lines.append(f"{r['size']:>8} {r['prior']:>5} {r['bftcore_s'] * 1e3:>9.1f} "
+                         f"{r['newton_goal_s'] * 1e3:>9.1f} "
+                         f"{mark + format(r['lbfgs_s'] * 1e3, '.1f'):>10} {mark + format(r['ratio'], '.2f'):>7} "
+                         f"{mark + format(r['solver_ratio'], '.2f'):>7} "
+                         f"{floor:>9} {r['iterations']:>5} {r['cg_per_step']:>8.1f} {r['cg_max']:>6}")
     lines.append("growth exponents (log time vs log nodes, n x n sizes):")
-    for prior, e in exponents(rows).items():
-        b, g, lb = ("-" if v is None else f"{v:.2f}" for v in (e["bftcore"], e["newton_goal"], e["lbfgs"]))
-        lines.append(f"  {prior}: bftcore fit {b}, to goal {g}, L-BFGS-B {lb}")
+    for family in families:
+        for prior, e in exponents(rows, family).items():
+            b, g, lb = ("-" if v is None else f"{v:.2f}" for v in (e["bftcore"], e["newton_goal"], e["lbfgs"]))
+            name = prior if family == "grid" else f"{family} {prior}"
+            lines.append(f"  {name}: bftcore fit {b}, to goal {g}, L-BFGS-B {lb}")
     return "\n".join(lines)
