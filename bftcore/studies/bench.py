@@ -22,9 +22,9 @@ Two families of problems (:data:`FAMILIES`), because a larger grid can mean a la
 * ``"refined"``: one problem on finer and finer grids, what a user who refines the grid of the same data meets:
   ``random_problem(base)`` (by default :data:`REFINED_BASE`, the grid family's 32 x 32 problem) with its data, its
   domain [1, base]^2 and its priors (lambda, l2, l6 mean the same in data units on every grid), on an NX x NY grid.
-  Decision: the base is the grid family's 32 x 32 problem, the middle of the table, whose own grid is in the
-  family; ``--base`` refines another (docs/performance.md has 16 and 64 measured: the cost of a base differs, its
-  growth under refinement does not).
+  Decision: the base is the grid family's 32 x 32 problem, so that its own grid is in the family and it is
+  measured from half its resolution to eight times it; ``--base`` refines another (docs/performance.md has 16, 64
+  and Fig 16 refined: the base sets the level of the times, not their growth).
 """
 from __future__ import annotations
 
