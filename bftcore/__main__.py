@@ -653,8 +653,9 @@ def main(argv=None) -> int:
                        "Newton floor on the paper mesh and n x n grids, priors l2 and l6, with growth exponents")
     p.add_argument("--repeats", type=_whole(1), default=3, help="runs per case, the median is printed (default 3)")
     p.add_argument("--sizes", default=None, metavar="S1,S2,...",
-                   help=f"comma-separated sizes, n (an n x n grid) or NXxNY, for every family (default "
-                        f"{','.join(bench.SIZES)}; 10x15 is the paper mesh, Figs 14 and 16, in the grid family only)")
+                   help=f"comma-separated sizes, n (an n x n grid) or NXxNY, for every family (default: "
+                        f"{','.join(bench.SIZES)} for the grid family, whose 10x15 is the paper mesh of Figs 14 and "
+                        f"16; {','.join(bench.DEFAULT_SIZES['refined'])} for the refined family)")
     p.add_argument("--lbfgs-max", type=float, default=10.0, metavar="SECONDS",
                    help="stop L-BFGS-B after this many seconds, or twice bftcore's fit if that is longer; its time is "
                         "then printed with '>' (default 10)")
