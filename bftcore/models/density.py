@@ -347,8 +347,17 @@ class LogPoint(_Point):
     @cached_property
     def gradient(self) -> np.ndarray:
         """g-gradient ``(I - P hy I_X) (-N + lambda K (L - t̄))``: minus the residual of (141)/(716)."""
-        V = self.P * self.energy.grid.hy
-        return self._r + V * self.lagrange_multiplier[:, None]
+        return self._r + self._V * self.lagrange_multiplier[:, None]
+
+    @cached_property
+    def _V(self) -> np.ndarray:
+        """``P hy``: the normalisation's weights per x, kept with the point, as the Hessian action needs them (and
+        ``Lambda_X P hy``, :attr:`_lamV`) at every CG iteration (the same numbers, computed once)."""
+        return self.P * self.energy.grid.hy
+
+    @cached_property
+    def _lamV(self) -> np.ndarray:
+        return self.lagrange_multiplier[:, None] * self._V
 
     def hessp(self, v: np.ndarray, convexified: bool = False) -> np.ndarray:
         """Normalisation-consistent Hessian action ``J^T M J v`` of eq. (160), ``J = I - I_X P hy``,
@@ -357,14 +366,14 @@ class LogPoint(_Point):
         ``convexified=True`` gives the Gauss-Newton form: Lambda_X clipped at 0 and the (negative) mixture term
         dropped, which is positive definite on the tangent space of the normalisation; the Newton solver uses it
         for a step where the true Hessian has negative curvature."""
-        V = self.P * self.energy.grid.hy
+        V = self._V
         Jv = v - np.sum(V * v, axis=1, keepdims=True)
         if convexified:
             pr = self.energy.prior
             lamX = np.maximum(self.lagrange_multiplier, 0.0)
             MJv = pr.lam * pr.grid.cell * pr.K.apply(Jv) + lamX[:, None] * V * Jv
         else:
-            MJv = self.prior_hessp(Jv) + self.lagrange_multiplier[:, None] * V * Jv
+            MJv = self.prior_hessp(Jv) + self._lamV * Jv
         return MJv - V * MJv.sum(axis=1, keepdims=True)
 
     @property
