@@ -266,10 +266,9 @@ def run(sizes=None, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, 
 
 def exponents(rows, family: str = "grid") -> dict:
     """Growth exponents per prior, bftcore and L-BFGS-B, over the n x n sizes of a family's rows (the paper mesh
-    and other NX x NY sizes left out); None with fewer than two such sizes.  A row without ``family`` is of the grid
-    family."""
+    and other NX x NY sizes left out); None with fewer than two such sizes."""
     out = {}
-    rows = [r for r in rows if r.get("family", "grid") == family]
+    rows = [r for r in rows if r["family"] == family]
     for prior in sorted({r["prior"] for r in rows}):
         sel = [r for r in rows if r["prior"] == prior and len(set(r["size"].split("x"))) == 1]
         nodes = [r["nodes"] for r in sel]
@@ -297,12 +296,12 @@ def table(rows, repeats: int, lbfgs_max_s: float, base: int = REFINED_BASE) -> s
              "  ratio = L-BFGS-B / fit, solver = L-BFGS-B / to goal (> 1: bftcore faster); '>' = L-BFGS-B stopped "
              f"before the goal, at the larger of {lbfgs_max_s:g} s and twice bftcore's fit",
              "  floor = sparse-direct Newton to the fit's stop ('-': not run above 4096 nodes)"]
-    families = [f for f in FAMILIES if any(r.get("family", "grid") == f for r in rows)]
+    families = [f for f in FAMILIES if any(r["family"] == f for r in rows)]
     for family in families:
         lines += [f"{family} family: {FAMILY_TITLES[family].format(base=base)}",
                   f"{'size':>8} {'prior':>5} {'fit':>9} {'to goal':>9} {'L-BFGS-B':>10} {'ratio':>7} {'solver':>7} "
                   f"{'floor':>9} {'iters':>5} {'CG/step':>8} {'CG max':>6}"]
-        for r in (r for r in rows if r.get("family", "grid") == family):
+        for r in (r for r in rows if r["family"] == family):
             mark = "" if r["lbfgs_reached"] else ">"
             floor = "-" if r["floor_s"] is None else f"{r['floor_s'] * 1e3:.1f}"
             lines.append(f"{r['size']:>8} {r['prior']:>5} {r['bftcore_s'] * 1e3:>9.1f} "
