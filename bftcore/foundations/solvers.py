@@ -241,15 +241,14 @@ class MassiveMatrix:
 class NewtonMatrix:
     """Newton, A = -H ((160) for E_L): ``H d = -G`` solved by preconditioned CG (:func:`newton_cg_direction`).
 
-    The CG is solved inexactly, to a relative residual of ``sqrt(|G|/|G0|)`` (the forcing term: 1 at the first
-    step, where regression's preconditioner, the exact inverse of its single-component Hessian, makes one CG
-    iteration the Newton step); for E_L (``energy.newton_loose_until = 1e-10``) it is 0.1 until the gradient has
-    fallen ten orders of magnitude below its start, and ``sqrt(|G|/|G0|)`` only then, for a superlinear finish.  Far from the minimum
-    the quadratic model is poor (where L falls to -100 in the tails of P, each Newton step moves it by tens), so
-    an exact solve buys little.  Measured on the benchmark problems (one BLAS thread, CPU time, same final
-    energies): 128 x 128 l6, the ``sqrt`` rule throughout took 6,019 CG iterations and 5.4 s, the 0.1 rule 1,795
-    and 1.6 s; 128 x 128 l2 = 0.05, 493 and 0.51 s against 448 and 0.24 s; 64 x 64 l6, 782 and 0.24 s against
-    549 and 0.13 s.
+    The CG is solved inexactly, to a relative residual of ``sqrt(|G|/|G0|)`` (the forcing term: 1 at the first step,
+    where regression's preconditioner, the exact inverse of its single-component Hessian, makes one CG iteration the
+    Newton step); for E_L (``energy.newton_loose_until = 1e-10``) it is 0.1 until the gradient has fallen ten orders
+    of magnitude below its start, and ``sqrt(|G|/|G0|)`` only then, for a superlinear finish. Far from the minimum
+    the quadratic model is poor (where L falls to -100 in the tails of P, each Newton step moves it by tens), so an
+    exact solve buys little.  Measured on the benchmark problems (one BLAS thread, CPU time, same final energies):
+    128 x 128 l6, the ``sqrt`` rule throughout took 6,019 CG iterations and 5.4 s, the 0.1 rule 1,795 and 1.6 s;
+    128 x 128 l2 = 0.05, 493 and 0.51 s against 448 and 0.24 s; 64 x 64 l6, 782 and 0.24 s against 549 and 0.13 s.
 
     Holds, for one run, the preconditioner (the energy's ``newton_preconditioner``, reused while it reports itself
     still good), its strength (it starts cheap and switches to the strong form for good once a CG solve needs
