@@ -666,7 +666,8 @@ def main(argv=None) -> int:
     p.add_argument("--base", type=_whole(4), default=bench.REFINED_BASE, metavar="N",
                    help=f"the refined family's problem: random_problem(N), domain [1, N]^2 (default "
                         f"{bench.REFINED_BASE}, the grid family's {bench.REFINED_BASE} x {bench.REFINED_BASE} problem)")
-    p.add_argument("--quick", action="store_true", help="sizes 10x15,16,32 with one run each (a smoke test)")
+    p.add_argument("--quick", action="store_true",
+                   help="each family's smallest sizes (grid 10x15,16,32; refined 16,32), one run each (a smoke test)")
     p.add_argument("--json", action="store_true", help="machine-readable output: rows (each with its family), "
                    "exponents (the grid family's) and exponents_refined")
     args = parser.parse_args(argv)
@@ -701,12 +702,12 @@ def main(argv=None) -> int:
 
 def _bench(args, parser) -> int:
     """``python -m bftcore bench``: measure and print the table (:mod:`bftcore.studies.bench`)."""
-    sizes = ("10x15", "16", "32") if args.quick else \
+    sizes = bench.QUICK_SIZES if args.quick else \
         None if args.sizes is None else tuple(t.strip() for t in args.sizes.split(",") if t.strip())
     repeats = 1 if args.quick else args.repeats
     if sizes == ():
         parser.error("bench: --sizes is empty; give sizes such as 16,32,10x15")
-    for text in sizes or ():
+    for text in () if args.quick else sizes or ():
         try:
             bench.parse_size(text)
         except ValueError as e:
