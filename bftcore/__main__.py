@@ -702,12 +702,12 @@ def main(argv=None) -> int:
 
 def _bench(args, parser) -> int:
     """``python -m bftcore bench``: measure and print the table (:mod:`bftcore.studies.bench`)."""
-    sizes = bench.QUICK_SIZES if args.quick else \
-        None if args.sizes is None else tuple(t.strip() for t in args.sizes.split(",") if t.strip())
+    sizes = None if args.quick or args.sizes is None else \
+        tuple(t.strip() for t in args.sizes.split(",") if t.strip())
     repeats = 1 if args.quick else args.repeats
     if sizes == ():
         parser.error("bench: --sizes is empty; give sizes such as 16,32,10x15")
-    for text in () if args.quick else sizes or ():
+    for text in sizes or ():
         try:
             bench.parse_size(text)
         except ValueError as e:
@@ -720,7 +720,8 @@ def _bench(args, parser) -> int:
         parser.error(f"bench: --family {args.family!r}: give one or more of {','.join(bench.FAMILIES)}")
     if args.base > 512:
         parser.error(f"bench: --base {args.base}: give a problem size between 4 and 512")
-    rows = bench.run(sizes, repeats=repeats, lbfgs_max_s=args.lbfgs_max, families=families, base=args.base)
+    rows = bench.run(bench.QUICK_SIZES if args.quick else sizes, repeats=repeats, lbfgs_max_s=args.lbfgs_max,
+                     families=families, base=args.base)
     if args.json:
         print(_dump({"rows": rows, "exponents": bench.exponents(rows, "grid"),
                      "exponents_refined": bench.exponents(rows, "refined"), "families": list(families),
