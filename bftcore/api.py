@@ -179,7 +179,10 @@ def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
     (None when the document chooses nothing).  Density: lambda along its path (Laplace evidence).  Regression:
     the named hyperparameters jointly, by the exact evidence's optimiser started from the best point of each
     path."""
-    cfg = copy_document(checked(config))  # a copy: the hyperparameters chosen are set into it
+    valid = checked(config)
+    # a copy, never the caller's document: the hyperparameters chosen are set into it (the gate's answer to an
+    # outside document is a fresh copy already)
+    cfg = valid if valid is not config else copy_document(valid)
     choose = cfg.pop("choose", None)
     if not choose:
         return cfg, None

@@ -8,10 +8,11 @@ learning matrix A.  The parts, each a class:
   exactly by the energy's ``massive_solve`` (FFT/DCT for a density, a sparse factorisation for regression);
   :class:`NewtonMatrix` A = -H, the normalisation-consistent Hessian (160) of E_L or the Hessian of regression,
   solved by preconditioned conjugate gradients with exact Hessian actions (:func:`newton_cg_direction`) and the
-  energy's ``newton_preconditioner``.  When the Hessian is not positive definite along a CG direction the CG is
-  truncated there (Steihaug), so the step is still a descent direction; if that happens on the very first CG
-  direction the step is the preconditioned gradient step (a massive-relaxation step) and the record's ``method``
-  says ``"newton-fallback"``;
+  energy's ``newton_preconditioner``, or exactly by the energy's own direct solve where it offers one
+  (``newton_direct``: E_L's banded Cholesky on the smallest grids).  When the Hessian is not positive definite along
+  a CG direction the CG is truncated there (Steihaug), so the step is still a descent direction; if that happens on
+  the very first CG direction the step is the preconditioned gradient step (a massive-relaxation step) and the
+  record's ``method`` says ``"newton-fallback"``;
 * the step of an iteration: :class:`DescentStep` (a learning matrix, then :func:`line_search`) for unconstrained
   fields (L, regression's h); for field P with ``P >= 0`` the active-set method,
   :class:`bftcore.models.active_set.ActiveSetStep` (the same three learning matrices on the face ``P > 0``, the Hessian
@@ -29,7 +30,9 @@ Energies: any object with ``at(phi)`` returning a point with ``value``, ``gradie
 and ``residual``, plus ``normalise(phi)``, ``minimiser_step``, ``massive_solve(r, mass2)``,
 ``newton_preconditioner(point, previous, strong, cache)``, ``newton_loose_until`` (Newton's CG tolerance is 0.1
 while ``|G| > newton_loose_until |G0|``) and ``saddle_escape`` (Newton retries with the point's
-``hessp(v, convexified=True)`` where CG meets negative curvature, and follows that curvature).
+``hessp(v, convexified=True)`` where CG meets negative curvature, and follows that curvature); optionally
+``newton_direct()``, called once per run: None, or a function of a point returning the exact Newton step there (or
+None where it declines, e.g. where the Hessian is not positive definite: the step is then CG's).
 """
 from __future__ import annotations
 
@@ -250,6 +253,10 @@ class NewtonMatrix:
     128 x 128 l6, the ``sqrt`` rule throughout took 6,019 CG iterations and 5.4 s, the 0.1 rule 1,795 and 1.6 s;
     128 x 128 l2 = 0.05, 493 and 0.51 s against 448 and 0.24 s; 64 x 64 l6, 782 and 0.24 s against 549 and 0.13 s.
 
+    Where the energy offers an exact solve (``newton_direct``, see the module text) and it gives a step, that step is
+    taken instead of CG (``cg_iterations`` 0; ``direct_steps`` counts them): E_L's banded Cholesky on the smallest
+    grids (:mod:`bftcore.models.banded_newton`), where CG's fixed costs per step are the larger part.
+
     Holds, for one run, the preconditioner (the energy's ``newton_preconditioner``, reused while it reports itself
     still good), its strength (it starts cheap and switches to the strong form for good once a CG solve needs
     more than 50 iterations, see :class:`bftcore.models.density.SeparablePreconditioner`), the preconditioner's cache,
@@ -264,6 +271,8 @@ class NewtonMatrix:
         self.cache: dict = {}
         self.g0 = None
         self.cg_iterations = 0  # of the last step
+        self.direct = None  # the energy's exact solve for this run (``newton_direct``), made at the first step
+        self.direct_steps = 0  # the steps it solved
 
     def direction(self, point):
         E = self.energy
@@ -271,6 +280,14 @@ class NewtonMatrix:
         gn = float(np.linalg.norm(G))
         if self.g0 is None:  # the first direction is taken at the start
             self.g0 = max(gn, 1e-300)
+            make = getattr(E, "newton_direct", None)
+            self.direct = make() if make is not None else None
+        if self.direct is not None:
+            d = self.direct(point)
+            if d is not None:  # the exact step; None where the Hessian is not positive definite: CG below
+                self.cg_iterations = 0
+                self.direct_steps += 1
+                return d, self.name, ()
         g0 = self.g0
         rtol = max(1e-12, np.sqrt(gn / g0))
         if gn > E.newton_loose_until * g0:

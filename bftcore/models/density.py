@@ -48,6 +48,7 @@ from ..foundations.records import FitResult, Record, finite_list, finite_or_none
 from ..foundations.solvers import iterate as solver_iterate
 from ..foundations.templates import paper_true_density, template_field
 from .active_set import ActiveSetStep, project_simplex
+from .banded_newton import BandedNewton
 
 EMPIRICAL_EPS = 1e-10  # epsilon of the delta-peak start ln(N/n + eps), Fig. 22
 
@@ -376,7 +377,7 @@ class LogPoint(_Point):
             MJv = self.prior_hessp(Jv) + self._lamV * Jv
         return MJv - V * MJv.sum(axis=1, keepdims=True)
 
-    @property
+    @cached_property
     def residual(self) -> float:
         """Stationarity residual: max |N - lambda K(L - t̄) - Lambda_X P hy| (eqs. (127)/(716))."""
         return float(np.max(np.abs(self.gradient)))
@@ -399,6 +400,13 @@ class LogDensityEnergy(DensityEnergy):
         if previous is not None and previous.still_good(point):
             return previous
         return SeparablePreconditioner(point, strong, cache)
+
+    def newton_direct(self) -> BandedNewton | None:
+        """The exact Newton step for one run (:class:`bftcore.models.banded_newton.BandedNewton`: a banded Cholesky
+        per step, single Gaussian priors on the smallest grids), or None where CG is cheaper or it does not apply.
+        Only this class: the band is the Hessian (160) of the Gaussian prior ``prior``, and the subclasses (a prior
+        potential, local priors) replace that prior's part of the Hessian."""
+        return BandedNewton.for_energy(self) if type(self) is LogDensityEnergy else None
 
     def at(self, L: np.ndarray) -> LogPoint:
         return LogPoint(self, np.asarray(L, dtype=float))

@@ -163,9 +163,11 @@ class SparseDirectMatrix(NewtonMatrix):
         return sol[:n].reshape(nx, ny), "newton", ()
 
 
-def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[int]]:
+def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[int], int]:
     """One Newton run of ``config`` with the learning matrix class ``matrix`` (the stopping rule of the
-    configuration, the kernel start): ``(seconds of the iteration, final energy, CG iterations per step)``."""
+    configuration, the kernel start): ``(seconds of the iteration, final energy, CG iterations of each step solved
+    by CG, steps solved by the energy's exact banded solve)`` (the banded steps of a small grid,
+    :mod:`bftcore.models.banded_newton`)."""
     problem = api.build_density(config)
     so_ = problem.config["solver"]
     E = problem.energy
@@ -176,8 +178,10 @@ def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[in
     direction = newton.direction
 
     def counted(point):
+        before = getattr(newton, "direct_steps", 0)
         out = direction(point)
-        counts.append(newton.cg_iterations)
+        if getattr(newton, "direct_steps", 0) == before:
+            counts.append(newton.cg_iterations)
         return out
     newton.direction = counted
     phi0 = api.initial_field(problem)
@@ -186,7 +190,7 @@ def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[in
     for rec in iterate(E, phi0, step=step,
                        controller=IterationController(so_["min_iter"], so_["max_iter"], so_["tol"])):
         energy = rec.energy
-    return time.perf_counter() - t0, float(energy), counts
+    return time.perf_counter() - t0, float(energy), counts, getattr(newton, "direct_steps", 0)
 
 
 def newton_to_goal(config: dict, goal: float) -> tuple[float, float, int]:
@@ -242,7 +246,7 @@ def run(sizes=None, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, 
                     break
             assert doc is not None
             t_fit, energy = float(np.median(times)), float(doc["energy"])
-            _, _, cg = newton_run(cfg)
+            _, _, cg, banded = newton_run(cfg)
             goal = energy + 1e-8 * abs(energy)
             to_goal = [newton_to_goal(cfg, goal)]
             if to_goal[0][0] <= repeat_budget_s:
@@ -264,7 +268,8 @@ def run(sizes=None, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, 
                          "solver_ratio": t_lb / t_goal,
                          "floor_s": float(np.median([f[0] for f in floor])) if floor else None,
                          "floor_energy": floor[0][1] if floor else None,
-                         "newton_steps": len(cg), "cg_per_step": float(np.mean(cg)) if cg else 0.0,
+                         "newton_steps": len(cg) + banded, "banded_steps": banded,
+                         "cg_per_step": float(np.mean(cg)) if cg else 0.0,
                          "cg_max": int(max(cg)) if cg else 0})
     return rows
 
@@ -300,12 +305,14 @@ def table(rows, repeats: int, lbfgs_max_s: float, base: int = REFINED_BASE) -> s
              "(the fit's energy + 1e-8 |E|)",
              "  ratio = L-BFGS-B / fit, solver = L-BFGS-B / to goal (> 1: bftcore faster); '>' = L-BFGS-B stopped "
              f"before the goal, at the larger of {lbfgs_max_s:g} s and twice bftcore's fit",
-             "  floor = sparse-direct Newton to the fit's stop ('-': not run above 4096 nodes)"]
+             "  floor = sparse-direct Newton to the fit's stop ('-': not run above 4096 nodes)",
+             "  banded = Newton steps solved exactly by one banded Cholesky (small grids); CG/step and CG max "
+             "count the others"]
     families = [f for f in FAMILIES if any(r["family"] == f for r in rows)]
     for family in families:
         lines += [f"{family} family: {FAMILY_TITLES[family].format(base=base)}",
                   f"{'size':>8} {'prior':>5} {'fit':>9} {'to goal':>9} {'L-BFGS-B':>10} {'ratio':>7} {'solver':>7} "
-                  f"{'floor':>9} {'iters':>5} {'CG/step':>8} {'CG max':>6}"]
+                  f"{'floor':>9} {'iters':>5} {'banded':>6} {'CG/step':>8} {'CG max':>6}"]
         for r in (r for r in rows if r["family"] == family):
             mark = "" if r["lbfgs_reached"] else ">"
             floor = "-" if r["floor_s"] is None else f"{r['floor_s'] * 1e3:.1f}"
@@ -313,7 +320,8 @@ def table(rows, repeats: int, lbfgs_max_s: float, base: int = REFINED_BASE) -> s
                          f"{r['newton_goal_s'] * 1e3:>9.1f} "
                          f"{mark + format(r['lbfgs_s'] * 1e3, '.1f'):>10} {mark + format(r['ratio'], '.2f'):>7} "
                          f"{mark + format(r['solver_ratio'], '.2f'):>7} "
-                         f"{floor:>9} {r['iterations']:>5} {r['cg_per_step']:>8.1f} {r['cg_max']:>6}")
+                         f"{floor:>9} {r['iterations']:>5} {r['banded_steps']:>6} {r['cg_per_step']:>8.1f} "
+                         f"{r['cg_max']:>6}")
     lines.append("growth exponents (log time vs log nodes, n x n sizes):")
     for family in families:
         for prior, e in exponents(rows, family).items():

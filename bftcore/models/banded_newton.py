@@ -1,0 +1,171 @@
+"""The exact Newton step of E_L on small grids: one banded Cholesky factorisation instead of conjugate gradients.
+
+Newton's system for field L is ``H d = -G`` with the normalisation-consistent Hessian (160)
+``H = J^T M J``, ``M = lambda cell K + diag(Lambda_X P hy)``, ``J = I - I_X P hy`` (per x node i,
+``J_i = I - 1 V_i^T``, ``V_i = P_i hy``).  For a single Gaussian prior ``K = lambda_x K_X (x) 1 + lambda_y 1 (x) K_Y``
+couples x nodes only within the reach of K_X's stencil (1 for l2, 3 for l6), so H, in x-major order, is banded with
+dense ``ny x ny`` blocks:
+
+* diagonal block i: ``J_i^T (A_i) J_i`` with ``A_i = lambda cell (lambda_x K_X[i, i] + lambda_y K_Y) + diag(Lambda_i
+  V_i)``; written out, ``A_i + V_i w_i^T + w_i V_i^T`` with ``c_i = 1^T A_i`` and ``w_i = (1^T c_i / 2) V_i - c_i``;
+* off-diagonal block (i, k): ``a J_i^T J_k = a (I + (ny V_i - 1) V_k^T - V_i 1^T)``, ``a = lambda cell lambda_x
+  K_X[i, k]``.
+
+H is singular along the per-x constants (``J_i 1 = 0``: they do not move a normalised L), which are also orthogonal
+to G.  Adding ``c 1 1^T`` to each diagonal block (c > 0) leaves H unchanged on the tangent space and makes the
+whole positive definite exactly when H is positive definite there; the solution then has zero sum per x, and
+``normalise`` removes any per-x constant anyway.  So one LAPACK banded Cholesky (``pbtrf``) either gives the exact
+Newton step or says the Hessian is not positive definite, and the caller takes the conjugate-gradient route, which
+handles negative curvature (:func:`bftcore.foundations.solvers.newton_cg_direction`).
+
+A periodic x axis couples its first and last nodes; ordered 0, nx-1, 1, nx-2, ... (interleaved) the reach r of
+K_X's stencil becomes 2r, so the band stays narrow.  The half-bandwidth is ``u = (reach + 1) ny - 1`` and the
+factorisation costs about ``n (u + 1)^2`` multiply-adds (n = nx ny): cheaper than CG's fixed costs per Newton step
+on the smallest grids only (:data:`MAX_NODES`).
+
+The same Hessian in the orthonormal coordinates of the tangent space is built for the Laplace samples
+(:func:`bftcore.models.evidence.tangent_hessian_dense`); the tests check one against the other.
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from scipy.linalg import lapack
+
+from ..foundations.grid import Grid
+from ..foundations.operators import axis_operator
+
+#: The banded step is taken instead of CG on grids of at most this many nodes whose factorisation costs at most
+#: :data:`MAX_WORK` multiply-adds (``n (u + 1)^2``).  Decision, measured (whole Newton iterations, the two routes
+#: alternated, docs/performance.md "seventh session"): a banded step costs about what CG's fixed costs per Newton
+#: step do on the smallest grids, and it is exact, so a run takes fewer steps.  The paper mesh 0.98 against 1.70 ms
+#: (fig14, 6 steps against 9) and 3.96 against 4.83 (fig16, l6); 16 x 16 l2 0.94 against 1.28; 20 x 20 l2 1.30
+#: against 1.27 (the crossing), l6 4.79 against 5.06; 24 x 24 l2 1.97 against 1.44; 32 x 32 l2 3.26 against 1.72,
+#: l6 17.1 against 14.8.  The work bound keeps out the long thin grids whose band is full (1 x 400: u = 399).
+MAX_NODES = 400
+MAX_WORK = 3e6
+
+
+def x_order(nx: int, periodic: bool) -> np.ndarray:
+    """The x nodes in band order: interleaved 0, nx-1, 1, nx-2, ... on a periodic axis (its wrap-around then
+    couples neighbours in the order), else as they are."""
+    if not periodic or nx <= 2:
+        return np.arange(nx)
+    order = np.empty(nx, dtype=int)
+    order[0::2] = np.arange((nx + 1) // 2)
+    order[1::2] = nx - 1 - np.arange(nx // 2)
+    return order
+
+
+@functools.lru_cache(maxsize=16)
+def _banded_newton(grid: Grid, lambda_x: float, lambda_y: float, l0: float, l2: float, l4: float, l6: float,
+                   lam: float) -> "BandedNewton | None":
+    """The :class:`BandedNewton` of a grid and a single Gaussian prior, or None above :data:`MAX_NODES` or
+    :data:`MAX_WORK`; kept (the pattern is at most about a megabyte below those bounds)."""
+    nx, ny = grid.shape
+    order = x_order(nx, grid.x.boundary == "periodic")
+    kx = axis_operator(grid.x, l0, l2, l4, l6).toarray()
+    rows, cols = np.nonzero(kx[np.ix_(order, order)])
+    reach = int(np.max(np.abs(rows - cols))) if rows.size else 0
+    if nx * ny > MAX_NODES or nx * ny * ((reach + 1) * ny) ** 2 > MAX_WORK:
+        return None
+    scale = lam * grid.cell
+    ky = axis_operator(grid.y, l0, l2, l4, l6).toarray()
+    return BandedNewton(grid, (scale * lambda_x) * kx, (scale * lambda_y) * ky)
+
+
+class BandedNewton:
+    """The exact Newton step of E_L at a point (module text) for one grid and prior: the pattern (the x order,
+    where each block goes in LAPACK's lower banded storage, the prior's blocks) is built once and kept across runs
+    (a dashboard solves the same grid and prior at every click); a call builds the band at the point, factorises it
+    and solves.  Nothing is changed by a call, so runs in several threads share one.
+
+    ``BandedNewton.for_energy(energy)`` is the constructor the solver uses: None where the step does not apply
+    (a mixture of priors, whose Hessian has a dense low-rank term) or costs more than CG
+    (:data:`MAX_NODES`, :data:`MAX_WORK`)."""
+
+    @staticmethod
+    def for_energy(energy) -> "BandedNewton | None":
+        prior = energy.prior
+        if prior.m != 1:
+            return None
+        K = prior.K
+        return _banded_newton(energy.grid, K.lambda_x, K.lambda_y, K.l0, K.l2, K.l4, K.l6, prior.lam)
+
+    def __init__(self, grid: Grid, kx: np.ndarray, ky: np.ndarray):
+        """``kx`` and ``ky``: the dense x and y parts of ``lambda cell K`` (``lambda cell lambda_x K_X`` and
+        ``lambda cell lambda_y K_Y``)."""
+        nx, ny = grid.shape
+        self.order = order = x_order(nx, grid.x.boundary == "periodic")
+        kx = kx[np.ix_(order, order)]
+        self.ky = ky
+        self.ky_sums = ky.sum(axis=0)
+        self.kx_diag = np.diag(kx).copy()
+        self.rows, self.cols = np.nonzero(np.tril(kx, -1))  # the off-diagonal blocks (i > k), in band order
+        self.kx_off = kx[self.rows, self.cols]
+        reach = int(np.max(self.rows - self.cols)) if self.rows.size else 0
+        self.nx, self.ny, self.n = nx, ny, nx * ny
+        self.u = u = (reach + 1) * ny - 1
+        # LAPACK's lower banded storage ab[k, c] = H[c + k, c] (k = 0..u), kept as the C-ordered transpose
+        # abT[c, k] so that ab = abT.T is the Fortran array pbtrf takes without a copy: flat index c (u + 1) + k
+        j, jj = np.arange(ny)[:, None], np.arange(ny)[None, :]
+        i = np.arange(nx)[:, None, None]
+        lower = np.broadcast_to(j >= jj, (nx, ny, ny))
+        self.diag_src = np.flatnonzero(lower)
+        self.diag_dst = np.broadcast_to((i * ny + jj) * (u + 1) + (j - jj), (nx, ny, ny))[lower]
+        r, c = self.rows[:, None, None], self.cols[:, None, None]
+        self.off_dst = ((c * ny + jj) * (u + 1) + (r - c) * ny + (j - jj)).ravel()
+        self.eye = np.eye(ny)
+        self.diag_flat = np.arange(ny) * (ny + 1)
+        for a in vars(self).values():
+            if isinstance(a, np.ndarray):
+                a.flags.writeable = False
+
+    def band(self, point) -> np.ndarray | None:
+        """``H + c 1 1^T`` per x block at ``point`` in band order, as the C-ordered transpose of LAPACK's lower
+        banded storage (``band(point).T[k, i] = H[i + k, i]``), or None when the diagonal is not positive (H is then
+        not positive definite on the tangent space)."""
+        nx, ny, order = self.nx, self.ny, self.order
+        V = point._V[order]
+        diag = self.kx_diag[:, None] + point.lagrange_multiplier[order, None] * V  # A_i's diagonal beyond K_Y
+        c = self.ky_sums + diag  # 1^T A_i (A_i is symmetric)
+        w = (0.5 * c.sum(axis=1))[:, None] * V - c
+        Hd = V[:, :, None] * w[:, None, :]
+        Hd += Hd.transpose(0, 2, 1)
+        Hd += self.ky
+        flat = Hd.reshape(nx, ny * ny)
+        dg = flat[:, self.diag_flat] + diag
+        flat[:, self.diag_flat] = dg
+        gauge = float(dg.sum()) / self.n  # c of c 1 1^T: the mean of the diagonal
+        if not gauge > 0:
+            return None
+        Hd += gauge / ny
+        abT = np.zeros((self.n, self.u + 1))
+        dst = abT.reshape(-1)
+        dst[self.diag_dst] = Hd.reshape(-1)[self.diag_src]
+        if self.rows.size:
+            Vr, Vc = V[self.rows], V[self.cols]
+            Ho = (ny * Vr - 1.0)[:, :, None] * Vc[:, None, :]
+            Ho -= Vr[:, :, None]
+            Ho += self.eye
+            Ho *= self.kx_off[:, None, None]
+            dst[self.off_dst] = Ho.reshape(-1)
+        return abT
+
+    def __call__(self, point) -> np.ndarray | None:
+        """The Newton step ``d`` (``H d = -G`` on the tangent space, zero sum per x) at ``point`` of E_L, or None
+        where H is not positive definite on the tangent space (or the factorisation fails for rounding)."""
+        abT = self.band(point)
+        if abT is None:
+            return None
+        R, info = lapack.dpbtrf(abT.T, lower=1, overwrite_ab=1)
+        if info != 0:
+            return None
+        order = self.order
+        step, info = lapack.dpbtrs(R, -point.gradient[order].reshape(-1), lower=1)
+        if info != 0 or not np.isfinite(float(step.sum())):
+            return None
+        out = np.empty((self.nx, self.ny))
+        out[order] = step.reshape(self.nx, self.ny)
+        return out
