@@ -34,17 +34,19 @@ import numpy as np
 from scipy.linalg import lapack
 
 from ..foundations.grid import Grid
+from ..foundations.limits import blas_threads
 from ..foundations.operators import axis_operator
 
 #: The banded step is taken instead of CG on grids of at most this many nodes whose factorisation costs at most
-#: :data:`MAX_WORK` multiply-adds (``n (u + 1)^2``).  Decision, measured (whole Newton iterations, the two routes
-#: alternated, docs/performance.md "seventh session"): a banded step costs about what CG's fixed costs per Newton
-#: step do on the smallest grids, and it is exact, so a run takes fewer steps.  The paper mesh 0.98 against 1.70 ms
-#: (fig14, 6 steps against 9) and 3.96 against 4.83 (fig16, l6); 16 x 16 l2 0.94 against 1.28; 20 x 20 l2 1.30
-#: against 1.27 (the crossing), l6 4.79 against 5.06; 24 x 24 l2 1.97 against 1.44; 32 x 32 l2 3.26 against 1.72,
-#: l6 17.1 against 14.8.  The work bound keeps out the long thin grids whose band is full (1 x 400: u = 399).
+#: :data:`MAX_WORK` multiply-adds (``n (u + 1)^2``).  Decision, measured (``python scripts/banded_newton_ab.py``:
+#: whole Newton iterations, the two routes alternated; docs/performance.md "seventh session"): a banded step costs
+#: about what CG's fixed costs per Newton step do on the smallest grids, and it is exact, so a run takes fewer steps.
+#: Faster on every problem of up to 256 nodes measured (Figs 14, 16, 21 and random_problem of 12 x 12 and 16 x 16,
+#: l2 and l6, seeds 0-3: 9-50 % less time, fig14 6 steps against 9), and on 20 x 20 with l2 (3-9 %, work 6.4e5);
+#: 20 x 20 with l6 (work 2.6e6) went -22 % to +35 % over the seeds; 24 x 24 l2 and 32 x 32 were slower (32 x 32 l2 3.3
+#: against 1.7 ms).  The work bound also keeps out the long thin grids whose band is full (1 x 400: u = 399).
 MAX_NODES = 400
-MAX_WORK = 3e6
+MAX_WORK = 2e6
 
 
 def x_order(nx: int, periodic: bool) -> np.ndarray:
@@ -90,6 +92,7 @@ class BandedNewton:
         prior = energy.prior
         if prior.m != 1:
             return None
+        blas_threads()  # as every run of the API: a multithreaded OpenBLAS makes pbtrf 100 times slower here
         K = prior.K
         return _banded_newton(energy.grid, K.lambda_x, K.lambda_y, K.l0, K.l2, K.l4, K.l6, prior.lam)
 
