@@ -13,7 +13,7 @@ from bftcore.foundations.solvers import iterate
 from bftcore.models import banded_newton, presets
 from bftcore.models.banded_newton import BandedNewton, x_order
 from bftcore.models.density import LogDensityEnergy, Prior, normalise_log
-from bftcore.models.evidence import _y_basis
+from bftcore.models.evidence import _y_basis, tangent_hessian_dense
 from bftcore.models.robust import PotentialLogDensityEnergy
 from bftcore.studies.bench import bench_config
 
@@ -61,8 +61,9 @@ problems = st.tuples(
 @given(problems)
 def test_band_is_the_hessian_of_cg_and_the_step_solves_newtons_system(problem):
     """The band equals the matrix of ``point.hessp`` (the Hessian action CG uses, assembled column by column) plus
-    ``c 1 1^T`` per x; where that is positive definite the step solves ``H d = -G`` with zero sum per x, and where
-    the Hessian has a negative direction on the tangent space the step is declined."""
+    ``c 1 1^T`` per x, and on the tangent space the Laplace samples' ``H_g``; where that is positive definite the
+    step solves ``H d = -G`` with zero sum per x, and where the Hessian has a negative direction on the tangent
+    space the step is declined."""
     nx, ny, bx, by, orders, lam, lx, ly, seed = problem
     rng = np.random.default_rng(seed)
     E = energy_on(nx, ny, bx, by, orders, lam, lx, ly, rng)
@@ -82,6 +83,10 @@ def test_band_is_the_hessian_of_cg_and_the_step_solves_newtons_system(problem):
     c = (A - H)[0, 0]
     assert c > 0
     assert np.allclose(A - H, c * const, rtol=0, atol=1e-12 * scale)  # c 1 1^T on each x block, nothing else
+    # a third route: the Laplace samples' H_g (W^T H W, assembled from the sparse K) is the band on the tangent space
+    Hg, U = tangent_hessian_dense(pt)
+    W = np.kron(np.eye(nx), U)
+    assert np.allclose(W.T @ A @ W, Hg, rtol=0, atol=1e-10 * scale)
     d = b(pt)
     if tangent[0] > 1e-6 * scale:
         assert d is not None

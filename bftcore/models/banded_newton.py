@@ -24,7 +24,8 @@ factorisation costs about ``n (u + 1)^2`` multiply-adds (n = nx ny): cheaper tha
 on the smallest grids only (:data:`MAX_NODES`).
 
 The same Hessian in the orthonormal coordinates of the tangent space is built for the Laplace samples
-(:func:`bftcore.models.evidence.tangent_hessian_dense`); the tests check one against the other.
+(:func:`bftcore.models.evidence.tangent_hessian_dense`, from the sparse K); the tests check the band against it and
+against the matrix of the Hessian action CG uses (``point.hessp``).
 """
 from __future__ import annotations
 

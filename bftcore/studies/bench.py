@@ -178,9 +178,9 @@ def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[in
     direction = newton.direction
 
     def counted(point):
-        before = getattr(newton, "direct_steps", 0)
+        before = newton.direct_steps
         out = direction(point)
-        if getattr(newton, "direct_steps", 0) == before:
+        if newton.direct_steps == before:
             counts.append(newton.cg_iterations)
         return out
     newton.direction = counted
@@ -190,7 +190,7 @@ def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[in
     for rec in iterate(E, phi0, step=step,
                        controller=IterationController(so_["min_iter"], so_["max_iter"], so_["tol"])):
         energy = rec.energy
-    return time.perf_counter() - t0, float(energy), counts, getattr(newton, "direct_steps", 0)
+    return time.perf_counter() - t0, float(energy), counts, newton.direct_steps
 
 
 def newton_to_goal(config: dict, goal: float) -> tuple[float, float, int]:
