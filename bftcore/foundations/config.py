@@ -20,6 +20,7 @@ template in the representation of the field: log-density for field L, density fo
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import json
 import math
@@ -290,23 +291,25 @@ def _count_before_conversion(doc, limits: Limits) -> None:
                     "grid node; use a coarser grid")
 
 
-def _float_pairs(data, plain_x: float | None) -> list | None:
+def _float_pairs(data, plain_x: float | None) -> tuple[list, np.ndarray] | None:
     """The gate's fast path for data: when every point is a pair of Python floats (what numpy arrays become), or
     for a one-dimensional density (``plain_x``, the x of its one node) every point a float, and all of them finite
-    and within :data:`MAX_COORDINATE`, the points as fresh [x, y] lists, checked at once; else None, and the
-    point-by-point checks say what is wrong where.  Ints, bools and strings take the slow path."""
+    and within :data:`MAX_COORDINATE`, the points as [x, y] lists and as an ``(n, 2)`` array, checked at once; else
+    None, and the point-by-point checks say what is wrong where.  Ints, bools and strings take the slow path.
+    ``data`` is the gate's own plain copy (:func:`to_plain`), so pairs are returned as they are, not copied again
+    (the valid document is copied once at the end, :func:`copy_document`)."""
     if not isinstance(data, list) or not data:
         return None
     if plain_x is not None and set(map(type, data)) == {float}:
         arr = np.array(data)
         if np.all(np.isfinite(arr)) and float(np.max(np.abs(arr))) <= MAX_COORDINATE:
-            return [[plain_x, v] for v in data]
+            return [[plain_x, v] for v in data], np.column_stack([np.full(arr.size, plain_x), arr])
         return None
     if set(map(type, data)) <= _LIST_TYPE and set(map(len, data)) == {2} and \
             set(map(type, itertools.chain.from_iterable(data))) == {float}:
         arr = np.array(data)
         if np.all(np.isfinite(arr)) and float(np.max(np.abs(arr))) <= MAX_COORDINATE:
-            return [list(p) for p in data]
+            return data, arr
     return None
 
 
@@ -523,7 +526,16 @@ def _regression_template_check(spec, where, grid: Grid):
 
 
 def _symbol_range(axis: Axis, coeffs: dict) -> tuple[float, float]:
-    s = axis_symbol(axis, **coeffs)
+    return _axis_symbol_range(axis, float(coeffs["l0"]), float(coeffs["l2"]), float(coeffs["l4"]),
+                              float(coeffs["l6"]))
+
+
+@functools.lru_cache(maxsize=256)
+def _axis_symbol_range(axis: Axis, l0: float, l2: float, l4: float, l6: float) -> tuple[float, float]:
+    """Smallest and largest eigenvalue of one axis's operator, kept per axis and coefficients: the gate asks for
+    them three times per document (the masses' internal scale, the conditioning checks), 70 us of a 220 us check
+    of the paper's mesh; a dashboard checks the same grid and prior at every click."""
+    s = axis_symbol(axis, l0, l2, l4, l6)
     return float(np.min(s)), float(np.max(s))
 
 
@@ -935,11 +947,14 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     data = _list(doc, "data", "[x, y] pairs")
     _within(len(data), limits.max_points, "a data set of {} points", "use fewer points")
     plain_x = x["min"] if x["n"] == 1 and model == "density" else None
-    pts = _float_pairs(data, plain_x)
-    if pts is None:
+    fast = _float_pairs(data, plain_x)
+    if fast is None:
         pts = [_data_point(p, k, plain_x, model) for k, p in enumerate(data)]
+        arr = pts
+    else:
+        pts, arr = fast
     try:
-        grid.check_points(pts, x_only=model == "regression")
+        grid.check_points(arr, x_only=model == "regression")
     except ValueError as e:
         raise ConfigError(str(e)) from None
 
