@@ -11,7 +11,7 @@ from bftcore.foundations.grid import Axis, Grid
 from bftcore.foundations.operators import PriorOperator
 from bftcore.foundations.solvers import iterate
 from bftcore.models import banded_newton, presets
-from bftcore.models.banded_newton import BandedNewton, x_order
+from bftcore.models.banded_newton import BandedNewton, BandedRun, x_order
 from bftcore.models.density import LogDensityEnergy, Prior, normalise_log
 from bftcore.models.evidence import _y_basis, tangent_hessian_dense
 from bftcore.models.robust import PotentialLogDensityEnergy
@@ -113,13 +113,13 @@ def test_interleaved_order_keeps_a_periodic_band_narrow():
 def fit_both_ways(monkeypatch, cfg):
     """(records with the banded step, records with CG only, banded steps taken)."""
     calls = []
-    call = BandedNewton.__call__
+    call = BandedRun.__call__
 
     def counted(self, point):
         d = call(self, point)
         calls.append(d is not None)
         return d
-    monkeypatch.setattr(BandedNewton, "__call__", counted)
+    monkeypatch.setattr(BandedRun, "__call__", counted)
     prob = api.build_density(cfg)
     so = prob.config["solver"]
 
@@ -192,3 +192,51 @@ def test_not_for_mixtures_other_priors_or_large_grids(monkeypatch):
         assert BandedNewton.for_energy(energy_on(1, 40, "neumann", "neumann", {"l2": 1.0}, 1.0, 1.0, 1.0, rng)) is None
     finally:
         banded_newton._banded_newton.cache_clear()
+
+
+def test_a_chord_step_follows_a_small_step_once():
+    """After an exact step of at most CHORD_STEP the next step solves with that step's factor: ``H_prev d = -G`` at
+    the new point (a descent direction), once; the step after it factorises again.  After a larger step, or with
+    CHORD_STEP = 0, every step is exact."""
+    prob = api.build_density(presets.figure_config("fig14"))
+    E = prob.energy
+    so = prob.config["solver"]
+    records = list(iterate(E, api.initial_field(prob), method="newton", min_iter=so["min_iter"],
+                           max_iter=so["max_iter"], tol=so["tol"]))
+    fields = [r.field for r in records]
+    banded = BandedNewton.for_energy(E)
+    steps = [banded(E.at(f)) for f in fields[:-1]]
+    small = [k for k, d in enumerate(steps) if np.max(np.abs(d)) <= banded_newton.CHORD_STEP]
+    assert small and small[0] >= 1  # the start's step is large: the fixture reaches the chord phase
+    run = banded.run()
+    a, b = E.at(fields[small[0]]), E.at(fields[small[0] + 1])
+    large = E.at(fields[small[0] - 1])
+    assert np.array_equal(run(large), banded(large)) and run.chord_steps == 0  # after a large step: exact
+    assert np.array_equal(run(a), banded(a)) and run.chord_steps == 0
+    chord = run(b)
+    assert run.chord_steps == 1
+    assert not np.allclose(chord, banded(b), rtol=0, atol=0)  # not the exact step at b ...
+    G = b.gradient
+    assert np.linalg.norm(a.hessp(chord) + G) <= 1e-8 * np.linalg.norm(G)  # ... but the one of a's Hessian
+    assert float(np.vdot(G, chord)) < 0
+    assert np.array_equal(run(b), banded(b)) and run.chord_steps == 1  # once per factor
+
+
+def test_fits_with_chord_steps_end_where_exact_steps_end(monkeypatch):
+    """The chord steps change the last step or two, not the answer (1e-12 relative in E, 1e-7 in L), nor the step
+    count, on the problems of the fit test above."""
+    for cfg in (presets.figure_config("fig14"), presets.figure_config("fig21"), bench_config((16, 16), "l2")):
+        prob = api.build_density(cfg)
+        so = prob.config["solver"]
+
+        def run():
+            return list(iterate(prob.energy, api.initial_field(prob), method="newton", min_iter=so["min_iter"],
+                                max_iter=so["max_iter"], tol=so["tol"]))
+        with_chord = run()
+        with monkeypatch.context() as m:
+            m.setattr(banded_newton, "CHORD_STEP", 0.0)
+            exact = run()
+        assert with_chord[-1].converged and exact[-1].converged
+        assert abs(with_chord[-1].energy - exact[-1].energy) <= 1e-12 * abs(exact[-1].energy)
+        assert np.max(np.abs(with_chord[-1].field - exact[-1].field)) < 1e-7
+        assert with_chord[-1].iteration == exact[-1].iteration

@@ -255,7 +255,8 @@ class NewtonMatrix:
 
     Where the energy offers an exact solve (``newton_direct``, see the module text) and it gives a step, that step is
     taken instead of CG (``cg_iterations`` 0; ``direct_steps`` counts them): E_L's banded Cholesky on the smallest
-    grids (:mod:`bftcore.models.banded_newton`), where CG's fixed costs per step are the larger part.
+    grids (:mod:`bftcore.models.banded_newton`), where CG's fixed costs per step are the larger part; right after a
+    small step it reuses that step's factor once (a chord step).
 
     Holds, for one run, the preconditioner (the energy's ``newton_preconditioner``, reused while it reports itself
     still good), its strength (it starts cheap and switches to the strong form for good once a CG solve needs

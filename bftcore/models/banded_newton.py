@@ -23,6 +23,9 @@ K_X's stencil becomes 2r, so the band stays narrow.  The half-bandwidth is ``u =
 factorisation costs about ``n (u + 1)^2`` multiply-adds (n = nx ny): cheaper than CG's fixed costs per Newton step
 on the smallest grids only (:data:`MAX_NODES`).
 
+Near the minimum a run reuses a factor once (:class:`BandedRun`): after an exact step that changed L by at most
+:data:`CHORD_STEP`, the next step is ``-H_prev^{-1} G`` with the previous factor, a triangular solve.
+
 The same Hessian in the orthonormal coordinates of the tangent space is built for the Laplace samples
 (:func:`bftcore.models.evidence.tangent_hessian_dense`, from the sparse K); the tests check the band against it and
 against the matrix of the Hessian action CG uses (``point.hessp``).
@@ -157,15 +160,18 @@ class BandedNewton:
             dst[self.off_dst] = Ho.reshape(-1)
         return abT
 
-    def __call__(self, point) -> np.ndarray | None:
-        """The Newton step ``d`` (``H d = -G`` on the tangent space, zero sum per x) at ``point`` of E_L, or None
-        where H is not positive definite on the tangent space (or the factorisation fails for rounding)."""
+    def factorise(self, point) -> np.ndarray | None:
+        """The banded Cholesky factor of ``H + c 1 1^T`` at ``point`` (LAPACK's lower banded storage), or None where
+        H is not positive definite on the tangent space (or the factorisation fails for rounding)."""
         abT = self.band(point)
         if abT is None:
             return None
         R, info = lapack.dpbtrf(abT.T, lower=1, overwrite_ab=1)
-        if info != 0:
-            return None
+        return R if info == 0 else None
+
+    def solve(self, R: np.ndarray, point) -> np.ndarray | None:
+        """``-H^{-1} G`` at ``point`` with the factor ``R`` of :meth:`factorise` (of this point: the Newton step;
+        of an earlier one: a chord step), zero sum per x; None if the solve gives no finite step."""
         order = self.order
         step, info = lapack.dpbtrs(R, -point.gradient[order].reshape(-1), lower=1)
         if info != 0 or not np.isfinite(float(step.sum())):
@@ -173,3 +179,55 @@ class BandedNewton:
         out = np.empty((self.nx, self.ny))
         out[order] = step.reshape(self.nx, self.ny)
         return out
+
+    def __call__(self, point) -> np.ndarray | None:
+        """The Newton step ``d`` (``H d = -G`` on the tangent space, zero sum per x) at ``point`` of E_L, or None
+        where H is not positive definite on the tangent space (or the factorisation fails for rounding)."""
+        R = self.factorise(point)
+        return None if R is None else self.solve(R, point)
+
+    def run(self) -> "BandedRun":
+        """The step function of one run (:class:`BandedRun`): the steps of this object, and one chord step after a
+        small one."""
+        return BandedRun(self)
+
+
+#: A step whose largest change of L (a units-free log-density) is at most this lets the next step reuse its factor
+#: (:class:`BandedRun`).  Decision, measured (docs/performance.md, "eighth session"): the last step of a run then
+#: costs a triangular solve (6-10 us) instead of a band and a factorisation (about 100 us); whole fits 3-8 % faster
+#: on the paper's meshes and random problems of 12-20 nodes a side, in as many steps, to the same energy (1e-16).
+#: Near the minimum the chord step's error is the exact step's times about the change since the factor; 1e-1 took
+#: a step more now and then; reusing each factor once whatever the step, up to 7 more (16 x 16 l6: 18 steps against 11).
+CHORD_STEP = 1e-3
+
+
+class BandedRun:
+    """One run's banded Newton steps (the solver asks :meth:`LogDensityEnergy.newton_direct` once per run; the
+    :class:`BandedNewton` it wraps is shared between runs and threads, this object is not).
+
+    A step is the exact Newton step, except right after an exact step that changed L by at most :data:`CHORD_STEP`
+    (max-abs): the next step then solves with that step's factor (a chord step, ``-H_prev^{-1} G``: a descent
+    direction, as H_prev is positive definite), once, and the step after it factorises again.  Near the minimum the
+    Hessian hardly moves over such a change, so the chord step is as good as the exact one for the stopping rule;
+    the run is the last step or two of a Newton run, where the band and the factorisation were most of the time
+    (``chord_steps`` counts them)."""
+
+    def __init__(self, banded: BandedNewton):
+        self.banded = banded
+        self.factor: np.ndarray | None = None  # the last exact step's factor, while it may be reused once
+        self.chord_steps = 0
+
+    def __call__(self, point) -> np.ndarray | None:
+        if self.factor is not None:
+            R, self.factor = self.factor, None
+            d = self.banded.solve(R, point)
+            if d is not None:
+                self.chord_steps += 1
+                return d
+        R = self.banded.factorise(point)
+        if R is None:
+            return None
+        d = self.banded.solve(R, point)
+        if d is not None and float(np.max(np.abs(d))) <= CHORD_STEP:
+            self.factor = R
+        return d

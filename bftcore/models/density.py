@@ -48,7 +48,7 @@ from ..foundations.records import FitResult, Record, finite_list, finite_or_none
 from ..foundations.solvers import iterate as solver_iterate
 from ..foundations.templates import paper_true_density, template_field
 from .active_set import ActiveSetStep, project_simplex
-from .banded_newton import BandedNewton
+from .banded_newton import BandedNewton, BandedRun
 
 EMPIRICAL_EPS = 1e-10  # epsilon of the delta-peak start ln(N/n + eps), Fig. 22
 
@@ -401,12 +401,13 @@ class LogDensityEnergy(DensityEnergy):
             return previous
         return SeparablePreconditioner(point, strong, cache)
 
-    def newton_direct(self) -> BandedNewton | None:
-        """The exact Newton step for one run (:class:`bftcore.models.banded_newton.BandedNewton`: a banded Cholesky
-        per step, single Gaussian priors on the smallest grids), or None where CG is cheaper or it does not apply.
-        Only this class: the band is the Hessian (160) of the Gaussian prior ``prior``, and the subclasses (a prior
-        potential, local priors) replace that prior's part of the Hessian."""
-        return BandedNewton.for_energy(self) if type(self) is LogDensityEnergy else None
+    def newton_direct(self) -> BandedRun | None:
+        """The exact Newton steps of one run (:class:`bftcore.models.banded_newton.BandedRun`: a banded Cholesky
+        per step, single Gaussian priors on the smallest grids, and a chord step after a small step), or None where
+        CG is cheaper or it does not apply.  Only this class: the band is the Hessian (160) of the Gaussian prior
+        ``prior``, and the subclasses (a prior potential, local priors) replace that prior's part of the Hessian."""
+        banded = BandedNewton.for_energy(self) if type(self) is LogDensityEnergy else None
+        return None if banded is None else banded.run()
 
     def at(self, L: np.ndarray) -> LogPoint:
         return LogPoint(self, np.asarray(L, dtype=float))

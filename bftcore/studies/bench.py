@@ -166,7 +166,7 @@ class SparseDirectMatrix(NewtonMatrix):
 def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[int], int]:
     """One Newton run of ``config`` with the learning matrix class ``matrix`` (the stopping rule of the
     configuration, the kernel start): ``(seconds of the iteration, final energy, CG iterations of each step solved
-    by CG, steps solved by the energy's exact banded solve)`` (the banded steps of a small grid,
+    by CG, steps solved by the energy's banded solve)`` (the banded steps of a small grid, exact or chord steps,
     :mod:`bftcore.models.banded_newton`)."""
     problem = api.build_density(config)
     so_ = problem.config["solver"]
@@ -306,8 +306,8 @@ def table(rows, repeats: int, lbfgs_max_s: float, base: int = REFINED_BASE) -> s
              "  ratio = L-BFGS-B / fit, solver = L-BFGS-B / to goal (> 1: bftcore faster); '>' = L-BFGS-B stopped "
              f"before the goal, at the larger of {lbfgs_max_s:g} s and twice bftcore's fit",
              "  floor = sparse-direct Newton to the fit's stop ('-': not run above 4096 nodes)",
-             "  banded = Newton steps solved exactly by one banded Cholesky (small grids); CG/step and CG max "
-             "count the others"]
+             "  banded = Newton steps solved by the banded Cholesky (small grids: the exact step, or after a small "
+             "step a chord step with its factor); CG/step and CG max count the others"]
     families = [f for f in FAMILIES if any(r["family"] == f for r in rows)]
     for family in families:
         lines += [f"{family} family: {FAMILY_TITLES[family].format(base=base)}",
