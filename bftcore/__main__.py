@@ -667,7 +667,8 @@ def main(argv=None) -> int:
                    help=f"the refined family's problem: random_problem(N), domain [1, N]^2 (default "
                         f"{bench.REFINED_BASE}, the grid family's {bench.REFINED_BASE} x {bench.REFINED_BASE} problem)")
     p.add_argument("--quick", action="store_true",
-                   help="each family's smallest sizes (grid 10x15,16,32; refined 16,32), one run each (a smoke test)")
+                   help="each family's smallest sizes (grid 10x15,16,32; refined 16,32), one run each (a smoke "
+                        "test); not with --sizes")
     p.add_argument("--json", action="store_true", help="machine-readable output: rows (each with its family), "
                    "exponents (the grid family's) and exponents_refined")
     args = parser.parse_args(argv)
@@ -702,6 +703,9 @@ def main(argv=None) -> int:
 
 def _bench(args, parser) -> int:
     """``python -m bftcore bench``: measure and print the table (:mod:`bftcore.studies.bench`)."""
+    if args.quick and args.sizes is not None:  # --quick used to drop --sizes silently
+        parser.error("bench: --quick runs its own sizes (grid 10x15,16,32; refined 16,32); give --quick or --sizes, "
+                     "not both")
     sizes = None if args.quick or args.sizes is None else \
         tuple(t.strip() for t in args.sizes.split(",") if t.strip())
     repeats = 1 if args.quick else args.repeats

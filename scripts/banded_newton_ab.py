@@ -48,11 +48,35 @@ def timed_runs(cfg: dict, repeats: int) -> dict:
     return {k: (min(r[0] for r in v), v[0][1], v[0][2]) for k, v in out.items()}
 
 
+def int_list(lo: int, hi: int):
+    """An argparse type: comma-separated integers between ``lo`` and ``hi``, or an error that says so."""
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(t) for t in text.split(",") if t.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+        if not values or not all(lo <= v <= hi for v in values):
+            raise argparse.ArgumentTypeError(f"{text!r}: give integers between {lo} and {hi}, e.g. {lo},{lo + 1}")
+        return values
+    return parse
+
+
+def repeats_count(text: str) -> int:
+    """An argparse type: one integer from 1 to 10000."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer; give the runs per route, e.g. 60") from None
+    if not 1 <= value <= 10000:
+        raise argparse.ArgumentTypeError(f"{value}: give between 1 and 10000 runs per route")
+    return value
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=int, default=60)
-    ap.add_argument("--seeds", default="0,1,2,3")
-    ap.add_argument("--sizes", default="12,16,20,24,32")
+    ap.add_argument("--repeats", type=repeats_count, default=60, help="runs per route, 1 to 10000 (the min is printed)")
+    ap.add_argument("--seeds", type=int_list(0, 2 ** 31 - 1), default=[0, 1, 2, 3], help="random_problem seeds")
+    ap.add_argument("--sizes", type=int_list(4, 64), default=[12, 16, 20, 24, 32], help="n of the n x n grids")
     ap.add_argument("--no-bounds", action="store_true", help="the banded step at every size")
     args = ap.parse_args()
     blas_threads()
@@ -60,18 +84,19 @@ def main() -> None:
         banded_newton.MAX_NODES, banded_newton.MAX_WORK = 10 ** 9, 1e15
         banded_newton._banded_newton.cache_clear()
     cases = [(name, figure_config(name)) for name in ("fig14", "fig16", "fig21")]
-    for n in (int(s) for s in args.sizes.split(",")):
+    repeats = args.repeats
+    for n in args.sizes:
         for prior in ({"l2": 1.0}, {"l6": 0.1}):
-            for seed in (int(s) for s in args.seeds.split(",")):
+            for seed in args.seeds:
                 cases.append((f"{n}x{n} {next(iter(prior))} seed {seed}", random_problem(n, prior, seed=seed)))
-    print(f"whole Newton iterations, min of {args.repeats} (a third above 400 nodes), ms; the package's route "
+    print(f"whole Newton iterations, min of {repeats} (a third above 400 nodes), ms; the package's route "
           f"(banded where it applies) against CG only{'; banded at every size' if args.no_bounds else ''}")
     print(f"{'case':>22} {'nodes':>5} {'banded':>9} {'steps':>5} {'CG only':>9} {'steps':>5} {'change':>7} "
           f"{'energies':>9}")
     with using(UNLIMITED):
         for name, cfg in cases:
             nodes = cfg["grid"]["x"]["n"] * cfg["grid"]["y"]["n"]
-            r = timed_runs(cfg, args.repeats if nodes <= 400 else max(1, args.repeats // 3))
+            r = timed_runs(cfg, repeats if nodes <= 400 else max(1, repeats // 3))
             (tb, sb, eb), (tc, sc, ec) = r["banded"], r["cg"]
             print(f"{name:>22} {nodes:>5} {tb * 1e3:>9.3f} {sb:>5} {tc * 1e3:>9.3f} {sc:>5} "
                   f"{100 * (tb / tc - 1):>+6.0f}% {abs(eb - ec) / max(abs(ec), 1e-300):>9.1e}")

@@ -240,3 +240,16 @@ def test_fits_with_chord_steps_end_where_exact_steps_end(monkeypatch):
         assert abs(with_chord[-1].energy - exact[-1].energy) <= 1e-12 * abs(exact[-1].energy)
         assert np.max(np.abs(with_chord[-1].field - exact[-1].field)) < 1e-7
         assert with_chord[-1].iteration == exact[-1].iteration
+
+
+@pytest.mark.parametrize("argv, says", [(["--sizes", "3x"], "not a comma-separated list of integers"),
+                                         (["--sizes", "2"], "between 4 and 64"), (["--seeds", "a"], "--seeds"),
+                                         (["--repeats", "0"], "between 1 and 10000")])
+def test_the_ab_script_refuses_bad_arguments(argv, says):
+    """scripts/banded_newton_ab.py says what is wrong with an argument (argparse's exit 2), not a traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[1] / "scripts" / "banded_newton_ab.py"
+    out = subprocess.run([sys.executable, str(script), *argv], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and says in out.stderr and "Traceback" not in out.stderr

@@ -175,7 +175,8 @@ def test_bench_exponents_per_family():
 @pytest.mark.parametrize("argv", [["bench", "--repeats", "0"], ["bench", "--sizes", "2"], ["bench", "--sizes", ","],
                                   ["bench", "--lbfgs-max", "-1"], ["bench", "--sizes", "ten"],
                                   ["bench", "--family", "finer"], ["bench", "--family", ","],
-                                  ["bench", "--base", "3"], ["bench", "--base", "4096"], ["bench", "--base", "x"]])
+                                  ["bench", "--base", "3"], ["bench", "--base", "4096"], ["bench", "--base", "x"],
+                                  ["bench", "--quick", "--sizes", "0"], ["bench", "--quick", "--sizes", "64"]])
 def test_bench_cli_refuses_bad_arguments(argv, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)
