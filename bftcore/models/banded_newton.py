@@ -64,6 +64,13 @@ def x_order(nx: int, periodic: bool) -> np.ndarray:
     return order
 
 
+def band_reach(kx: np.ndarray) -> int:
+    """How far from the diagonal the x operator ``kx`` (dense, in band order) reaches: its half-bandwidth in
+    x nodes."""
+    rows, cols = np.nonzero(kx)
+    return int(np.max(np.abs(rows - cols))) if rows.size else 0
+
+
 @functools.lru_cache(maxsize=16)
 def _banded_newton(grid: Grid, lambda_x: float, lambda_y: float, l0: float, l2: float, l4: float, l6: float,
                    lam: float) -> "BandedNewton | None":
@@ -72,8 +79,7 @@ def _banded_newton(grid: Grid, lambda_x: float, lambda_y: float, l0: float, l2: 
     nx, ny = grid.shape
     order = x_order(nx, grid.x.boundary == "periodic")
     kx = axis_operator(grid.x, l0, l2, l4, l6).toarray()
-    rows, cols = np.nonzero(kx[np.ix_(order, order)])
-    reach = int(np.max(np.abs(rows - cols))) if rows.size else 0
+    reach = band_reach(kx[np.ix_(order, order)])
     if nx * ny > MAX_NODES or nx * ny * ((reach + 1) * ny) ** 2 > MAX_WORK:
         return None
     scale = lam * grid.cell
@@ -111,7 +117,7 @@ class BandedNewton:
         self.kx_diag = np.diag(kx).copy()
         self.rows, self.cols = np.nonzero(np.tril(kx, -1))  # the off-diagonal blocks (i > k), in band order
         self.kx_off = kx[self.rows, self.cols]
-        reach = int(np.max(self.rows - self.cols)) if self.rows.size else 0
+        reach = band_reach(kx)
         self.nx, self.ny, self.n = nx, ny, nx * ny
         self.u = u = (reach + 1) * ny - 1
         # LAPACK's lower banded storage ab[k, c] = H[c + k, c] (k = 0..u), kept as the C-ordered transpose
