@@ -200,7 +200,7 @@ class BandedNewton:
 
 #: A step whose largest change of L (a units-free log-density) is at most this lets the next step reuse its factor
 #: (:class:`BandedRun`).  Decision, measured (docs/performance.md, "eighth session"): the last step of a run then
-#: costs a triangular solve (6-10 us) instead of a band and a factorisation (about 100 us); whole fits 3-8 % faster
+#: costs a triangular solve (6-10 us) instead of a band and a factorisation (85-100 us); whole fits 3-8 % faster
 #: on the paper's meshes and random problems of 12-20 nodes a side, in as many steps, to the same energy (1e-16).
 #: Near the minimum the chord step's error is the exact step's times about the change since the factor; 1e-1 took
 #: a step more now and then; reusing each factor once whatever the step, up to 7 more (16 x 16 l6: 18 steps against 11).
