@@ -214,8 +214,8 @@ class BandedRun:
     A step is the exact Newton step, except right after an exact step that changed L by at most :data:`CHORD_STEP`
     (max-abs): the next step then solves with that step's factor (a chord step, ``-H_prev^{-1} G``: a descent
     direction, as H_prev is positive definite), once, and the step after it factorises again.  Near the minimum the
-    Hessian hardly moves over such a change, so the chord step is as good as the exact one for the stopping rule;
-    the run is the last step or two of a Newton run, where the band and the factorisation were most of the time
+    Hessian hardly moves over such a change, so the chord step is as good as the exact one for the stopping rule.
+    Such steps are the last one or two of a run, where the band and the factorisation were most of a step's time
     (``chord_steps`` counts them)."""
 
     def __init__(self, banded: BandedNewton):
