@@ -948,13 +948,9 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     _within(len(data), limits.max_points, "a data set of {} points", "use fewer points")
     plain_x = x["min"] if x["n"] == 1 and model == "density" else None
     fast = _float_pairs(data, plain_x)
-    if fast is None:
-        pts = [_data_point(p, k, plain_x, model) for k, p in enumerate(data)]
-        arr = pts
-    else:
-        pts, arr = fast
+    pts = [_data_point(p, k, plain_x, model) for k, p in enumerate(data)] if fast is None else fast[0]
     try:
-        grid.check_points(arr, x_only=model == "regression")
+        grid.check_points(pts if fast is None else fast[1], x_only=model == "regression")
     except ValueError as e:
         raise ConfigError(str(e)) from None
 

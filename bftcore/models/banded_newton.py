@@ -225,8 +225,8 @@ class BandedRun:
 
     def __call__(self, point) -> np.ndarray | None:
         if self.factor is not None:
-            R, self.factor = self.factor, None
-            d = self.banded.solve(R, point)
+            previous, self.factor = self.factor, None
+            d = self.banded.solve(previous, point)
             if d is not None:
                 self.chord_steps += 1
                 return d
