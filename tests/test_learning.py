@@ -160,6 +160,18 @@ def test_a_running_cluster_reached_by_address_gives_the_serial_document_every_ca
         assert run_tasks(abs, list(range(-100, 0)), address) == list(range(100, 0, -1))
 
 
+def test_tasks_go_in_four_chunks_per_worker_thread_and_at_least_eight():
+    """Dask costs a few ms a task, so tasks travel in chunks: four per worker thread, at least 8 (the progress bar's
+    steps), never more than the tasks.  The in-process engine (one thread) reports progress once per chunk."""
+    from bftcore.foundations.distributed import chunk_count
+    assert [chunk_count(160, 2), chunk_count(160, 1), chunk_count(1000, 16), chunk_count(5, 2), chunk_count(0, 2)] \
+        == [8, 8, 64, 5, 1]
+    seen = []
+    assert run_tasks(abs, list(range(-100, 0)), "inprocess", progress=lambda d, t: seen.append(d)) \
+        == list(range(100, 0, -1))
+    assert len(seen) == 8 and seen[-1] == 100 and seen == sorted(seen)
+
+
 def test_progress_and_cancel():
     seen = []
     run_tasks(abs, [-1, -2, -3, -4], "inprocess", progress=lambda d, t: seen.append((d, t)))

@@ -171,8 +171,21 @@ def _run_chunk(fn: Callable, chunk: list, limits: Limits) -> list:
 
 #: Dask tasks per worker thread: the tasks are grouped into about this many chunks per thread (at least
 #: MIN_CHUNKS), few enough to hide Dask's cost a task, enough to balance the load and to move the progress bar.
+#: Decision (issue 31, measured on the README's learning curve, fig21's preset, 800 fits, a running cluster of two
+#: workers on this 2-core machine): a Dask task costs about 6 ms of the machine's CPU (the client's, the
+#: scheduler's and the worker's messages), which on two cores comes out of the workers' time.  Once the fits got
+#: faster (the curve's 800 fits take 1.2-1.5 s serially, 2.5 s before) the former minimum of 48 chunks held two
+#: workers to 1.32-1.49x the loop's throughput; 8 chunks (four per thread) gave 1.74-1.78x, 16 gave 1.62-1.71x.
+#: The chunks are strided, so four per thread are alike in cost and balance the load; the progress bar moves in at
+#: least 8 steps.
 CHUNKS_PER_THREAD = 4
-MIN_CHUNKS = 48
+MIN_CHUNKS = 8
+
+
+def chunk_count(tasks: int, threads: int) -> int:
+    """How many Dask tasks ``tasks`` tasks are sent in on an engine of ``threads`` worker threads:
+    :data:`CHUNKS_PER_THREAD` per thread, at least :data:`MIN_CHUNKS`, at most one per task (at least one)."""
+    return max(1, min(tasks, max(MIN_CHUNKS, CHUNKS_PER_THREAD * threads)))
 
 
 def run_tasks(fn: Callable[[Any], Any], tasks: Sequence, scheduler: str | None = None,
@@ -320,7 +333,7 @@ def _gather(engine: _client, fn, tasks, limits, progress, cancel, on_result) -> 
     with a timeout so that ``cancel`` is polled while nothing finishes).  A chunk that fails by its own exception
     raises it; one that a scheduler given by address lost raises a SchedulerError naming it."""
     client = engine.client
-    n_chunks = max(1, min(len(tasks), max(MIN_CHUNKS, CHUNKS_PER_THREAD * engine.threads)))
+    n_chunks = chunk_count(len(tasks), engine.threads)
     # strided, not contiguous: sweeps list their tasks from cheap to dear (a learning curve's sizes n grow), so
     # contiguous chunks left the dearest for last, one worker finishing them while the others idled; every strided
     # chunk holds a share of each kind (the results still come back in task order)
