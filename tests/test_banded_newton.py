@@ -234,6 +234,11 @@ def test_fits_with_chord_steps_end_where_exact_steps_end(monkeypatch):
         assert abs(with_chord[-1].energy - exact[-1].energy) <= 1e-12 * abs(exact[-1].energy)
         assert np.max(np.abs(with_chord[-1].field - exact[-1].field)) < 1e-7
         assert with_chord[-1].iteration == exact[-1].iteration
+        # the records say which steps were chord steps: each right after an exact step that moved L by <= CHORD_STEP
+        chords = [k for k, r in enumerate(with_chord) if r.method == "newton-chord"]
+        assert chords and not any(r.method == "newton-chord" for r in exact)
+        assert all(with_chord[k - 1].method == "newton" and with_chord[k - 1].change <= banded_newton.CHORD_STEP
+                   for k in chords)
 
 
 @pytest.mark.parametrize("argv, says", [(["--sizes", "3x"], "not a comma-separated list of integers"),

@@ -256,7 +256,7 @@ class NewtonMatrix:
     Where the energy offers an exact solve (``newton_direct``, see the module text) and it gives a step, that step is
     taken instead of CG (``cg_iterations`` 0; ``direct_steps`` counts them): E_L's banded Cholesky on the smallest
     grids (:mod:`bftcore.models.banded_newton`), where CG's fixed costs per step are the larger part; right after a
-    small step it reuses that step's factor once (a chord step).
+    small step it reuses that step's factor once (a chord step, labelled ``newton-chord`` in the records).
 
     Holds, for one run, the preconditioner (the energy's ``newton_preconditioner``, reused while it reports itself
     still good), its strength (it starts cheap and switches to the strong form for good once a CG solve needs
@@ -284,11 +284,14 @@ class NewtonMatrix:
             make = getattr(E, "newton_direct", None)
             self.direct = make() if make is not None else None
         if self.direct is not None:
+            chords = getattr(self.direct, "chord_steps", 0)
             d = self.direct(point)
             if d is not None:  # the exact step; None where the Hessian is not positive definite: CG below
                 self.cg_iterations = 0
                 self.direct_steps += 1
-                return d, self.name, ()
+                # a chord step (the previous step's factor reused, BandedRun) is labelled as such in the records
+                chord = getattr(self.direct, "chord_steps", 0) > chords
+                return d, self.name + "-chord" if chord else self.name, ()
         g0 = self.g0
         rtol = max(1e-12, np.sqrt(gn / g0))
         if gn > E.newton_loose_until * g0:
