@@ -35,9 +35,10 @@ import scipy.optimize as so
 import scipy.sparse as sp
 import scipy.sparse.linalg as spl
 
-from .. import api
 from ..foundations.limits import UNLIMITED, blas_threads, using
 from ..foundations.solvers import DescentStep, IterationController, NewtonMatrix, iterate, line_search
+from ..models.density import build_density, initial_field
+from ..models.fitting import fit
 from ..models.presets import figure_config, random_problem
 
 #: The default sizes: "10x15" is the paper mesh, "n" an n x n grid.
@@ -95,13 +96,13 @@ def lbfgs_time(config: dict, target: float, max_seconds: float = 300.0) -> tuple
     The energy and its g-gradient (L = g - ln sum exp(g), eq. 146) are written out lean here (numpy and one sparse
     product per evaluation, no energy objects), so the baseline is not slowed down by bftcore's bookkeeping.  The
     run stops after ``max_seconds`` (the energy then shows whether it reached the target)."""
-    problem = api.build_density(config)
+    problem = build_density(config)
     grid, N = problem.grid, problem.N.ravel()
     nx, ny = grid.shape
     hy, scale = grid.hy, problem.energy.prior.lam * grid.cell
     K = problem.K.matrix
     t = problem.energy.prior.templates[0].ravel()
-    g0 = api.initial_field(problem).ravel()
+    g0 = initial_field(problem).ravel()
     nfev = [0]
 
     def fun(g):
@@ -168,7 +169,7 @@ def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[in
     configuration, the kernel start): ``(seconds of the iteration, final energy, CG iterations of each step solved
     by CG, steps solved by the energy's banded solve)`` (the banded steps of a small grid, exact or chord steps,
     :mod:`bftcore.models.banded_newton`)."""
-    problem = api.build_density(config)
+    problem = build_density(config)
     so_ = problem.config["solver"]
     E = problem.energy
     cg_maxiter = int(min(1000, max(200, problem.grid.size // 16)))  # iterate's default
@@ -184,7 +185,7 @@ def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[in
             counts.append(newton.cg_iterations)
         return out
     newton.direction = counted
-    phi0 = api.initial_field(problem)
+    phi0 = initial_field(problem)
     t0 = time.perf_counter()
     energy = np.nan
     for rec in iterate(E, phi0, step=step,
@@ -198,9 +199,9 @@ def newton_to_goal(config: dict, goal: float) -> tuple[float, float, int]:
     (outside the clock), the same start, stopped at the first iterate whose energy is at most ``goal``.  Returns
     ``(seconds, energy, Newton steps)``; the iteration is the one :func:`bftcore.api.fit` runs (the configuration's
     method and settings), its own stopping rule applying if it ends first (the energy then shows it)."""
-    problem = api.build_density(config)
+    problem = build_density(config)
     so_ = problem.config["solver"]
-    phi0 = api.initial_field(problem)
+    phi0 = initial_field(problem)
     t0 = time.perf_counter()
     energy, steps = np.inf, 0
     for rec in iterate(problem.energy, phi0, method=so_["method"], mass2=so_["mass2"], min_iter=so_["min_iter"],
@@ -240,7 +241,7 @@ def run(sizes=None, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, 
             times, doc = [], None
             for _ in range(repeats):
                 t = time.perf_counter()
-                doc = api.fit(cfg)
+                doc = fit(cfg)
                 times.append(time.perf_counter() - t)
                 if times[0] > repeat_budget_s:  # a slow case is run once: the default table stays minutes
                     break

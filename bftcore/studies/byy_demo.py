@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import api
 from ..models import byy
+from ..models.fitting import fit
 
 CENTRES = (-4.0, 0.0, 4.0)
 PER_CLUSTER = 100
@@ -44,7 +44,7 @@ def heldout(size: int = HELDOUT_SIZE, seed: int = HELDOUT_SEED) -> np.ndarray:
 def bft_density(x: np.ndarray) -> dict:
     """The 1-D density of Lemm's field theory of the samples x, lambda chosen by the Laplace evidence: the grid,
     the density and the chosen lambda."""
-    res = api.fit({"grid": GRID, "prior": {"field": "L", "l2": 1.0}, "data": np.asarray(x).tolist(),
+    res = fit({"grid": GRID, "prior": {"field": "L", "l2": 1.0}, "data": np.asarray(x).tolist(),
                    "choose": {"lambda": "evidence"}})
     y = np.linspace(Y_MIN, Y_MAX, Y_NODES)
     return {"y": y, "P": np.asarray(res["P"], dtype=float)[0], "lambda": float(res["evidence"]["chosen"]["lambda"])}
@@ -95,8 +95,8 @@ def byy_document(seeds=SEEDS) -> dict:
                                    "y": h.mixture.density(y).tolist()},
                                   {"label": f"ML ({m.kept} kept)", "x": y.tolist(), "y": m.mixture.density(y).tolist()},
                                   {"label": f"BFT, λ = {bft['lambda']:.3g}", "x": y.tolist(), "y": bft["P"].tolist()}]})
-        for name, fit in (("harmony", h), ("ML", m)):
-            w = np.array(fit.weights_history)
+        for name, learned in (("harmony", h), ("ML", m)):
+            w = np.array(learned.weights_history)
             panels.append({"title": f"seed {rows[0]['seed']}: {name} weights over the iterations",
                            "xlabel": "iteration", "ylabel": "weight α_ℓ",
                            "curves": [{"label": f"component {j + 1}", "x": list(range(len(w))),

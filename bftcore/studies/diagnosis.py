@@ -45,10 +45,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .. import api
-from ..foundations.config import Valid, checked, copy_document, grid_from_config, kind_of
+from ..foundations.config import Valid, checked, copy_document, grid_from_config, kind_of, validate_config
 from ..models import evidence
 from ..models.density import build_density
+from ..models.fitting import evidence_document, run
 
 #: Values of lambda in a scan (the current one is added).
 SCAN_POINTS = 13
@@ -88,7 +88,7 @@ def scan_values(cfg: Valid, n: int = SCAN_POINTS) -> np.ndarray:
     """``n`` lambdas log-spaced over the evidence's range for this document, with its own lambda, ascending (a
     regression's range: its exact evidence path's default, from a prior weaker than the data to one stronger)."""
     if _regression(cfg):
-        path = np.asarray(api.evidence_document(cfg)["lambda"], dtype=float)
+        path = np.asarray(evidence_document(cfg)["lambda"], dtype=float)
         values = np.geomspace(path.min(), path.max(), n)
     else:
         values = evidence.default_values(build_density(cfg), "lambda", n)
@@ -127,7 +127,7 @@ def _with(cfg: dict, lam: float, data=None) -> Valid:
     if data is not None:
         doc["data"] = data
     doc.pop("choose", None)
-    return api.validate_config(doc)
+    return validate_config(doc)
 
 
 def _fits(cfg: dict, lambdas: np.ndarray, cancel: Callable[[], bool] | None, on_fit=None):
@@ -139,7 +139,7 @@ def _fits(cfg: dict, lambdas: np.ndarray, cancel: Callable[[], bool] | None, on_
         if cancel is not None and cancel():
             raise InterruptedError("the lambda scan was cancelled")
         try:
-            fit = api.run(_with(cfg, lambdas[k]), init=init)
+            fit = run(_with(cfg, lambdas[k]), init=init)
         except ValueError:
             continue
         out[k] = fit
