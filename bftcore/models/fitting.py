@@ -169,7 +169,8 @@ def choose_hyperparameters(config: dict) -> tuple[dict, dict | None]:
 
 
 def iterate(config: dict, init=None):
-    """Yield a :class:`Record` per iteration of the configured solver; close the generator to stop early."""
+    """Yield a :class:`~bftcore.foundations.records.Record` per iteration of the configured solver; close the
+    generator to stop early."""
     cfg = checked(config)
     blas_threads()
     yield from cfg.kind.iterate(cfg, init)
@@ -180,7 +181,8 @@ def run(config: dict, init=None, callback=None, check_stability: bool = False) -
 
     ``callback(record)`` is called for every iteration; returning True from it stops the run.
     ``check_stability=True`` (density) decides whether the solution is a local minimum
-    (:func:`is_local_minimum`), as beta sweeps and basins report it; a regression result always says.
+    (:func:`bftcore.models.density.is_local_minimum`), as beta sweeps and basins report it; a regression result
+    always says.
     """
     cfg = checked(config)
     blas_threads()

@@ -45,7 +45,7 @@ def bft_density(x: np.ndarray) -> dict:
     """The 1-D density of Lemm's field theory of the samples x, lambda chosen by the Laplace evidence: the grid,
     the density and the chosen lambda."""
     res = fit({"grid": GRID, "prior": {"field": "L", "l2": 1.0}, "data": np.asarray(x).tolist(),
-                   "choose": {"lambda": "evidence"}})
+               "choose": {"lambda": "evidence"}})
     y = np.linspace(Y_MIN, Y_MAX, Y_NODES)
     return {"y": y, "P": np.asarray(res["P"], dtype=float)[0], "lambda": float(res["evidence"]["chosen"]["lambda"])}
 
