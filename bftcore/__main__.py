@@ -341,9 +341,10 @@ def _evidence_values(text: str, flag: str, nodes: int):
     return np.geomspace(lo, hi, n)
 
 
-def _whole(low: int):
+def at_least(low: int):
     """An argparse type: a whole number >= ``low``, checked at the door, so that the message names the option
-    before any worker starts (``--seed=-1`` used to reach three Dask workers and come back as their tracebacks)."""
+    before any worker starts (``--seed=-1`` used to reach three Dask workers and come back as their tracebacks).
+    Public: the scripts' counts (``scripts/banded_newton_ab.py --repeats``) are checked by the same rule."""
     def whole(text: str) -> int:
         try:
             value = int(text)
@@ -582,7 +583,7 @@ def main(argv=None) -> int:
                         help="where the fits run: serial (default), inprocess, local[:N] (a Dask LocalCluster of N "
                              "worker processes) or a running Dask scheduler, e.g. tcp://host:8786")
     _tls_options(engine)
-    engine.add_argument("--seed", type=_whole(0), default=0, help="the seed of the resamples (default 0); the same "
+    engine.add_argument("--seed", type=at_least(0), default=0, help="the seed of the resamples (default 0); the same "
                         "seed gives the same document on every scheduler")
     engine.add_argument("--progress", action="store_true", help="draw the progress bar on stderr even when it is "
                         "not a terminal")
@@ -592,7 +593,7 @@ def main(argv=None) -> int:
     p.add_argument("config", help=data_help)
     p.add_argument("--n", required=True, metavar="LO:HI:K", help="K sizes from LO to HI, log-spaced (add :linear "
                    "for even spacing)")
-    p.add_argument("--resamples", type=_whole(1), default=20, help="data sets per size (default 20)")
+    p.add_argument("--resamples", type=at_least(1), default=20, help="data sets per size (default 20)")
     p.add_argument("--lambda", dest="lam", metavar="MIN:MAX:N", help="the lambda values compared (log-spaced; "
                    "default: the document's lambda times 1/4, 1/2, 1, 2, 4)")
     p.add_argument("--evidence", action="store_true", help="also fit each data set at its own evidence-chosen "
@@ -603,7 +604,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("bootstrap", parents=[common, engine, export],
                        help="bootstrap bands on h(x) (and P): the data resampled with replacement and refitted")
     p.add_argument("config", help=data_help)
-    p.add_argument("--resamples", type=_whole(2), default=50, help="resamples (default 50)")
+    p.add_argument("--resamples", type=at_least(2), default=50, help="resamples (default 50)")
     p.add_argument("--level", type=_fraction, default=0.9, help="the central band's probability (default 0.9)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("replica", help="replica learning curves of GP regression on a table of d-dimensional "
@@ -633,14 +634,14 @@ def main(argv=None) -> int:
     p.add_argument("--split", choices=replica_tables.SPLITS, default=replica_tables.SPLITS[0],
                    help="how --halves cuts the rows: order (rows 1..N/2 and the rest, the paper's; the default) or "
                         "random (a random half, from --seed)")
-    p.add_argument("--subset", type=_whole(2), metavar="N", help="also the theory of random subsets of N rows drawn "
+    p.add_argument("--subset", type=at_least(2), metavar="N", help="also the theory of random subsets of N rows drawn "
                    "without replacement (Fig 2: 2000 and 1000 of Abalone's 4177), each normalised and scaled over its "
                    "own rows, the target standardised over the whole table: rows of part 'random N rows' with the "
                    "mean and the range over --repeats subsets")
-    p.add_argument("--repeats", type=_whole(1), default=20, help="subsets of --subset (default 20, as Fig 2's bars)")
-    p.add_argument("--resamples", type=_whole(2), default=replica_tables.RESAMPLES,
+    p.add_argument("--repeats", type=at_least(1), default=20, help="subsets of --subset (default 20, as Fig 2's bars)")
+    p.add_argument("--resamples", type=at_least(2), default=replica_tables.RESAMPLES,
                    help=f"simulated training sets a size (default {replica_tables.RESAMPLES})")
-    p.add_argument("--seed", type=_whole(0), default=0, help="the seed of the resamples (default 0)")
+    p.add_argument("--seed", type=at_least(0), default=0, help="the seed of the resamples (default 0)")
     p.add_argument("--png", metavar="FILE.png", help="also draw the curves (variance and error against m) as a PNG")
     p.add_argument("--progress", action="store_true", help="draw the progress bar on stderr even when it is not a "
                    "terminal")
@@ -651,7 +652,7 @@ def main(argv=None) -> int:
                    "standard errors) and the settings")
     p = sub.add_parser("bench", help="the Newton benchmark (issue 31): bftcore against L-BFGS-B and a sparse-direct "
                        "Newton floor on the paper mesh and n x n grids, priors l2 and l6, with growth exponents")
-    p.add_argument("--repeats", type=_whole(1), default=3, help="runs per case, the median is printed (default 3)")
+    p.add_argument("--repeats", type=at_least(1), default=3, help="runs per case, the median is printed (default 3)")
     p.add_argument("--sizes", default=None, metavar="S1,S2,...",
                    help=f"comma-separated sizes, n (an n x n grid) or NXxNY, for every family (default: "
                         f"{','.join(bench.SIZES)} for the grid family, whose 10x15 is the paper mesh of Figs 14 and "
@@ -663,7 +664,7 @@ def main(argv=None) -> int:
                    help="problem families, comma-separated (default grid,refined): grid = the paper mesh and "
                         "random_problem(n) on an n x n mesh of unit spacing (the problem grows with the grid); "
                         "refined = one problem (random_problem(--base)'s data, domain and priors) on an n x n grid")
-    p.add_argument("--base", type=_whole(4), default=bench.REFINED_BASE, metavar="N",
+    p.add_argument("--base", type=at_least(4), default=bench.REFINED_BASE, metavar="N",
                    help=f"the refined family's problem: random_problem(N), domain [1, N]^2 (default "
                         f"{bench.REFINED_BASE}, the grid family's {bench.REFINED_BASE} x {bench.REFINED_BASE} problem)")
     p.add_argument("--quick", action="store_true",

@@ -14,7 +14,7 @@ import argparse
 import time
 
 from bftcore import api
-from bftcore.__main__ import _whole
+from bftcore.__main__ import at_least  # the CLI's own check of a count
 from bftcore.foundations.limits import UNLIMITED, blas_threads, using
 from bftcore.foundations.solvers import iterate
 from bftcore.models import banded_newton
@@ -64,7 +64,7 @@ def int_list(lo: int, hi: int):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--repeats", type=_whole(1), default=60, help="runs per route (the min is printed)")
+    ap.add_argument("--repeats", type=at_least(1), default=60, help="runs per route (the min is printed)")
     ap.add_argument("--seeds", type=int_list(0, 2 ** 31 - 1), default=[0, 1, 2, 3], help="random_problem seeds")
     ap.add_argument("--sizes", type=int_list(4, 64), default=[12, 16, 20, 24, 32], help="n of the n x n grids")
     ap.add_argument("--no-bounds", action="store_true", help="the banded step at every size")
