@@ -20,7 +20,7 @@ from app.session import BFTSession  # noqa: E402
 from app.transport import ARIA_JS, install_browser_patches, user_action  # noqa: E402
 from app.views.byy import BYYView  # noqa: E402
 from app.views.canvas import DataCanvas  # noqa: E402
-from app.views.common import ARIA, LATER_ARIA, LiveText  # noqa: E402
+from app.views.common import ARIA, LATER_ARIA, BuiltWhenShown, LiveText  # noqa: E402
 from app.views.controls import Controls  # noqa: E402
 from app.views.evidence import EvidenceView  # noqa: E402
 from app.views.image_completion import ImageCompletionView  # noqa: E402
@@ -269,7 +269,9 @@ def build():
     evidence_view = EvidenceView(session=session, canvas=canvas, regression=regression_view)
     # beside the heatmap, so that its curve and the band on the heatmap follow the clicks; it computes only while
     # open (30 sessions of a class would otherwise each solve a path of 25 fits after every click)
-    evidence_card = pn.Card(evidence_view, title="Evidence: choose λ from the data", collapsed=True,
+    # its contents (controls, the evidence plot, the explanation: 70 models) are built when the card is first opened
+    evidence_card = pn.Card(pn.Spacer(visible=False, margin=0), title="Evidence: choose λ from the data",
+                            collapsed=True,
                             sizing_mode="stretch_width", margin=(5, 0), css_classes=["bft-evidence-card"],
                             header_background="#f3f3f3")
     # the posterior on the hero plot (issue 28): the band of h(x) on the heatmap, draws of h on a regression curve;
@@ -279,6 +281,9 @@ def build():
     canvas.extras.append(uncertainty)
 
     def follow_posterior(_event=None):
+        if not evidence_card.collapsed and not evidence_view.placed:
+            evidence_view.placed = True
+            evidence_card.objects = [evidence_view]
         evidence_view.set_active(uncertainty.value or not evidence_card.collapsed)
     evidence_card.param.watch(user_action(follow_posterior), "collapsed")
     uncertainty.param.watch(user_action(follow_posterior), "value")
@@ -302,8 +307,9 @@ def build():
                            margin=0, css_classes=["bft-alarms"])
         return pn.FlexBox(tile(alarms, full=True), tile(mixing_view), tile(traces_view), tile(overfitting_view),
                           tile(metastability_view),
-                          # the BYY mixture of a 1-D density (hidden otherwise), beside the traces
-                          tile(BYYView(session=session)),
+                          # the BYY mixture of a 1-D density, beside the traces: built once a 1-D density is shown
+                          tile(BuiltWhenShown(session, lambda: BYYView(session=session),
+                                              lambda s: s.kind.name == "density_1d", ["model", "nx", "method"])),
                           *(tile(v, full=True) for v in (traces_view.playback, prior.slice_panel(), regression_view,
                                                          evidence_card, mixing_view.explanation(),
                                                          traces_view.explanation())),

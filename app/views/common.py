@@ -11,7 +11,7 @@ from bokeh.models import PlainText
 from bokeh.palettes import Category10_10, Cividis256, Viridis256
 from bokeh.plotting import figure
 
-from ..transport import TextOnlyStr
+from ..transport import TextOnlyStr, after_user_action
 
 PALETTE = Viridis256          # heatmaps: perceptually uniform
 SERIES = Category10_10        # line series: distinct hues
@@ -198,6 +198,41 @@ def show_drawn(pane: pn.pane.Bokeh, shown: bool) -> None:
         pane.visible = shown
 
 
+class BuiltWhenShown(pn.viewable.Viewer):
+    """A view's place in a layout, the view built only once the session's problem first shows it.
+
+    ``make()`` builds the view, ``shown(session)`` says whether the problem shows it, checked again when one of the
+    session's parameters ``watch`` changes.  Until then the place holds a hidden spacer: the page does not pay the
+    view's models (the BYY tile of a 1-D density is 94 of them, built in every page although only that kind shows
+    it).  Built, the view stays and hides itself as before.  Within a user action (a preset, an upload) it is built
+    after the action's message has gone out (:func:`app.transport.after_user_action`), as a redraw is."""
+
+    def __init__(self, session, make, shown, watch):
+        super().__init__()
+        self.session, self._make, self._shown = session, make, shown
+        self.view = None
+        self.place = pn.Column(pn.Spacer(visible=False, margin=0), sizing_mode="stretch_width", margin=0)
+        self._watcher = session.param.watch(self._check, list(watch))
+        self._check()
+
+    def _check(self, *_):
+        if self.view is None and self._shown(self.session):
+            if not after_user_action(getattr(self.session.pump, "doc", None), self.build):
+                self.build()
+
+    def build(self):
+        """Build the view now (once) and put it in its place."""
+        if self.view is not None:
+            return self.view
+        self.session.param.unwatch(self._watcher)
+        self.view = self._make()
+        self.place.objects = [self.view]
+        return self.view
+
+    def __panel__(self):
+        return self.place
+
+
 def set_changed(obj, **props):
     """Assign only the properties whose value differs: keeps per-frame updates to what really changed."""
     changed = {k: v for k, v in props.items() if getattr(obj, k) != v}
@@ -221,7 +256,7 @@ def teaching(equation: str, text: str) -> pn.Column:
 
 
 __all__ = ["ALARM_STYLES", "ARIA", "LATER_ARIA", "alarm_html", "HV_OVERLAY", "LEGEND", "PALETTE", "SERIES",
-           "Cividis256", "Shown", "hv_look",
+           "BuiltWhenShown", "Cividis256", "Shown", "hv_look",
            "hv_name", "hv_pane", "make_figure", "style_figure",
            "legend_outside", "html_text", "markdown_text",
            "set_changed", "teaching", "replace_data", "hidden_until_drawn", "show_drawn"]

@@ -173,11 +173,14 @@ class PriorView(pn.viewable.Viewer):
         super().__init__(**params)
         s = self.session
         # the thumbnails and the samples are declared (HoloViews, see the module's docstring): one stream each, the
-        # view sends them what they draw
-        self.thumb_data = [Pipe(data=d) for d in self._thumb_data()]
-        self.thumb_panes = [hv_pane(hv.DynamicMap(partial(thumb_element, j), streams=[pipe], cache_size=1),
-                                    sizing_mode="fixed", width=76, height=56, margin=0, visible=False)
-                            for j, pipe in enumerate(self.thumb_data)]
+        # view sends them what they draw.  A thumbnail is built when a template first needs it (_grow_thumbs): the
+        # six of them were 266 of a new page's 1345 models and a third of the server's time to build it, for a
+        # problem without templates (the default) that never shows one.  Built, it stays (hidden when unused).
+        self.thumb_data: list[Pipe] = []
+        self.thumb_panes: list[pn.pane.HoloViews] = []
+        # until then the row holds a spacer of a thumbnail's height (an empty layout is a warning of Bokeh's checks)
+        self.thumb_row = pn.Row(pn.Spacer(width=0, height=56, margin=0), margin=(0, 0, 0, 40), height=58,
+                                css_classes=["bft-thumbs"])
         self.sample_data = Pipe(data=dict(fields=[], bounds=(0, 0, 1, 1), titles=[""] * N_SAMPLES))
         self.sample_panes = [hv_pane(hv.DynamicMap(partial(sample_element, k), streams=[self.sample_data],
                                                    cache_size=1), sizing_mode="fixed", width=230, height=210, margin=2)
@@ -276,12 +279,32 @@ class PriorView(pn.viewable.Viewer):
         return out
 
     def _update_thumbs(self, *_):
-        for pane, pipe, data in zip(self.thumb_panes, self.thumb_data, self._thumb_data()):
+        datas = self._thumb_data()
+        if sum(d["shown"] for d in datas) > len(self.thumb_panes):
+            # within a user action (a preset, an upload) after its message has gone out, as a redraw is (_send)
+            doc = self.session.pump.doc if self.session is not None else None
+            if not after_user_action(doc, self._grow_thumbs):
+                self._grow_thumbs()
+        for pane, pipe, data in zip(self.thumb_panes, self.thumb_data, datas):
             if pane.visible != data["shown"]:
                 pane.visible = data["shown"]
             # a template's slider redraws that template's thumbnail alone; a hidden one keeps what it drew
             if data["shown"] and not _same(pipe.data, data):
                 self._send(self.thumbs_shown, pipe, data)
+
+    def _grow_thumbs(self) -> None:
+        """Build the thumbnails the templates now need and have not had yet (each drawn from its data at once), and
+        put them in the row in one change."""
+        datas = self._thumb_data()
+        needed = sum(d["shown"] for d in datas)
+        if needed <= len(self.thumb_panes):
+            return
+        for j in range(len(self.thumb_panes), needed):
+            pipe = Pipe(data=datas[j])
+            self.thumb_data.append(pipe)
+            self.thumb_panes.append(hv_pane(hv.DynamicMap(partial(thumb_element, j), streams=[pipe], cache_size=1),
+                                            sizing_mode="fixed", width=76, height=56, margin=0))
+        self.thumb_row.objects = list(self.thumb_panes)
 
     def _send(self, shown: Shown, pipe: Pipe, data) -> None:
         """Send a plot what it draws: within a user action (a preset, a button) after the action's message has gone
@@ -320,8 +343,9 @@ class PriorView(pn.viewable.Viewer):
                                     "believes before any data. A larger λ gives smoother fields.")
 
     def thumbnails(self):
-        """The template thumbnails, one per template (placed beside the mixing bars)."""
-        return pn.Row(*self.thumb_panes, margin=(0, 0, 0, 40), height=58, css_classes=["bft-thumbs"])
+        """The template thumbnails, one per template (placed beside the mixing bars; empty, at its height, until a
+        template needs one)."""
+        return self.thumb_row
 
     def samples_panel(self):
         return pn.Column(pn.pane.Markdown("**Random fields from the prior**", margin=(0, 10)),
