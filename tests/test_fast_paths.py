@@ -109,6 +109,40 @@ def test_green_face_step_equals_the_kkt_solution():
     np.testing.assert_allclose(d.sum(axis=1), 0, atol=1e-12)
 
 
+@pytest.mark.parametrize("method", ["newton", "massive"])
+def test_sparse_face_step_equals_the_kkt_solution_solved_densely(method):
+    """Above 600 unknowns the face step of field P factorises its KKT matrix sparsely (SuperLU with a symmetric
+    ordering, active_set.SADDLE_LU): the same direction as the KKT system built here and solved densely, on a face
+    with nodes held at zero."""
+    cfg = presets.figure_config("fig17")
+    cfg["grid"]["x"]["n"], cfg["grid"]["y"]["n"] = 32, 30  # 960 nodes: the sparse route
+    cfg["solver"].update(method="newton", min_iter=1, max_iter=6)
+    problem = api.build_density(cfg)
+    E, grid = problem.energy, problem.grid
+    recs = list(api.iterate(cfg))
+    pt = E.at(recs[-1].P)
+    active = epsilon_active(pt)
+    assert active.any() and (~active).sum() + grid.shape[0] > 600  # a face with nodes at zero, the sparse route
+    mass2 = 1.0
+    d = active_set.free_set_direction(pt, active, method, mass2, FaceCaches())
+    free = np.flatnonzero(~active.ravel())
+    nf, nx, ny = free.size, grid.shape[0], grid.shape[1]
+    K = problem.K.matrix.toarray()
+    if method == "massive":
+        A = K + mass2 * np.eye(grid.size)
+    else:  # the Hessian (181) of E_P: lambda cell K + N / P^2
+        A = E.prior.lam * grid.cell * K + np.diag((E.N / np.where(pt.P > 0, pt.P, 1.0) ** 2).ravel())
+    kkt = np.zeros((nf + nx, nf + nx))
+    kkt[:nf, :nf] = A[np.ix_(free, free)]
+    kkt[np.arange(nf), nf + free // ny] = grid.hy
+    kkt[nf + free // ny, np.arange(nf)] = grid.hy
+    sol = np.linalg.solve(kkt, np.concatenate([-pt.gradient.ravel()[free], np.zeros(nx)]))
+    ref = np.zeros(grid.size)
+    ref[free] = sol[:nf]
+    np.testing.assert_allclose(d.ravel(), ref, atol=1e-9 * np.abs(ref).max())
+    np.testing.assert_allclose(d.sum(axis=1), 0, atol=1e-10 * np.abs(ref).max())
+
+
 @pytest.mark.parametrize("bx, by", [("periodic", "neumann"), ("neumann", "neumann"), ("periodic", "periodic")])
 def test_dense_inverse_and_assembled_operator(bx, by):
     grid = Grid(Axis(0, 3, 7, bx), Axis(-1, 1, 9, by))

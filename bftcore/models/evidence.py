@@ -68,6 +68,7 @@ from ..foundations.limits import blas_threads
 from ..foundations.operators import PriorOperator, free_null_dim
 from ..foundations.solvers import at_energy_rounding
 from ..foundations.solvers import iterate as solver_iterate
+from .active_set import SADDLE_LU
 from .density import DensityProblem, LogDensityEnergy, LogPoint, Prior, build_density, normalise_log
 
 #: Grids up to this many nodes get the exact log-determinant (sparse LU of the bordered Hessian, 10-20 ms at
@@ -203,8 +204,7 @@ class BorderedHessian:
                                p.ravel(), p.ravel()])
         data = np.bincount(slot, weights=vals[order], minlength=indices.size)
         self.B = sp.csc_matrix((data, indices, indptr), shape=(n + nx, n + nx))
-        self.lu = spl.splu(self.B, permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.1,
-                           options={"SymmetricMode": True})
+        self.lu = spl.splu(self.B, **SADDLE_LU)
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         return self.lu.solve(rhs)
