@@ -112,7 +112,7 @@ def test_green_face_step_equals_the_kkt_solution():
 @pytest.mark.parametrize("method", ["newton", "massive"])
 def test_sparse_face_step_equals_the_kkt_solution_solved_densely(method):
     """Above 600 unknowns the face step of field P factorises its KKT matrix sparsely (SuperLU with a symmetric
-    ordering, active_set.SADDLE_LU): the same direction as the KKT system built here and solved densely, on a face
+    ordering, bftcore.foundations.linalg.SADDLE_LU): the same direction as the KKT system built here and solved densely, on a face
     with nodes held at zero."""
     cfg = presets.figure_config("fig17")
     cfg["grid"]["x"]["n"], cfg["grid"]["y"]["n"] = 32, 30  # 960 nodes: the sparse route

@@ -35,7 +35,8 @@ def reference_fit(grid, data, lam, lambda_x, lambda_y, template=None):
 # ------------------------------------------------------------------------------------------------ the mixture
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_em_energy_never_increases(seed):
-    """EM on the labels: E(L) after every sweep <= before (to the energy's rounding, 1e-15 relative), on random
+    """EM on the labels: E(L) after every sweep <= before (to the energy's rounding, 1e-14 relative: the floor of
+    bftcore.foundations.solvers.at_energy_rounding; the converged sweeps move E by a few ulps either way), on random
     problems with filter switching and with template switching; and S(L; a) = E(L) where a was taken."""
     rng = np.random.default_rng(100 + seed)
     grid = make_grid()
@@ -48,7 +49,7 @@ def test_em_energy_never_increases(seed):
         fit = ld.fit_local_density(E, L0=rng.normal(size=grid.shape), max_iter=1000)
         assert fit.converged
         e = np.asarray(fit.energy)
-        assert np.all(np.diff(e) <= 1e-15 * np.abs(e[1:])), np.diff(e).max()
+        assert np.all(np.diff(e) <= 1e-14 * np.abs(e[1:])), np.diff(e).max()
         assert e[-1] < e[0]
         L = normalise_log(rng.normal(size=grid.shape), grid.hy)
         pt = E.at(L)

@@ -26,20 +26,12 @@ import warnings
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-import scipy.sparse.linalg as spl
 
+from ..foundations.linalg import saddle_lu
 from ..foundations.mixing import mixture_energy
 
 _ONE_TO_N: dict[int, np.ndarray] = {}
 
-#: SuperLU's options for a symmetric saddle-point (KKT) matrix ``[[A, B], [B^T, 0]]``: the minimum-degree ordering of
-#: ``A^T + A`` kept (symmetric mode), a diagonal pivot taken unless it is below a tenth of its column's largest entry.
-#: With SciPy's defaults (partial pivoting with threshold 1) the pivots leave the ordering and the factor fills in:
-#: the face KKT matrix of field P's Newton at 128 x 128 (16 388 rows, nodes held at zero) took 39 s and 25 million
-#: nonzeros, against 0.31 s and 1.5 million with these (the same residual, 3e-14); at 64 x 64 0.49 s against 0.03 s.
-#: A zero threshold (always the diagonal) was faster still (0.18 s) but has no guard against a zero pivot of the
-#: multipliers' block.  The Laplace evidence factorises its bordered Hessian the same way.
-SADDLE_LU = dict(permc_spec="MMD_AT_PLUS_A", diag_pivot_thresh=0.1, options={"SymmetricMode": True})
 
 
 def project_simplex(P: np.ndarray, hy: float) -> np.ndarray:
@@ -144,7 +136,7 @@ def free_set_direction(point, active: np.ndarray, method: str, mass2: float, cac
                 Aff = A[fidx][:, fidx]
                 B = sp.csr_matrix((np.full(nf, grid.hy), (np.arange(nf), rows_x)), shape=(nf, nx))
                 kkt = sp.bmat([[Aff, B], [B.T, None]], format="csc")
-                solve = spl.splu(kkt, **SADDLE_LU).solve
+                solve = saddle_lu(kkt).solve
         except (RuntimeError, ValueError):
             return free_set_direction(point, active, "gradient", mass2, caches)
         if method == "massive":

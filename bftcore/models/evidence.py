@@ -60,15 +60,14 @@ import scipy.fft as sfft
 import scipy.linalg as sla
 import scipy.optimize as sopt
 import scipy.sparse as sp
-import scipy.sparse.linalg as spl
 
 from ..foundations import metrics
 from ..foundations.config import CHOOSE_DEFAULT_RANGE, check_evidence_path, check_samples, checked
 from ..foundations.limits import blas_threads
+from ..foundations.linalg import saddle_lu
 from ..foundations.operators import PriorOperator, free_null_dim
 from ..foundations.solvers import at_energy_rounding
 from ..foundations.solvers import iterate as solver_iterate
-from .active_set import SADDLE_LU
 from .density import DensityProblem, LogDensityEnergy, LogPoint, Prior, build_density, normalise_log
 
 #: Grids up to this many nodes get the exact log-determinant (sparse LU of the bordered Hessian, 10-20 ms at
@@ -204,7 +203,7 @@ class BorderedHessian:
                                p.ravel(), p.ravel()])
         data = np.bincount(slot, weights=vals[order], minlength=indices.size)
         self.B = sp.csc_matrix((data, indices, indptr), shape=(n + nx, n + nx))
-        self.lu = spl.splu(self.B, **SADDLE_LU)
+        self.lu = saddle_lu(self.B)
 
     def solve(self, rhs: np.ndarray) -> np.ndarray:
         return self.lu.solve(rhs)

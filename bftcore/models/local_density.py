@@ -96,6 +96,7 @@ import scipy.sparse.linalg as spla
 from ..foundations import metrics
 from ..foundations.config import ConfigError, MapOnlyKind, checked
 from ..foundations.grid import Grid
+from ..foundations.linalg import saddle_lu
 from ..foundations.operators import PriorOperator, difference_matrix
 from ..foundations.records import FitResult, Record, finite_list
 from ..foundations.solvers import at_energy_rounding, line_search
@@ -343,7 +344,7 @@ class KKTNewtonStep:
         B = sp.csr_matrix((V, (self.rows, np.arange(n))), shape=(nx, n))
         kkt = sp.bmat([[M, B.T], [B, None]], format="csc")
         rhs = np.concatenate([-np.ravel(point.gradient), np.zeros(nx)])
-        return spla.splu(kkt).solve(rhs)[:n].reshape(E.grid.shape)
+        return saddle_lu(kkt).solve(rhs)[:n].reshape(E.grid.shape)
 
     def take(self, phi: np.ndarray, point):
         d = self.direction(point)

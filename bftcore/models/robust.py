@@ -65,6 +65,7 @@ import scipy.sparse.linalg as spla
 from ..foundations import metrics
 from ..foundations.config import ConfigError, MapOnlyKind, checked, grid_from_config
 from ..foundations.grid import Axis, Grid
+from ..foundations.linalg import saddle_lu
 from ..foundations.operators import PriorOperator, axis_root, highest_order
 from ..foundations.potentials import DataTerm, PriorPotential, data_term, prior_potential
 from ..foundations.records import FitResult, Record
@@ -561,7 +562,7 @@ class IRLSDensityStep:
         B = sp.csr_matrix((V, (self.rows, np.arange(n))), shape=(nx, n))
         kkt = sp.bmat([[M, B.T], [B, None]], format="csc")
         rhs = np.concatenate([-np.ravel(point.gradient), np.zeros(nx)])
-        return spla.splu(kkt).solve(rhs)[:n].reshape(E.grid.shape)
+        return saddle_lu(kkt).solve(rhs)[:n].reshape(E.grid.shape)
 
     def take(self, phi: np.ndarray, point):
         E = self.energy
