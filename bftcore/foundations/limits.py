@@ -40,8 +40,10 @@ class Limits:
     #: Nodes on one axis (also a cap on the dense nx x nx and ny x ny matrices of the Newton preconditioner).
     max_axis_nodes: int | None = 1_024
     #: Nodes of a field-P problem solved with a sparse factorisation (methods newton and massive) whose prior has
-    #: l4 or l6: their wider stencils fill the factor far more (128 x 128 with l6 took 5.3 GB and 6 minutes).
-    max_nodes_p_wide: int | None = 2_048
+    #: l4 or l6: their wider stencils fill the factor far more.  4 096 (64 x 64 with l6: 6-7 s, at most 300 MB);
+    #: 96 x 96 took 14-15 s and 128 x 128 about a minute (docs/limits.md).  It was 2 048 while the factorisation
+    #: pivoted off its ordering (128 x 128 with l6 then took 5.3 GB and 6 minutes).
+    max_nodes_p_wide: int | None = 4_096
     #: Templates of one prior mixture, and nodes x templates (each template is a full field).
     max_templates: int | None = 16
     max_template_nodes: int | None = 131_072
