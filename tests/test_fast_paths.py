@@ -84,6 +84,23 @@ def test_line_energy_equals_full_evaluation(make):
         np.testing.assert_allclose(pt.gradient, full.gradient, rtol=1e-9, atol=1e-10)
 
 
+def dense_face_step(pt, active: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """The face step of field P at ``pt`` for the learning matrix ``A`` (dense, all nodes), with the nodes ``active``
+    held at zero: the KKT system ``[A_FF B; B^T 0] [d; mu] = [-G_F; 0]`` (B the per-x normalisation) built densely
+    and solved by numpy; the step on the whole grid, flattened."""
+    grid = pt.energy.grid
+    free = np.flatnonzero(~active.ravel())
+    nf, nx, ny = free.size, grid.shape[0], grid.shape[1]
+    kkt = np.zeros((nf + nx, nf + nx))
+    kkt[:nf, :nf] = A[np.ix_(free, free)]
+    kkt[np.arange(nf), nf + free // ny] = grid.hy
+    kkt[nf + free // ny, np.arange(nf)] = grid.hy
+    sol = np.linalg.solve(kkt, np.concatenate([-pt.gradient.ravel()[free], np.zeros(nx)]))
+    ref = np.zeros(grid.size)
+    ref[free] = sol[:nf]
+    return ref
+
+
 def test_green_face_step_equals_the_kkt_solution():
     """Massive relaxation's face step through (K + m^2 I)^{-1} equals the KKT system on the face, solved densely."""
     cfg = presets.figure_config("fig17")
@@ -95,16 +112,7 @@ def test_green_face_step_equals_the_kkt_solution():
     assert active.any()  # the test is about a face with nodes held at zero
     mass2 = cfg["solver"]["mass2"]
     d = massive_face_direction(pt, active, mass2, FaceCaches())
-    free = np.flatnonzero(~active.ravel())
-    nf, nx, ny = free.size, grid.shape[0], grid.shape[1]
-    A = problem.K.matrix.toarray() + mass2 * np.eye(grid.size)
-    kkt = np.zeros((nf + nx, nf + nx))
-    kkt[:nf, :nf] = A[np.ix_(free, free)]
-    kkt[np.arange(nf), nf + free // ny] = grid.hy
-    kkt[nf + free // ny, np.arange(nf)] = grid.hy
-    sol = np.linalg.solve(kkt, np.concatenate([-pt.gradient.ravel()[free], np.zeros(nx)]))
-    ref = np.zeros(grid.size)
-    ref[free] = sol[:nf]
+    ref = dense_face_step(pt, active, problem.K.matrix.toarray() + mass2 * np.eye(grid.size))
     np.testing.assert_allclose(d.ravel(), ref, atol=1e-10 * np.abs(ref).max())
     np.testing.assert_allclose(d.sum(axis=1), 0, atol=1e-12)
 
@@ -112,8 +120,8 @@ def test_green_face_step_equals_the_kkt_solution():
 @pytest.mark.parametrize("method", ["newton", "massive"])
 def test_sparse_face_step_equals_the_kkt_solution_solved_densely(method):
     """Above 600 unknowns the face step of field P factorises its KKT matrix sparsely (SuperLU with a symmetric
-    ordering, bftcore.foundations.linalg.SADDLE_LU): the same direction as the KKT system built here and solved densely, on a face
-    with nodes held at zero."""
+    ordering, bftcore.foundations.linalg.SADDLE_LU): the same direction as the KKT system built here and solved
+    densely, on a face with nodes held at zero."""
     cfg = presets.figure_config("fig17")
     cfg["grid"]["x"]["n"], cfg["grid"]["y"]["n"] = 32, 30  # 960 nodes: the sparse route
     cfg["solver"].update(method="newton", min_iter=1, max_iter=6)
@@ -125,20 +133,12 @@ def test_sparse_face_step_equals_the_kkt_solution_solved_densely(method):
     assert active.any() and (~active).sum() + grid.shape[0] > 600  # a face with nodes at zero, the sparse route
     mass2 = 1.0
     d = active_set.free_set_direction(pt, active, method, mass2, FaceCaches())
-    free = np.flatnonzero(~active.ravel())
-    nf, nx, ny = free.size, grid.shape[0], grid.shape[1]
     K = problem.K.matrix.toarray()
     if method == "massive":
         A = K + mass2 * np.eye(grid.size)
     else:  # the Hessian (181) of E_P: lambda cell K + N / P^2
         A = E.prior.lam * grid.cell * K + np.diag((E.N / np.where(pt.P > 0, pt.P, 1.0) ** 2).ravel())
-    kkt = np.zeros((nf + nx, nf + nx))
-    kkt[:nf, :nf] = A[np.ix_(free, free)]
-    kkt[np.arange(nf), nf + free // ny] = grid.hy
-    kkt[nf + free // ny, np.arange(nf)] = grid.hy
-    sol = np.linalg.solve(kkt, np.concatenate([-pt.gradient.ravel()[free], np.zeros(nx)]))
-    ref = np.zeros(grid.size)
-    ref[free] = sol[:nf]
+    ref = dense_face_step(pt, active, A)
     np.testing.assert_allclose(d.ravel(), ref, atol=1e-9 * np.abs(ref).max())
     np.testing.assert_allclose(d.sum(axis=1), 0, atol=1e-10 * np.abs(ref).max())
 
