@@ -281,9 +281,8 @@ def build():
     canvas.extras.append(uncertainty)
 
     def follow_posterior(_event=None):
-        if not evidence_card.collapsed and not evidence_view.placed:
-            evidence_view.placed = True
-            evidence_card.objects = [evidence_view]
+        if not evidence_card.collapsed and isinstance(evidence_card.objects[0], pn.Spacer):
+            evidence_card.objects = [evidence_view]  # first opened: its contents now
         evidence_view.set_active(uncertainty.value or not evidence_card.collapsed)
     evidence_card.param.watch(user_action(follow_posterior), "collapsed")
     uncertainty.param.watch(user_action(follow_posterior), "value")

@@ -114,7 +114,6 @@ class EvidenceView(pn.viewable.Viewer):
         self.band = ColumnDataSource(dict(x=[], lo=[], hi=[], mid=[]), name="bft-posterior-band")
         self.draws = ColumnDataSource(dict(xs=[], ys=[]), name="bft-posterior-draws")
         self._canvas, self._regression, self._drawn = canvas, regression, False
-        self.placed = False  # in the evidence card (app.main puts it there when the card is first opened)
         s.param.watch(self._show, ["evidence", "posterior", "evidence_busy"])
         s.param.watch(self._mark, ["lam"])
         s.param.watch(self._changed, list(CONFIG_PARAMS))

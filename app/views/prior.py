@@ -174,7 +174,7 @@ class PriorView(pn.viewable.Viewer):
         s = self.session
         # the thumbnails and the samples are declared (HoloViews, see the module's docstring): one stream each, the
         # view sends them what they draw.  A thumbnail is built when a template first needs it (_grow_thumbs): the
-        # six of them were 266 of a new page's 1345 models and a third of the server's time to build it, for a
+        # six of them were 266 of a new page's 1345 models and 30 % of the server's time to build it, for a
         # problem without templates (the default) that never shows one.  Built, it stays (hidden when unused).
         self.thumb_data: list[Pipe] = []
         self.thumb_panes: list[pn.pane.HoloViews] = []
