@@ -33,7 +33,6 @@ from ..foundations.mixing import mixture_energy
 _ONE_TO_N: dict[int, np.ndarray] = {}
 
 
-
 def project_simplex(P: np.ndarray, hy: float) -> np.ndarray:
     """Euclidean projection of each x-row onto ``{P >= 0, sum_j P hy = 1}`` (the feasible set of E_P)."""
     Q = np.asarray(P, dtype=float) * hy
