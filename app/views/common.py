@@ -217,7 +217,7 @@ class BuiltWhenShown(pn.viewable.Viewer):
 
     def _check(self, *_):
         if self.view is None and self._shown(self.session):
-            if not after_user_action(getattr(self.session.pump, "doc", None), self.build):
+            if not after_user_action(self.session.pump.doc, self.build):
                 self.build()
 
     def build(self):

@@ -282,8 +282,8 @@ class PriorView(pn.viewable.Viewer):
         datas = self._thumb_data()
         if sum(d["shown"] for d in datas) > len(self.thumb_panes):
             # within a user action (a preset, an upload) after its message has gone out, as a redraw is (_send)
-            doc = self.session.pump.doc if self.session is not None else None
-            if not after_user_action(doc, self._grow_thumbs):
+            assert self.session is not None
+            if not after_user_action(self.session.pump.doc, self._grow_thumbs):
                 self._grow_thumbs()
         for pane, pipe, data in zip(self.thumb_panes, self.thumb_data, datas):
             if pane.visible != data["shown"]:
