@@ -8,9 +8,14 @@ Candidates (each keeps the normalisation's constraint, the tangent space ``sum_y
 * ``separable qQ``: :class:`bftcore.models.density.SeparablePreconditioner`, strong form, with its x-independent
   data term d(y) taken as the Q-quantile over x of ``Lambda_X P hy`` (the package's choice is its ``quantile``);
 * ``SuperLU + exact Schur``: the exact inverse of ``M = lambda cell K + diag(max(Lambda_X, 0) P hy)`` by a sparse LU
-  (SciPy's SuperLU, minimum-degree ordering), the constraint by the exact nx x nx Schur complement ``V^T M^-1 V``
-  (nx solves); one CG iteration, the floor of a direct method;
+  (SciPy's SuperLU, minimum-degree ordering in symmetric mode, :data:`bftcore.foundations.linalg.SADDLE_LU`), the
+  constraint by the exact nx x nx Schur complement ``V^T M^-1 V`` (nx solves); one CG iteration, the floor of a
+  direct method;
 * ``SuperLU + separable Schur``: the same LU, the Schur complement of the separable form;
+* ``y-mode Galerkin m``: the Hessian itself (160) projected onto the span of all x nodes times the m lowest
+  eigenvectors of K_Y (the constant first), solved exactly there by a banded Cholesky (x-major order, dense m x m
+  blocks, half-bandwidth (reach + 1) m - 1), and on the other y modes one banded x system per mode with the data term
+  replaced by its diagonal in those modes (:class:`YModeGalerkin`); exact at m = ny;
 * ``pyamg SA``: algebraic multigrid (pyamg's smoothed aggregation, one V-cycle) on ``M``, the Schur complement of the
   separable form; only when pyamg is installed (``pip install pyamg``: it is not a dependency of bftcore).
 
@@ -26,10 +31,10 @@ import time
 import numpy as np
 import scipy.linalg as sla
 import scipy.sparse as sp
-import scipy.sparse.linalg as spl
 
 from bftcore import api
 from bftcore.foundations.limits import UNLIMITED, blas_threads, using
+from bftcore.foundations.linalg import saddle_lu
 from bftcore.models.density import SeparablePreconditioner
 from bftcore.studies.bench import bench_config
 
@@ -81,6 +86,71 @@ class SeparableAt(SeparablePreconditioner):
         super().__init__(point, True, {})
 
 
+class YModeGalerkin:
+    """The y-mode Galerkin candidate (module docstring) at ``point`` with ``m`` low y modes: ``H + c P_1`` (``P_1``
+    the per-x projector on the constants, which H does not see) projected onto ``Z = I_x (x) Q_m``.  With
+    ``J_i = I - 1 V_i^T`` and the constant in ``Q_m`` (``1 = Q_m q``), ``J_i Q_m = Q_m R_i``, ``R_i = I - q u_i^T``,
+    ``u_i = Q_m^T V_i``, so the projection is exact and banded: block (k, i) is ``R_k^T (a_ki I + delta_ki (diag(w_m)
+    + Q_m^T diag(D_i) Q_m)) R_i`` (+ ``c q q^T / ny`` on the diagonal), ``a = lambda cell lambda_x K_X``."""
+
+    def __init__(self, point, m: int):
+        E = point.energy
+        grid, K = E.grid, E.prior.K
+        nx, ny = grid.shape
+        m = min(m, ny)
+        scale = E.prior.lam * grid.cell
+        Ky = (scale * K.lambda_y) * K.ky.toarray()
+        Kx = (scale * K.lambda_x) * K.kx.toarray()
+        one = np.full(ny, 1.0 / np.sqrt(ny))
+        shift = float(np.abs(Ky).max()) + 1.0  # the constant (K_Y 1 = 0) moved to the front of the spectrum
+        w, Q = np.linalg.eigh(Ky - shift * np.outer(one, one))
+        w[0] += shift
+        V = point.P * grid.hy
+        D = np.maximum(point.lagrange_multiplier, 0.0)[:, None] * V
+        rows, cols = np.nonzero(Kx)
+        reach = max(1, int(np.max(np.abs(rows - cols))))
+        Qm = Q[:, :m]
+        q = Qm.T @ np.ones(ny)
+        R = np.eye(m)[None] - q[None, :, None] * (V @ Qm)[:, None, :]
+        Dm = (D @ (Qm[:, :, None] * Qm[:, None, :]).reshape(ny, m * m)).reshape(nx, m, m) + np.diag(w[:m])
+        c = float(np.mean(np.abs(np.diagonal(Dm, axis1=1, axis2=2)))) + float(np.max(np.abs(Kx)))
+        ab = np.zeros(((reach + 1) * m, nx * m))
+        a_, b_ = np.meshgrid(np.arange(m), np.arange(m), indexing="ij")
+        for off in range(reach + 1):
+            a = np.diagonal(Kx, -off)  # K_X[i + off, i]
+            if off == 0:
+                blocks = R.transpose(0, 2, 1) @ ((a[:, None, None] * np.eye(m) + Dm) @ R)
+                blocks += (c / ny) * np.outer(q, q)
+            else:
+                blocks = a[:, None, None] * (R[off:].transpose(0, 2, 1) @ R[:nx - off])
+            band = off * m + a_ - b_  # block (i + off, i), entry (a, b): row (i + off) m + a, column i m + b
+            keep = band >= 0
+            col = np.arange(nx - off)[:, None] * m + b_[keep][None, :]
+            ab[np.broadcast_to(band[keep], col.shape), col] = blocks[:, keep]
+        self.low = sla.cholesky_banded(ab, lower=True)
+        self.high = None
+        if m < ny:  # the other modes: per mode j a banded x system a K_X + diag(w_j + diagonal of the data term)
+            Qh = Q[:, m:]
+            nh = ny - m
+            abh = np.zeros((reach + 1, nh * nx))
+            for off in range(reach + 1):
+                abh[off] = np.tile(np.concatenate([np.diagonal(Kx, -off), np.zeros(off)]), nh)
+            abh[0] += (w[m:][:, None] + (D @ Qh ** 2).T).ravel()
+            self.high = sla.cholesky_banded(abh, lower=True)
+        self.Q, self.m, self.shape = Q, m, (nx, ny)
+
+    def __call__(self, r):
+        nx, ny = self.shape
+        m = self.m
+        c = np.asarray(r).reshape(nx, ny) @ self.Q
+        out = np.empty_like(c)
+        out[:, :m] = sla.cho_solve_banded((self.low, True), c[:, :m].ravel()).reshape(nx, m)
+        if self.high is not None:
+            out[:, m:] = sla.cho_solve_banded((self.high, True), c[:, m:].T.ravel()).reshape(ny - m, nx).T
+        z = out @ self.Q.T
+        return z - z.mean(axis=1, keepdims=True)
+
+
 def candidates(point):
     """``[(name, build)]``: ``build()`` returns the preconditioner."""
     E = point.energy
@@ -93,7 +163,7 @@ def candidates(point):
     B = sp.csc_matrix((V.ravel(), (np.arange(g.size), np.arange(g.size) // g.shape[1])), shape=(g.size, nx))
 
     def lu():
-        F = spl.splu(M.tocsc(), permc_spec="MMD_AT_PLUS_A")
+        F = saddle_lu(M.tocsc())  # M is symmetric positive definite: the symmetric mode keeps the ordering
         return lambda r: F.solve(np.ravel(r)).reshape(g.shape), F
 
     def lu_exact():
@@ -106,6 +176,7 @@ def candidates(point):
         return constrained(solve, V, SeparablePreconditioner(point, True, {}).S)
 
     out = [(f"separable q{q:g}", lambda q=q: SeparableAt(point, q)) for q in (0.25, 0.1, 0.05)]
+    out += [(f"y-mode Galerkin m={m}", lambda m=m: YModeGalerkin(point, m)) for m in (16, 32, 48)]
     out += [("SuperLU + exact Schur", lu_exact), ("SuperLU + separable Schur", lu_separable)]
     try:
         import pyamg
