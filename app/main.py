@@ -27,7 +27,7 @@ from app.views.image_completion import ImageCompletionView  # noqa: E402
 from app.views.information import InformationView  # noqa: E402
 from app.views.learning import LearningView  # noqa: E402
 from app.views.local import LocalStrip  # noqa: E402
-from app.views.metastability import MetastabilityView  # noqa: E402
+from app.views.metastability import BranchDiagram, MetastabilityView  # noqa: E402
 from app.views.mixing import MixingView  # noqa: E402
 from app.views.overfitting import OverfittingView  # noqa: E402
 from app.views.presets import PresetsView  # noqa: E402
@@ -258,8 +258,11 @@ def header_and_screen(session: BFTSession):
 def build():
     session = BFTSession(doc=pn.state.curdoc)
     canvas = DataCanvas(session=session)
-    # a local prior's labels per edge, under the curve they shape (hidden without a local prior)
-    canvas.below.append(LocalStrip(session=session, hero=canvas.figure))
+    # a local prior's labels per edge, under the curve they shape: built once a regression with a local prior is
+    # shown (hidden without one after that)
+    canvas.below.append(BuiltWhenShown(session, lambda: LocalStrip(session=session, hero=canvas.figure),
+                                       lambda s: not s.kind.y_on_grid and bool((s.local_prior or {}).get("local")),
+                                       ["local_prior", "model", "nx"]))
     prior = PriorView(session=session, canvas=canvas)
     controls = Controls(session=session)
     presets = PresetsView(session=session)
@@ -305,7 +308,9 @@ def build():
         alarms = pn.Column(overfitting_view.alarm, metastability_view.alarm_row(), sizing_mode="stretch_width",
                            margin=0, css_classes=["bft-alarms"])
         return pn.FlexBox(tile(alarms, full=True), tile(mixing_view), tile(traces_view), tile(overfitting_view),
-                          tile(metastability_view),
+                          # the branch diagram of a mixture: built once the session has branches
+                          tile(BuiltWhenShown(session, lambda: BranchDiagram(session=session),
+                                              lambda s: s.branches is not None, ["branches"])),
                           # the BYY mixture of a 1-D density, beside the traces: built once a 1-D density is shown
                           tile(BuiltWhenShown(session, lambda: BYYView(session=session),
                                               lambda s: s.kind.name == "density_1d", ["model", "nx", "method"])),

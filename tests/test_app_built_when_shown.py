@@ -1,9 +1,11 @@
-"""Views a page builds only when its problem first shows them (app/views/common.py's BuiltWhenShown, the template
-thumbnails of app/views/prior.py, the evidence card of app/main.py): the default page carries none of their models,
-and each appears, drawn from the session's state, once it is needed."""
+"""Views a page builds only when its problem first shows them (app/views/common.py's BuiltWhenShown: the BYY tile, a
+mixture's branch diagram, a local prior's strip; the template thumbnails of app/views/prior.py, the evidence card of
+app/main.py): the default page carries none of their models, and each appears, drawn from the session's state, once
+it is needed."""
 import runpy
 
 import panel as pn
+import pytest
 from bokeh.document import Document
 from panel.io.state import set_curdoc
 from test_app_document import MAIN, page
@@ -11,6 +13,7 @@ from test_app_document import MAIN, page
 from app.session import BFTSession
 from app.views.byy import BYYView
 from app.views.common import BuiltWhenShown
+from app.views.metastability import BranchDiagram
 from app.views.prior import PriorView
 from bftcore.studies.byy_demo import samples
 
@@ -19,13 +22,15 @@ def names_of(doc) -> set:
     return {m.name for m in doc.models if m.name}
 
 
-def test_the_default_page_holds_no_thumbnail_byy_tile_or_evidence_plot():
+def test_the_default_page_holds_no_thumbnail_byy_tile_branch_diagram_local_strip_or_evidence_plot():
     doc = page()
     names = names_of(doc)
     pn.state.curdoc = None
     assert "bft-mixing-bars" in names and "bft-canvas" in names  # the page is there
     assert not any(n.startswith("bft-thumb-") for n in names)
     assert not {"bft-byy-density", "bft-byy-weights-plot", "bft-byy-curve"} & names
+    assert not {"bft-branch-plot", "bft-branches", "bft-branch-dot"} & names
+    assert not {"bft-local-strip", "bft-local-theta"} & names
     assert not any("choose-lambda" in " ".join(getattr(m, "css_classes", []) or []) for m in doc.models)
 
 
@@ -76,3 +81,25 @@ def test_the_evidence_card_gets_its_contents_when_first_opened():
         assert len(card.objects) == 1 and type(card.objects[0]) is not pn.Spacer
         assert any("bft-choose-lambda" in (w.css_classes or []) for w in card.select(pn.widgets.Button))
     pn.state.curdoc = None
+
+
+def test_the_branch_diagram_is_built_with_the_first_branches_and_draws_them():
+    s = BFTSession(live=False)
+    made = []
+
+    def make():
+        made.append(BranchDiagram(session=s))
+        return made[-1]
+    # app.main's place for it
+    place = BuiltWhenShown(s, make, lambda session: session.branches is not None, ["branches"])
+    assert made == [] and s.branches is None
+    doc = {"problem": {}, "betas": [0.5, 1.0, 2.0], "beta": 1.0, "complete": True,
+           "branches": [{"label": "t1", "beta": [0.5, 1.0, 2.0], "mixing": [[0.9, 0.1], [0.8, 0.2], [0.7, 0.3]],
+                         "energy": [1.0, 1.0, 1.0]}]}
+    s.branches = doc
+    assert len(made) == 1 and place.view is made[0]
+    view = made[0]
+    assert view.lines.data["ys"] == [[0.9, 0.8, 0.7]] and view.plot.visible and view.figure.visible
+    assert view.figure.x_range.start == pytest.approx(0.5 / 1.15)
+    s.branches = None  # another problem: hidden, not built again
+    assert len(made) == 1 and not view.plot.visible

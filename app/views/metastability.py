@@ -38,7 +38,8 @@ def branch_lines(doc: dict | None) -> dict:
 
 
 class MetastabilityView(pn.viewable.Viewer):
-    """The alarm and its "Jump there" button above the branch diagram; hidden for a problem without a mixture."""
+    """The alarm and its "Jump there" button; the layout (app.main) puts them at the top of the live plots
+    (:meth:`alarm_row`).  The branch diagram is :class:`BranchDiagram`, built once the session has branches."""
 
     session = param.ClassSelector(class_=BFTSession)
 
@@ -50,6 +51,34 @@ class MetastabilityView(pn.viewable.Viewer):
                                       css_classes=["bft-jump"], margin=(2, 5),
                                       description="restart from the lower solution the alarm names")
         self.jump.on_click(user_action(lambda _e: self.session.jump_to_lower()))
+        self.session.param.watch(self._alarm, ["metastable"])
+        self._alarm()
+
+    def _alarm(self, *_):
+        verdict = (self.session.metastable or {}).get("verdict")
+        text = alarm_html_of(verdict)
+        if self.alarm.object != text:
+            self.alarm.object = text
+        self.alarm.visible = self.jump.visible = bool(text)
+
+    def alarm_row(self):
+        """The alarm and its button, which the layout (app.main) puts at the top of the live plots."""
+        return pn.Row(self.alarm, self.jump, sizing_mode="stretch_width", margin=0)
+
+    def __panel__(self):
+        return self.alarm_row()
+
+
+class BranchDiagram(pn.viewable.Viewer):
+    """The branch diagram beside the heatmap: a₁ against β along each branch, the current state a dot.  Only a
+    mixture's run has branches, so the layout builds it once the session first has them
+    (:class:`app.views.common.BuiltWhenShown`: 46 models the other pages do not pay); hidden again for a problem
+    without them."""
+
+    session = param.ClassSelector(class_=BFTSession)
+
+    def __init__(self, **params):
+        super().__init__(**params)
         self.lines = ColumnDataSource(branch_lines(None), name="bft-branches")
         self.dot = ColumnDataSource(dict(beta=[1.0], a=[0.5]), name="bft-branch-dot")
         f = make_figure("branches: a₁ vs β", "β (log scale)", "a₁", height=140,
@@ -63,18 +92,9 @@ class MetastabilityView(pn.viewable.Viewer):
         legend_outside(f)
         self.figure = f
         self.plot = hidden_until_drawn(f, sizing_mode="stretch_width")
-        self.session.param.watch(self._alarm, ["metastable"])
         self.session.param.watch(self._branches, ["branches"])
         self.session.param.watch(self._dot, ["record", "beta"])
-        self._alarm()
         self._branches()
-
-    def _alarm(self, *_):
-        verdict = (self.session.metastable or {}).get("verdict")
-        text = alarm_html_of(verdict)
-        if self.alarm.object != text:
-            self.alarm.object = text
-        self.alarm.visible = self.jump.visible = bool(text)
 
     def _branches(self, *_):
         doc = self.session.branches
@@ -98,10 +118,6 @@ class MetastabilityView(pn.viewable.Viewer):
             return
         new = dict(beta=[float(self.session.beta)], a=[float(mixing[0])])
         replace_data(self.dot, new)
-
-    def alarm_row(self):
-        """The alarm and its button, which the layout (app.main) puts at the top of the live plots."""
-        return pn.Row(self.alarm, self.jump, sizing_mode="stretch_width", margin=0)
 
     def __panel__(self):
         return pn.Column(self.plot, sizing_mode="stretch_width", css_classes=["bft-metastability"])
