@@ -18,6 +18,16 @@ from app.views.prior import PriorView
 from bftcore.studies.byy_demo import samples
 
 
+def counted_place(session, view, shown, watch):
+    """A :class:`BuiltWhenShown` place for ``view(session=session)`` and the list of the views it has made."""
+    made: list = []
+
+    def make():
+        made.append(view(session=session))
+        return made[-1]
+    return BuiltWhenShown(session, make, shown, watch), made
+
+
 def names_of(doc) -> set:
     return {m.name for m in doc.models if m.name}
 
@@ -51,12 +61,8 @@ def test_thumbnails_are_built_for_the_templates_a_problem_has_and_stay_hidden_af
 
 def test_a_view_built_when_shown_waits_for_its_problem_and_then_follows_it():
     s = BFTSession(live=False)
-    made = []
-
-    def make():
-        made.append(BYYView(session=s))
-        return made[-1]
-    place = BuiltWhenShown(s, make, lambda session: session.kind.name == "density_1d", ["model", "nx", "method"])
+    place, made = counted_place(s, BYYView, lambda session: session.kind.name == "density_1d",
+                                ["model", "nx", "method"])
     s.param.update(ny=20)  # not a watched parameter, and not a 1-D density either
     assert made == [] and place.view is None
     y = (samples(7) + 8.0).round(2)
@@ -85,13 +91,8 @@ def test_the_evidence_card_gets_its_contents_when_first_opened():
 
 def test_the_branch_diagram_is_built_with_the_first_branches_and_draws_them():
     s = BFTSession(live=False)
-    made = []
-
-    def make():
-        made.append(BranchDiagram(session=s))
-        return made[-1]
     # app.main's place for it
-    place = BuiltWhenShown(s, make, lambda session: session.branches is not None, ["branches"])
+    place, made = counted_place(s, BranchDiagram, lambda session: session.branches is not None, ["branches"])
     assert made == [] and s.branches is None
     doc = {"problem": {}, "betas": [0.5, 1.0, 2.0], "beta": 1.0, "complete": True,
            "branches": [{"label": "t1", "beta": [0.5, 1.0, 2.0], "mixing": [[0.9, 0.1], [0.8, 0.2], [0.7, 0.3]],
