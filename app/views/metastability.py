@@ -1,7 +1,8 @@
 """Metastability you can watch (issue 28): the alarm with its jump, and the branch diagram beside the heatmap.
 
 The check and the branches are the session's (``session.metastable`` and ``session.branches``, computed on the heavy
-lane once a run has ended: :meth:`app.session.BFTSession.check_metastability`); this view draws them.  The diagram
+lane once a run has ended: :meth:`app.session.BFTSession.check_metastability`); two views draw them, the alarm
+(:class:`MetastabilityView`) and the diagram (:class:`BranchDiagram`, built once there are branches).  The diagram
 is a₁ against β (log axis): the branch through the β it was computed at from each template and from cold, filling
 in point by point; the current state is the black dot (β of the slider, a₁ of the iteration on screen), which moves
 with every frame of a run and every move of the β slider, so that moving β past the end of a branch shows the
