@@ -95,12 +95,12 @@ class YModeGalerkin:
 
     def __init__(self, point, m: int):
         E = point.energy
-        grid, K = E.grid, E.prior.K
+        grid = E.grid
         nx, ny = grid.shape
         m = min(m, ny)
-        scale = E.prior.lam * grid.cell
-        Ky = (scale * K.lambda_y) * K.ky.toarray()
-        Kx = (scale * K.lambda_x) * K.kx.toarray()
+        # the dense y and x parts of lambda cell K, as the separable preconditioner builds them
+        fixed = SeparablePreconditioner._fixed_parts(E, E.prior.lam * grid.cell, None)
+        Ky, Kx = fixed.Ky, fixed.x_matrix
         one = np.full(ny, 1.0 / np.sqrt(ny))
         shift = float(np.abs(Ky).max()) + 1.0  # the constant (K_Y 1 = 0) moved to the front of the spectrum
         w, Q = np.linalg.eigh(Ky - shift * np.outer(one, one))
