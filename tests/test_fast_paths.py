@@ -202,7 +202,7 @@ def test_newton_ends_a_fit_whose_cg_residual_leaves_the_preconditioner():
            "solver": {"method": "newton", "init": "kernel", "min_iter": 1, "max_iter": 200, "tol": 1e-9}}
     doc = api.fit(cfg)
     assert doc["converged"] and doc["residual"] < 1e-6
-    assert abs(float(np.sum(np.exp(doc["L"]))) * 1.0 - 1.0) < 1e-9  # hy = 1: normalised
+    assert abs(float(np.sum(np.exp(doc["L"]))) - 1.0) < 1e-9  # hy = 1: normalised
 
 
 def test_curvature_step_leaves_a_saddle_downhill():
