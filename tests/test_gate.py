@@ -631,6 +631,17 @@ def test_a_valid_documents_copy_shares_nothing_with_it():
     c["data"][0][0] = 9.0
     c["prior"]["lambda"] = 7.0
     assert cfg["data"][0][0] == 1.0 and cfg["prior"]["lambda"] == 1.0
+    # any document: nested lists and objects are fresh at every level, other objects deep-copied
+    doc = {"data": [[1.0, 2.0], 3.0], "templates": [{"kind": "array", "values": [[1.0, 2.0], [3.0, 4.0]]}],
+           "other": {"a": [1, {"b": [2.0]}], "s": "text", "n": None, "t": True}, "arr": np.arange(3.0)}
+    c = copy_document(doc)
+    assert list(c) == list(doc) and c["other"] == doc["other"] and np.array_equal(c["arr"], doc["arr"])
+    c["data"][0][1] = -1.0
+    c["templates"][0]["values"][1][0] = -1.0
+    c["other"]["a"][1]["b"].append(5.0)
+    c["arr"][0] = -1.0
+    assert doc["data"][0][1] == 2.0 and doc["templates"][0]["values"][1][0] == 3.0
+    assert doc["other"]["a"][1]["b"] == [2.0] and doc["arr"][0] == 0.0
 
 
 def _plain_by_walk(obj):

@@ -5,11 +5,28 @@ A :class:`Grid` is an x axis times a y axis.  Fields are ``(nx, ny)`` arrays, in
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
 BOUNDARIES = ("periodic", "neumann", "free")
+
+
+def pairs_array(points) -> np.ndarray:
+    """``points`` as a float array (``np.asarray(points, dtype=float)``, whose errors it raises); a list of pairs, the
+    gate's form of the data, is read by ``np.fromiter`` (the same conversion of every number): about 30 against
+    50-100 us for 200 points."""
+    if type(points) is list and points:
+        try:
+            if set(map(len, points)) == _PAIR:
+                return np.fromiter(itertools.chain.from_iterable(points), float, 2 * len(points)).reshape(-1, 2)
+        except (TypeError, ValueError):
+            pass  # an item without a length, or a value that is not a number: np.asarray says which
+    return np.asarray(points, dtype=float)
+
+
+_PAIR = {2}
 
 
 @dataclass(frozen=True)
@@ -53,6 +70,10 @@ class Axis:
             shown = ", ".join(f"{b:g}" for b in v[bad][:5])
             raise ValueError(f"{int(bad.sum())} data value(s) outside {name} in [{self.min:g}, {self.max:g}]: "
                              f"{shown}; move the points onto the grid or widen the axis")
+        return self.nearest(v)
+
+    def nearest(self, v: np.ndarray) -> np.ndarray:
+        """Index of the nearest node for each value of the float array ``v``, which :meth:`outside` has passed."""
         return np.clip(np.rint((v - self.min) / self.h).astype(int), 0, self.n - 1)
 
     def to_dict(self) -> dict:
@@ -94,7 +115,7 @@ class Grid:
     def check_points(self, points, x_only: bool = False) -> np.ndarray:
         """``points`` as an ``(n, 2)`` array, or a ValueError naming the points off the grid (:meth:`Axis.outside`;
         ``x_only`` for regression, whose y values are not on an axis)."""
-        pts = np.asarray(points, dtype=float)
+        pts = pairs_array(points)
         if pts.size == 0:
             return np.zeros((0, 2))
         if pts.ndim != 2 or pts.shape[1] != 2:
@@ -114,15 +135,13 @@ class Grid:
 
     def snap(self, points) -> tuple[np.ndarray, np.ndarray]:
         """Node indices ``(ix, iy)`` of data points given as an ``(n, 2)`` array of (x, y)."""
-        pts = self.check_points(points)
-        return self.x.snap(pts[:, 0]), self.y.snap(pts[:, 1], "y")
+        pts = self.check_points(points)  # every point checked once, here
+        return self.x.nearest(pts[:, 0]), self.y.nearest(pts[:, 1])
 
     def counts(self, points) -> np.ndarray:
         """Data field ``N[i, j]``: the number of data snapped to node (i, j), eq. (111)."""
         ix, iy = self.snap(points)
-        N = np.zeros(self.shape)
-        np.add.at(N, (ix, iy), 1.0)
-        return N
+        return np.bincount(ix * self.y.n + iy, minlength=self.size).astype(float).reshape(self.shape)
 
     @property
     def mesh(self) -> tuple[np.ndarray, np.ndarray]:
