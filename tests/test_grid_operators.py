@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from bftcore.foundations.grid import Axis, Grid
-from bftcore.foundations.operators import PriorOperator, SingularOperatorError, laplacian_1d
+from bftcore.foundations import operators
+from bftcore.foundations.operators import PriorOperator, SingularOperatorError, axis_operator, axis_symbol, laplacian_1d
 
 BOUNDARY_PAIRS = list(itertools.product(("periodic", "neumann"), repeat=2))
 COEFFS = [  # (l0, l2, l4, l6): each order alone and a combination of all four
@@ -66,6 +67,25 @@ def test_snapping_to_nearest_node_and_repeated_points_count():
     assert N.shape == (10, 15)
     assert N[2, 5] == 3 and N[0, 0] == 1 and N[9, 14] == 1 and N[9, 13] == 1
     assert N.sum() == len(pts)
+
+
+@pytest.mark.parametrize("points", [
+    [[1.0, 2.0], [3.5, 4.0]], [[1, 2], [3, 4.5]], [[True, 2.0]], [(1.0, 2.0), (3.0, 4.0)], [np.array([1.0, 2.0])],
+    [[1.0, "2.5"]], [[1.0, 2.0, 3.0]], [], [1.0, 2.0], [[1.0, 2.0], [3.0]], [[1.0, "x"]], [[1.0, [2.0]]],
+    [[1.0, None]], [{"x": 1}], np.array([[1.0, 2.0]])])
+def test_points_read_at_once_are_what_numpy_reads(points):
+    """The data's fast reading (:func:`pairs_array`, np.fromiter over the pairs) gives np.asarray's array, or its
+    error, for every kind of input."""
+    from bftcore.foundations.grid import pairs_array
+    try:
+        expected = np.asarray(points, dtype=float)
+    except (TypeError, ValueError) as e:
+        with pytest.raises(type(e)):
+            pairs_array(points)
+        return
+    got = pairs_array(points)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    assert np.array_equal(got, expected, equal_nan=True)
 
 
 def test_snapping_on_non_unit_spacing():
@@ -127,8 +147,14 @@ def test_K_matrix_is_shared_across_operators_of_the_same_prior_and_cannot_be_cha
     assert a.matrix is b.matrix
     with pytest.raises(ValueError):
         a.matrix.data[0] = 99.0
+    # the root pair and the symbol are kept the same way
+    assert a.root is b.root and a.symbol is b.symbol
+    with pytest.raises(ValueError):
+        a.root.data[0] = 99.0
+    with pytest.raises(ValueError):
+        a.symbol[0, 0] = 99.0
     c = PriorOperator(g, 1.7, 0.6, 0.1, 1.0, 0.3, 0.0)
-    assert c.matrix is not a.matrix
+    assert c.matrix is not a.matrix and c.root is not a.root and c.symbol is not a.symbol
     assert np.allclose(c.matrix.toarray(), dense_K(g, 1.7, 0.6, 0.1, 1.0, 0.3, 0.0), rtol=1e-12, atol=1e-9)
     assert np.allclose(a.matrix.toarray(), dense_K(g, 1.7, 0.6, 0.1, 1.0, 0.2, 0.0), rtol=1e-12, atol=1e-9)
 
@@ -136,7 +162,11 @@ def test_K_matrix_is_shared_across_operators_of_the_same_prior_and_cannot_be_cha
 @pytest.mark.parametrize("bx, by", BOUNDARY_PAIRS)
 @pytest.mark.parametrize("coeffs", COEFFS)
 @pytest.mark.parametrize("scale, mass2", [(1.0, 0.05), (0.3, 2.0)])
-def test_solve_equals_dense_solve(bx, by, coeffs, scale, mass2):
+@pytest.mark.parametrize("dense_nodes", [0, operators.DENSE_TRANSFORM_NODES])
+def test_solve_equals_dense_solve(bx, by, coeffs, scale, mass2, dense_nodes, monkeypatch):
+    """Both routes of the solve: scipy.fft's transforms (``dense_nodes`` 0) and, on small grids, the same
+    transforms as matrices."""
+    monkeypatch.setattr(operators, "DENSE_TRANSFORM_NODES", dense_nodes)
     g = odd_grid(bx, by)
     K = PriorOperator(g, 1.7, 0.6, *coeffs)
     rhs = np.random.default_rng(7).normal(size=g.shape)
@@ -146,6 +176,22 @@ def test_solve_equals_dense_solve(bx, by, coeffs, scale, mass2):
     assert np.allclose(got, expected, rtol=1e-9, atol=1e-9 * np.max(np.abs(expected)))
     # and the solve really inverts the operator it is meant to invert
     assert np.allclose(scale * K.apply(got) + mass2 * got, rhs, atol=1e-8)
+
+
+@pytest.mark.parametrize("boundary", ["periodic", "neumann"])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 16])
+def test_the_small_grids_transform_is_an_orthonormal_eigenbasis_in_the_symbols_order(boundary, n):
+    """The matrix of the small grids' solve (:func:`operators._axis_transforms`): ``T T^T = I`` and ``T A T^T`` is
+    diagonal with :func:`axis_symbol`'s eigenvalues in their order, for every order of the prior (the real Fourier
+    basis of a periodic axis pairs frequencies k and n - k, which share an eigenvalue)."""
+    ax = Axis(0.0, 2.0, n, boundary)
+    T, T_t = operators._axis_transforms(ax)
+    assert np.allclose(T @ T_t, np.eye(n), rtol=0, atol=1e-13) and np.array_equal(T_t, T.T)
+    for coeffs in COEFFS:
+        A = axis_operator(ax, *coeffs).toarray()
+        D = T @ A @ T.T
+        scale = max(1.0, np.abs(A).max())
+        assert np.allclose(D, np.diag(axis_symbol(ax, *coeffs)), rtol=0, atol=1e-12 * scale)
 
 
 @pytest.mark.parametrize("bx, by", BOUNDARY_PAIRS)

@@ -229,21 +229,68 @@ def _inverse(c: np.ndarray, grid: Grid, bases=(None, None)) -> np.ndarray:
     return np.real(out)
 
 
-#: Sparse prior matrices kept across :class:`PriorOperator` instances, keyed by the grid and the coefficients, up to
-#: this many bytes in all (least recently used dropped first).  A dashboard rebuilds the same K for every click
-#: (each click is a new configuration with the same prior); building it took about half of the first iteration's
-#: time on the paper's grid.  The cached matrices are shared, so their arrays are made read-only.
+#: Grids of at most this many nodes (and no free axis) solve by dense transform matrices (:func:`_axis_transforms`)
+#: instead of scipy.fft calls: the same transforms, whose Python overhead is most of a small grid's solve (16 x 16:
+#: 108 us by FFT/DCT, about 20 by the matrices; the kernel start of every fit and each massive-relaxation step).
+DENSE_TRANSFORM_NODES = 1024
+
+
+@functools.lru_cache(maxsize=32)
+def _axis_transforms(axis: Axis) -> tuple[np.ndarray, np.ndarray]:
+    """``(T, T^T)``: an orthonormal eigenbasis of a periodic or Neumann axis operator as a real matrix whose row k
+    belongs to the eigenvalue at position k of :func:`axis_symbol`: the orthonormal DCT-II; on a periodic axis the
+    real Fourier basis (row k the cosine of frequency k, row n - k its sine, which share the FFT's eigenvalue at k
+    and n - k); the identity for one node.  Read-only, cached per axis."""
+    n = axis.n
+    if n == 1:
+        T = np.eye(1)
+    elif axis.boundary == "periodic":
+        j = np.arange(n)
+        T = np.empty((n, n))
+        T[0] = 1.0 / np.sqrt(n)
+        for k in range(1, (n + 1) // 2):
+            T[k] = np.sqrt(2.0 / n) * np.cos(2 * np.pi * k * j / n)
+            T[n - k] = np.sqrt(2.0 / n) * np.sin(2 * np.pi * k * j / n)
+        if n % 2 == 0:
+            T[n // 2] = (-1.0) ** j / np.sqrt(n)
+    else:
+        T = sfft.dct(np.eye(n), type=2, axis=0, norm="ortho")
+    T_t = np.ascontiguousarray(T.T)
+    T.flags.writeable = False
+    T_t.flags.writeable = False
+    return T, T_t
+
+
+@functools.lru_cache(maxsize=8)
+def _symbol(grid: Grid, lambda_x: float, lambda_y: float, l0: float, l2: float, l4: float, l6: float) -> np.ndarray:
+    """The eigenvalues of K (:attr:`PriorOperator.symbol`), read-only, kept across operators: every fit builds its
+    operator anew, and on a small grid the symbol was a tenth of the build."""
+    coeffs = dict(l0=l0, l2=l2, l4=l4, l6=l6)
+    sym = lambda_x * axis_symbol(grid.x, **coeffs)[:, None] + lambda_y * axis_symbol(grid.y, **coeffs)[None, :]
+    sym.flags.writeable = False
+    return sym
+
+
+#: Sparse prior matrices (K and its root pair) kept across :class:`PriorOperator` instances, keyed by the grid and
+#: the coefficients, up to this many bytes in all (least recently used dropped first).  A dashboard rebuilds the
+#: same K for every click (each click is a new configuration with the same prior); building it took about half of
+#: the first iteration's time on the paper's grid.  The cached matrices are shared, so their arrays are made
+#: read-only.
 MATRIX_CACHE_BYTES = 32 * 1024 * 1024
 _MATRIX_CACHE: OrderedDict = OrderedDict()
 _MATRIX_LOCK = threading.Lock()
 
 
-def _matrix_bytes(K: sp.csr_matrix) -> int:
+def _matrix_bytes(K) -> int:
+    """Bytes of a sparse matrix, or of a tuple of them."""
+    if isinstance(K, tuple):
+        return sum(_matrix_bytes(k) for k in K)
     return K.data.nbytes + K.indices.nbytes + K.indptr.nbytes
 
 
-def _cached_matrix(key, build) -> sp.csr_matrix:
-    """The matrix of ``key`` from :data:`_MATRIX_CACHE`, or ``build()`` kept there (read-only) if it fits."""
+def _cached_matrix(key, build):
+    """The matrix (or tuple of matrices) of ``key`` from :data:`_MATRIX_CACHE`, or ``build()`` kept there (read-only)
+    if it fits."""
     with _MATRIX_LOCK:
         K = _MATRIX_CACHE.get(key)
         if K is not None:
@@ -253,8 +300,9 @@ def _cached_matrix(key, build) -> sp.csr_matrix:
     size = _matrix_bytes(K)
     if size > MATRIX_CACHE_BYTES // 4:
         return K  # a large grid's matrix is not worth pinning across runs
-    for a in (K.data, K.indices, K.indptr):
-        a.flags.writeable = False
+    for m in (K if isinstance(K, tuple) else (K,)):
+        for a in (m.data, m.indices, m.indptr):
+            a.flags.writeable = False
     with _MATRIX_LOCK:
         _MATRIX_CACHE[key] = K
         total = sum(_matrix_bytes(m) for m in _MATRIX_CACHE.values())
@@ -334,14 +382,20 @@ class PriorOperator:
     def _root_pair(self) -> tuple[sp.csr_matrix, sp.csr_matrix]:
         """(G, G^T), built once."""
         if "root" not in self._cache:
-            nx, ny = self.grid.shape
-            gx, gy = axis_root(self.grid.x, **self._coeffs()), axis_root(self.grid.y, **self._coeffs())
-            parts = [np.sqrt(self.lambda_x) * sp.kron(gx, sp.identity(ny)),
-                     np.sqrt(self.lambda_y) * sp.kron(sp.identity(nx), gy)]
-            G = sp.csr_matrix(sp.vstack(parts))
-            G.eliminate_zeros()
-            self._cache["root"] = (G, G.T.tocsr())
+            key = ("root", self.grid, self.lambda_x, self.lambda_y, self.l0, self.l2, self.l4, self.l6)
+            self._cache["root"] = _cached_matrix(key, self._build_root_pair)
         return self._cache["root"]
+
+    def _build_root_pair(self) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+        """(G, G^T) of :attr:`root`; kept across operators as the matrix is (an l6 fit on the paper mesh spent a
+        sixth of its time building them)."""
+        nx, ny = self.grid.shape
+        gx, gy = axis_root(self.grid.x, **self._coeffs()), axis_root(self.grid.y, **self._coeffs())
+        parts = [np.sqrt(self.lambda_x) * sp.kron(gx, sp.identity(ny)),
+                 np.sqrt(self.lambda_y) * sp.kron(sp.identity(nx), gy)]
+        G = sp.csr_matrix(sp.vstack(parts))
+        G.eliminate_zeros()
+        return G, G.T.tocsr()
 
     @property
     def bases(self) -> tuple:
@@ -368,9 +422,7 @@ class PriorOperator:
     def symbol(self) -> np.ndarray:
         """Eigenvalues of K, ``(nx, ny)``, in the FFT/DCT basis of :meth:`solve`."""
         if "symbol" not in self._cache:
-            sx = axis_symbol(self.grid.x, **self._coeffs())
-            sy = axis_symbol(self.grid.y, **self._coeffs())
-            self._cache["symbol"] = self.lambda_x * sx[:, None] + self.lambda_y * sy[None, :]
+            self._cache["symbol"] = _symbol(self.grid, self.lambda_x, self.lambda_y, self.l0, self.l2, self.l4, self.l6)
         return self._cache["symbol"]
 
     def apply(self, f: np.ndarray) -> np.ndarray:
@@ -398,7 +450,12 @@ class PriorOperator:
             raise SingularOperatorError(
                 f"scale*K + m^2 I is singular (smallest eigenvalue {np.min(sym):.3g}): K has a zero mode "
                 f"(the constant field) so a mass m^2 > 0 is needed; with lambda = 0 use m^2 > 0 as well")
-        return self.inverse(self.forward(np.asarray(rhs, dtype=float)) / sym)
+        rhs = np.asarray(rhs, dtype=float)
+        grid = self.grid
+        if grid.size <= DENSE_TRANSFORM_NODES and "free" not in (grid.x.boundary, grid.y.boundary):
+            (tx, tx_t), (ty, ty_t) = _axis_transforms(grid.x), _axis_transforms(grid.y)
+            return tx_t @ ((tx @ rhs @ ty_t) / sym) @ ty
+        return self.inverse(self.forward(rhs) / sym)
 
     def sample(self, rng: np.random.Generator, size: int = 1, scale: float = 1.0) -> np.ndarray:
         """``size`` random fields ``(size, nx, ny)`` of the Gaussian with precision matrix ``scale * K`` on the node
