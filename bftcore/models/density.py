@@ -71,13 +71,16 @@ class Prior:
         # weight and beta rules have one home each (bftcore.foundations.mixing); here they are only asserted or applied
         assert np.isfinite(lam) and lam > 0, f"lambda must be > 0 (the gate says so by name), got {lam!r}"
         self.K, self.lam, self.grid = K, float(lam), K.grid
-        t = np.zeros((1,) + self.grid.shape) if templates is None or len(templates) == 0 else np.asarray(
-            templates, dtype=float)
-        assert t.ndim == 3 and t.shape[1:] == self.grid.shape and np.all(np.isfinite(t)), "templates: (m, nx, ny)"
+        if templates is None or len(templates) == 0:  # the zero template, whose K t is zero
+            t = np.zeros((1,) + self.grid.shape)
+            self.Kt = np.zeros_like(t)
+        else:
+            t = np.asarray(templates, dtype=float)
+            assert t.ndim == 3 and t.shape[1:] == self.grid.shape and np.all(np.isfinite(t)), "templates: (m, nx, ny)"
+            self.Kt = np.stack([K.apply(tj) for tj in t])
         self.templates = t
         self.weights = check_weights(weights, len(t))
         self.beta = check_beta(beta)
-        self.Kt = np.stack([K.apply(tj) for tj in t])
 
     @property
     def m(self) -> int:
