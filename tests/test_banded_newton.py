@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy.linalg import lapack
 
 from bftcore import api
 from bftcore.foundations.grid import Axis, Grid
@@ -97,6 +98,48 @@ def test_band_is_the_hessian_of_cg_and_the_step_solves_newtons_system(problem):
         rounding = 1e-12 * scale * np.abs(d).max()
         assert np.linalg.norm(pt.hessp(d) + G) <= 1e-7 * np.linalg.norm(G) + rounding
         assert np.allclose(d.sum(axis=1), 0.0, atol=1e-9 * max(1.0, np.abs(d).max()))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems, st.floats(0.0, 1.5))
+def test_the_bordered_form_gives_the_projected_forms_step(problem, spread):
+    """Where every Lagrange multiplier is >= 0, the bordered system (M's banded Cholesky and the nx x nx Schur
+    complement of the constraints) gives the same Newton step as the projected form's band ``H + c 1 1^T`` (both
+    with zero sum per x), and it solves ``H d = -G``; with a negative multiplier it declines (the projected form,
+    or CG, takes the step)."""
+    nx, ny, bx, by, orders, lam, lx, ly, seed = problem
+    rng = np.random.default_rng(seed)
+    E = energy_on(nx, ny, bx, by, orders, lam, lx, ly, rng, counts=8 * nx)
+    b = BandedNewton.for_energy(E)
+    pt = E.at(normalise_log(rng.normal(0.0, spread, E.grid.shape), E.grid.hy))
+    bordered = b.factorise_bordered(pt)
+    if np.min(pt.lagrange_multiplier) < 0:
+        assert bordered is None
+        return
+    abT = b.band(pt)
+    if bordered is None or abT is None:  # M singular to rounding (a column without data and no x coupling)
+        return
+    R, info = lapack.dpbtrf(abT.T, lower=1)
+    assert info == 0
+    projected = b.solve(("projected", R), pt)
+    d = b.solve(bordered, pt)
+    assert d is not None and projected is not None
+    scale = max(1.0, float(np.max(np.abs(projected))))
+    assert np.allclose(d, projected, rtol=0, atol=1e-7 * scale)
+    G = pt.gradient
+    assert np.linalg.norm(pt.hessp(d) + G) <= 1e-7 * np.linalg.norm(G) + 1e-10 * scale
+    assert np.allclose(d.sum(axis=1), 0.0, atol=1e-9 * scale)
+
+
+def test_the_bench_problem_takes_the_bordered_form_and_the_paper_mesh_the_projected():
+    """random_problem(16) (data in every column) starts with every Lambda_i > 0, so its steps are bordered; the
+    paper mesh has columns whose multiplier is negative, and keeps the projected form there."""
+    for cfg, form in ((bench_config((16, 16), "l2"), "bordered"), (presets.figure_config("fig14"), "projected")):
+        prob = api.build_density(cfg)
+        E = prob.energy
+        start = E.at(E.normalise(api.initial_field(prob)))
+        assert (np.min(start.lagrange_multiplier) >= 0) == (form == "bordered")
+        assert BandedNewton.for_energy(E).factorise(start)[0] == form
 
 
 def test_interleaved_order_keeps_a_periodic_band_narrow():
