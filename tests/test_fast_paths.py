@@ -190,6 +190,22 @@ def test_pcg_stops_as_solved_when_the_preconditioned_residual_vanishes():
     np.testing.assert_allclose(blind @ (H @ x + g), 0.0, atol=1e-15)  # H x = -g where the preconditioner sees
 
 
+def test_pcg_goes_on_through_a_negative_preconditioned_residual():
+    """Only r.z = 0 exactly ends CG as solved: a negative r.z goes on as CG always did.  Here a symmetric,
+    indefinite preconditioner (P H has the two eigenvalues -0.2 and 1) gives r.z < 0 after the first iteration, and
+    the second solves H x = -g.  Stopping at r.z <= 0 (82be347) returned after the first with 16 % of the residual
+    left; on the grid family's 256 x 256 l6 problem that guard took 154 Newton steps to a higher local minimum
+    instead of 39."""
+    H = np.diag(np.arange(1.0, 7.0))
+    P = np.diag(np.r_[-0.2, 1.0 / np.arange(2.0, 7.0)])
+    g = np.array([0.126, -0.132, 0.64, 0.105, -0.536, 0.362])
+    r1 = -g - (g @ P @ g) / (g @ P @ H @ P @ g) * (H @ (P @ -g))  # the residual after CG's first iteration
+    assert float(r1 @ P @ r1) < 0  # the case this test is about
+    x, label, k, p = _pcg(g, lambda v: H @ v, lambda r: P @ r, 1e-12, 50)
+    assert label == "newton" and k == 2
+    np.testing.assert_allclose(H @ x, -g, atol=1e-12)
+
+
 def test_newton_ends_a_fit_whose_cg_residual_leaves_the_preconditioner():
     """One column of 256 nodes, a sixth-order prior and three points: ln P falls to about -4900 on the far side of
     the periodic y axis. At the end of the run the CG residual of the last Newton step lay where the preconditioner
