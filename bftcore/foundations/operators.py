@@ -231,7 +231,7 @@ def _inverse(c: np.ndarray, grid: Grid, bases=(None, None)) -> np.ndarray:
 
 #: Grids of at most this many nodes (and no free axis) solve by dense transform matrices (:func:`_axis_transforms`)
 #: instead of scipy.fft calls: the same transforms, whose Python overhead is most of a small grid's solve (16 x 16:
-#: 108 us by FFT/DCT, about 20 by the matrices; the kernel start of every fit and each massive-relaxation step).
+#: 95-103 us by FFT/DCT, 27-29 by the matrices; the kernel start of every fit and each massive-relaxation step).
 DENSE_TRANSFORM_NODES = 1024
 
 
