@@ -6,8 +6,8 @@ import itertools
 import numpy as np
 import pytest
 
-from bftcore.foundations.grid import Axis, Grid
 from bftcore.foundations import operators
+from bftcore.foundations.grid import Axis, Grid
 from bftcore.foundations.operators import PriorOperator, SingularOperatorError, axis_operator, axis_symbol, laplacian_1d
 
 BOUNDARY_PAIRS = list(itertools.product(("periodic", "neumann"), repeat=2))
