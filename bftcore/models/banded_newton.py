@@ -142,7 +142,7 @@ class BandedNewton:
         self.diag_flat = np.arange(ny) * (ny + 1)
         # the bordered form: M's band without its diagonal term (the prior's, in band order) and where W's entries go
         m = np.kron(kx, np.eye(ny)) + np.kron(np.eye(nx), ky)
-        self.v = v = max(reach * ny, ny - 1)
+        v = max(reach * ny, ny - 1)  # M's half-bandwidth
         mr, mc = np.nonzero(np.tril(m))
         self.m_band = np.zeros((self.n, v + 1))
         self.m_band[mc, mr - mc] = m[mr, mc]
@@ -206,14 +206,15 @@ class BandedNewton:
         lam = point.lagrange_multiplier[order]
         if not lam.min() >= 0.0:
             return None
+        V = point._V[order]
         abT = self.m_band.copy()
-        abT[:, 0] += (lam[:, None] * point._V[order]).reshape(-1)
+        abT[:, 0] += (lam[:, None] * V).reshape(-1)
         top = float(np.max(abT[:, 0]))
         R, info = lapack.dpbtrf(abT.T, lower=1, overwrite_ab=1)
         if info != 0 or not float(np.min(R[0])) ** 2 > 1e-10 * top:
             return None
         W = np.zeros((self.n, nx))
-        W.reshape(-1)[self.w_index] = point._V[order].reshape(-1)
+        W.reshape(-1)[self.w_index] = V.reshape(-1)
         Y, info = lapack.dtbtrs(R, W, uplo="L")
         if info != 0:
             return None
