@@ -299,6 +299,30 @@ def test_one_component_and_identical_components_equal_single_gaussian(fld):
     assert np.allclose(twin.at(phi).mixing, [0.1, 0.9], rtol=1e-12)
 
 
+@pytest.mark.parametrize("fld", ["L", "P"])
+def test_zero_template_and_training_error_against_written_out_formulas(fld):
+    """No template (the zero template, whose energy skips the subtraction) against the formula with a dense K and
+    against an explicit template of zeros; the training error kept with the energy (its data nodes found once)
+    against :func:`metrics.training_error`, with and without data."""
+    from bftcore.foundations import metrics
+    g = small_grid()
+    K = PriorOperator(g, 1.3, 0.8, 0.05, 1.0)
+    cls = LogDensityEnergy if fld == "L" else ProbabilityEnergy
+    N = make_data(g)
+    phi = random_L(g) if fld == "L" else random_P(g)
+    data_term = -np.sum(N * phi) if fld == "L" else -np.sum(N * np.log(phi))
+    expected = data_term + 0.5 * LAM * phi.ravel() @ K.matrix.toarray() @ phi.ravel() * g.hx * g.hy
+    none, zeros = cls(g, N, Prior(K, LAM)), cls(g, N, Prior(K, LAM, [np.zeros(g.shape)]))
+    assert none.prior.zero_template and not zeros.prior.zero_template
+    assert none.at(phi).value == pytest.approx(expected, rel=1e-12)
+    assert zeros.at(phi).value == pytest.approx(expected, rel=1e-12)
+    assert np.allclose(none.at(phi).gradient, zeros.at(phi).gradient, rtol=1e-12, atol=1e-12)
+    L = np.log(phi) if fld == "P" else phi
+    assert none.training_error(L) == pytest.approx(metrics.training_error(L, N), rel=1e-12)
+    empty = cls(g, np.zeros(g.shape), Prior(K, LAM))
+    assert np.isnan(empty.training_error(L)) and np.isnan(metrics.training_error(L, np.zeros(g.shape)))
+
+
 def test_mixture_gradient_uses_effective_template():
     """(716): the mixture gradient equals the single-Gaussian gradient with t̄ = sum_j a_j t_j."""
     E = energy("L", True)

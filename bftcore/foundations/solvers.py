@@ -450,10 +450,10 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
                          step=0.0, residual=point.residual, method=label, change=0.0, converged=True,
                          elapsed_s=time.perf_counter() - t0, field=phi)
             return
-        change = float(np.max(np.abs(new_phi - phi)))
+        change = float(abs(new_phi - phi).max())
         dE = point.value - new_point.value
         phi, point = new_phi, new_point
-        total = float(np.sum(phi))  # NaN or +inf anywhere shows in the sum (-inf alone is L where P = 0)
+        total = float(phi.sum())  # NaN or +inf anywhere shows in the sum (-inf alone is L where P = 0)
         if not np.isfinite(point.value) or np.isnan(total) or total == np.inf:
             raise SolverError(f"iteration {it} produced a non-finite energy or field")
         converged = controller.converged(it, change, dE, point)

@@ -233,7 +233,7 @@ class BandedNewton:
             step, info3 = lapack.dtbtrs(R, z - Y @ mu, uplo="L", trans="T")
             info = info or info2 or info3
             step = step.reshape(nx, ny)
-            step = step - step.mean(axis=1, keepdims=True)  # the projected form's gauge: the same step
+            step -= step.sum(axis=1, keepdims=True) * (1.0 / ny)  # the projected form's gauge: the same step
         else:
             step, info = lapack.dpbtrs(factor[1], rhs, lower=1)
             step = step.reshape(nx, ny)

@@ -55,8 +55,8 @@ EMPIRICAL_EPS = 1e-10  # epsilon of the delta-peak start ln(N/n + eps), Fig. 22
 
 def normalise_log(L: np.ndarray, hy: float) -> np.ndarray:
     """Conditionally normalise a log-density: ``L - ln sum_j exp(L[i, j]) hy`` per x (eq. (146))."""
-    m = np.max(L, axis=1, keepdims=True)
-    return L - (m + np.log(np.sum(np.exp(L - m), axis=1, keepdims=True) * hy))
+    m = L.max(axis=1, keepdims=True)  # the array methods: numpy's function wrappers cost more than 16 x 16 numbers
+    return L - (m + np.log(np.exp(L - m).sum(axis=1, keepdims=True) * hy))
 
 
 class Prior:
@@ -71,7 +71,8 @@ class Prior:
         # weight and beta rules have one home each (bftcore.foundations.mixing); here they are only asserted or applied
         assert np.isfinite(lam) and lam > 0, f"lambda must be > 0 (the gate says so by name), got {lam!r}"
         self.K, self.lam, self.grid = K, float(lam), K.grid
-        if templates is None or len(templates) == 0:  # the zero template, whose K t is zero
+        self.zero_template = templates is None or len(templates) == 0
+        if self.zero_template:  # whose K t is zero
             t = np.zeros((1,) + self.grid.shape)
             self.Kt = np.zeros_like(t)
         else:
@@ -89,11 +90,13 @@ class Prior:
     def evaluate(self, phi: np.ndarray, Kphi: np.ndarray):
         """Prior energy, component energies lambda*E_0j, mixing a_j and ``u_j = cell K (phi - t_j)``."""
         cell = self.grid.cell
+        if self.m == 1:  # one Gaussian: its energy without the (1, nx, ny) stacks and einsum (a point of every step)
+            u0 = cell * Kphi if self.zero_template else cell * (Kphi - self.Kt[0])
+            lamE0 = self.lam * 0.5 * float(np.vdot(phi if self.zero_template else phi - self.templates[0], u0))
+            return lamE0, np.array([lamE0]), np.ones(1), u0[None]
         u = cell * (Kphi[None] - self.Kt)
         E0 = 0.5 * np.einsum("jab,jab->j", phi[None] - self.templates, u)
         lamE0 = self.lam * E0
-        if self.m == 1:
-            return float(lamE0[0]), lamE0, np.ones(1), u
         a = mixing_coefficients(lamE0, self.weights, self.beta)
         return float(mixture_energy(lamE0, self.weights, self.beta)), lamE0, a, u
 
@@ -120,6 +123,14 @@ class DensityEnergy:
         self.data_mask = self.N > 0
         self.data_index = np.flatnonzero(self.data_mask)  # flat indices of the data nodes, and their counts
         self.data_counts = self.N.ravel()[self.data_index]
+        self.n_data = float(self.data_counts.sum())
+
+    def training_error(self, L: np.ndarray) -> float:
+        """The training error (710) of ``L``, :func:`bftcore.foundations.metrics.training_error`, from the data nodes
+        found once (a record of every iteration asks for it)."""
+        if self.n_data == 0:
+            return float("nan")
+        return -float(np.dot(self.data_counts, L.take(self.data_index))) / self.n_data
 
     def at(self, phi: np.ndarray):
         raise NotImplementedError
@@ -337,7 +348,8 @@ class LogPoint(_Point):
     @cached_property
     def value(self) -> float:
         """E_L = -(L, N)_data + prior, eqs. (109), (713)."""
-        return float(-np.sum(self.energy.N * self.phi) + self.prior_energy)
+        E = self.energy  # the data term over the data nodes only (N is zero elsewhere)
+        return float(-np.dot(E.data_counts, self.phi.take(E.data_index)) + self.prior_energy)
 
     @cached_property
     def _r(self) -> np.ndarray:
@@ -383,7 +395,7 @@ class LogPoint(_Point):
     @cached_property
     def residual(self) -> float:
         """Stationarity residual: max |N - lambda K(L - t̄) - Lambda_X P hy| (eqs. (127)/(716))."""
-        return float(np.max(np.abs(self.gradient)))
+        return float(abs(self.gradient).max())
 
 
 class LogDensityEnergy(DensityEnergy):
@@ -616,7 +628,7 @@ def records(problem: DensityProblem, init=None):
         P = E.to_P(rec.field)
         L = E.to_L(rec.field)
         te = metrics.test_error(L, problem.P_true, grid) if problem.P_true is not None else None
-        yield Record(iteration=rec.iteration, energy=rec.energy, train_error=metrics.training_error(L, problem.N),
+        yield Record(iteration=rec.iteration, energy=rec.energy, train_error=E.training_error(L),
                      test_error=te, mixing=rec.mixing, step=rec.step, residual=rec.residual, method=rec.method,
                      change=rec.change, converged=rec.converged, elapsed_s=rec.elapsed_s, L=L, P=P, field=rec.field)
 
