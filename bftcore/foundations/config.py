@@ -196,6 +196,7 @@ _PLAIN_NUMBERS = frozenset((float, int))
 _LIST_TYPE = frozenset((list,))
 #: JSON's own scalar types (immutable), which :func:`to_plain` and :func:`_copy_plain` return as they are
 _PLAIN_SCALARS = frozenset((float, int, str, bool, type(None)))
+_JSON_CONTAINERS = frozenset((list, dict))
 
 
 def _plain_numbers(seq) -> bool:
@@ -218,15 +219,17 @@ def to_plain(obj, where: str = "the configuration", depth: int = 0):
         return obj
     if depth > HARD_DEPTH:
         raise ConfigError(f"{where} is nested too deeply; a configuration needs at most 4 levels of brackets")
-    if obj is None or isinstance(obj, (str, bool)):
+    if type(obj) in _JSON_CONTAINERS:  # a plain list or dict: none of the conversions (and ABC checks) below
+        pass
+    elif obj is None or isinstance(obj, (str, bool)):
         return obj
-    if isinstance(obj, np.bool_):
+    elif isinstance(obj, np.bool_):
         return bool(obj)
-    if isinstance(obj, numbers.Integral):
+    elif isinstance(obj, numbers.Integral):
         return int(obj)
-    if isinstance(obj, numbers.Real):
+    elif isinstance(obj, numbers.Real):
         return float(obj)
-    if isinstance(obj, np.ndarray):
+    elif isinstance(obj, np.ndarray):
         if np.ma.isMaskedArray(obj) and np.ma.count_masked(obj):  # tolist() would turn masked values into null
             raise ConfigError(f"{where} holds a masked array with {_fmt_int(int(np.ma.count_masked(obj)))} masked "
                               f"value(s); bftcore does not guess what they were: drop or fill them first")
@@ -392,8 +395,8 @@ def _str(v, where, choices):
 
 def _num(v, where, lo=None, hi=None, lo_open=False, integer=False, mag=MAX_MAGNITUDE):
     """A number of a document: finite, within float range and ``|v| <= mag``, and within [lo, hi]."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-        raise ConfigError(f"{where} must be a number, got {_show(v)}")
+    if type(v) not in _PLAIN_NUMBERS and (isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)):
+        raise ConfigError(f"{where} must be a number, got {_show(v)}")  # (a Python float or int needs no ABC check)
     try:
         f = float(v)
     except (OverflowError, ValueError, TypeError):
@@ -553,14 +556,25 @@ def _operator_range(cfg: dict, grid: Grid, unit: bool = False) -> tuple[float, f
     by them made the default masses, and the gate's check of them, depend on the units of y against x; on the
     paper's grid (spacing 1, lambda_x = lambda_y = 1) and in 1-D (lambda_y = 1) nothing changes."""
     pr = cfg["prior"]
-    coeffs = {k: pr[k] for k in ("l0", "l2", "l4", "l6")}
-    if cfg["model"] == "regression":
+    regression = cfg["model"] == "regression"
+    return _operator_range_of(grid, regression, 1.0 if regression else pr["lambda_x"],
+                              1.0 if regression else pr["lambda_y"], pr["l0"], pr["l2"], pr["l4"], pr["l6"], unit)
+
+
+@functools.lru_cache(maxsize=256)
+def _operator_range_of(grid: Grid, regression: bool, lambda_x: float, lambda_y: float, l0: float, l2: float,
+                       l4: float, l6: float, unit: bool) -> tuple[float, float]:
+    """:func:`_operator_range` of a grid and a prior's numbers, kept: the gate asks for it three times per document
+    (the masses' internal scale and the conditioning checks; about a tenth of a 16 x 16 document's check), and a
+    dashboard checks the same grid and prior at every click."""
+    coeffs = {"l0": l0, "l2": l2, "l4": l4, "l6": l6}
+    if regression:
         axes = [(grid.x, 1.0)]
     else:
-        axes = [(grid.x, pr["lambda_x"]), (grid.y, pr["lambda_y"])]
-        if unit and pr["lambda_y"] > 0:
+        axes = [(grid.x, lambda_x), (grid.y, lambda_y)]
+        if unit and lambda_y > 0:
             k = highest_order(coeffs)
-            axes = [(grid.x, pr["lambda_x"] * (grid.x.h / grid.y.h) ** (-2 * k) / pr["lambda_y"]), (grid.y, 1.0)]
+            axes = [(grid.x, lambda_x * (grid.x.h / grid.y.h) ** (-2 * k) / lambda_y), (grid.y, 1.0)]
     kmin = kmax = 0.0
     for axis, weight in axes:
         if unit:
