@@ -9,6 +9,7 @@ representations a user reads (``L`` and ``P`` for a density, ``h`` for regressio
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,6 +17,8 @@ import numpy as np
 
 def finite_or_none(v) -> float | None:
     """A number for a JSON document: None for a missing or non-finite value (JSON has no infinities)."""
+    if type(v) is float:  # the common case, without numpy's scalar ufunc call
+        return v if math.isfinite(v) else None
     return None if v is None or not np.isfinite(v) else float(v)
 
 
@@ -44,7 +47,7 @@ class Record:
         """The history entry of a result document (CONVENTIONS.md §4): numbers and lists only."""
         return {"iteration": int(self.iteration), "energy": float(self.energy),
                 "train_error": finite_or_none(self.train_error), "test_error": finite_or_none(self.test_error),
-                "mixing": [float(a) for a in np.asarray(self.mixing, dtype=float).ravel()],
+                "mixing": np.asarray(self.mixing, dtype=float).ravel().tolist(),
                 "step": float(self.step), "residual": float(self.residual), "method": str(self.method)}
 
 

@@ -745,7 +745,7 @@ class DensityFit(FitResult):
             "normalisation_error": metrics.normalisation_error(P, grid),
             "max_P": float(np.max(P)),
             "mixing": [float(a) for a in last.mixing],
-            "lagrange_multiplier": [float(v) for v in point.lagrange_multiplier],
+            "lagrange_multiplier": point.lagrange_multiplier.tolist(),
             "regression": {"h": h.tolist(), "sd": sd.tolist()},
             "P": finite_list(P),
             "L": finite_list(L),
