@@ -36,6 +36,7 @@ None where it declines, e.g. where the Hessian is not positive definite: the ste
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -287,8 +288,9 @@ class NewtonMatrix:
     def direction(self, point):
         E = self.energy
         G = point.gradient
-        gn = float(np.linalg.norm(G))
+        gn = None
         if self.g0 is None:  # the first direction is taken at the start
+            gn = float(np.linalg.norm(G))
             self.g0 = max(gn, 1e-300)
             make = getattr(E, "newton_direct", None)
             self.direct = make() if make is not None else None
@@ -302,6 +304,7 @@ class NewtonMatrix:
                 chord = getattr(self.direct, "chord_steps", 0) > chords
                 return d, self.name + "-chord" if chord else self.name, ()
         g0 = self.g0
+        gn = float(np.linalg.norm(G)) if gn is None else gn  # (the exact step above needs no norm)
         rtol = max(1e-12, np.sqrt(gn / g0))
         if gn > E.newton_loose_until * g0:
             rtol = 0.1
@@ -454,7 +457,7 @@ def iterate(energy, phi0, method: str = "newton", mass2: float = 0.01, min_iter:
         dE = point.value - new_point.value
         phi, point = new_phi, new_point
         total = float(phi.sum())  # NaN or +inf anywhere shows in the sum (-inf alone is L where P = 0)
-        if not np.isfinite(point.value) or np.isnan(total) or total == np.inf:
+        if not math.isfinite(point.value) or math.isnan(total) or total == math.inf:
             raise SolverError(f"iteration {it} produced a non-finite energy or field")
         converged = controller.converged(it, change, dE, point)
         yield Record(iteration=it, energy=point.value, train_error=None, test_error=None, mixing=point.mixing,

@@ -42,6 +42,7 @@ against the matrix of the Hessian action CG uses (``point.hessp``).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 from scipy.linalg import lapack
@@ -120,6 +121,8 @@ class BandedNewton:
         ``lambda cell lambda_y K_Y``)."""
         nx, ny = grid.shape
         self.order = order = x_order(nx, grid.x.boundary == "periodic")
+        # how a point's (nx, ny) arrays are put in band order: a view where the order is the grid's own
+        self.rows_in_order = slice(None) if np.array_equal(order, np.arange(nx)) else order
         kx = kx[np.ix_(order, order)]
         self.ky = ky
         self.ky_sums = ky.sum(axis=0)
@@ -155,7 +158,7 @@ class BandedNewton:
         """``H + c 1 1^T`` per x block at ``point`` in band order, as the C-ordered transpose of LAPACK's lower
         banded storage (``band(point).T[k, i] = H[i + k, i]``), or None when the diagonal is not positive (H is then
         not positive definite on the tangent space)."""
-        nx, ny, order = self.nx, self.ny, self.order
+        nx, ny, order = self.nx, self.ny, self.rows_in_order
         V = point._V[order]
         diag = self.kx_diag[:, None] + point.lagrange_multiplier[order, None] * V  # A_i's diagonal beyond K_Y
         c = self.ky_sums + diag  # 1^T A_i (A_i is symmetric)
@@ -202,16 +205,16 @@ class BandedNewton:
         ``Lambda_i < 0`` (M may be indefinite), or a pivot of M's Cholesky below 1e-10 of M's largest diagonal
         entry (M is singular to rounding, e.g. a column without data and no x coupling: the projected form's gauge
         handles that)."""
-        order, nx = self.order, self.nx
+        order, nx = self.rows_in_order, self.nx
         lam = point.lagrange_multiplier[order]
         if not lam.min() >= 0.0:
             return None
         V = point._V[order]
         abT = self.m_band.copy()
         abT[:, 0] += (lam[:, None] * V).reshape(-1)
-        top = float(np.max(abT[:, 0]))
+        top = float(abT[:, 0].max())
         R, info = lapack.dpbtrf(abT.T, lower=1, overwrite_ab=1)
-        if info != 0 or not float(np.min(R[0])) ** 2 > 1e-10 * top:
+        if info != 0 or not float(R[0].min()) ** 2 > 1e-10 * top:
             return None
         W = np.zeros((self.n, nx))
         W.reshape(-1)[self.w_index] = V.reshape(-1)
@@ -224,7 +227,7 @@ class BandedNewton:
     def solve(self, factor: tuple, point) -> np.ndarray | None:
         """``-H^{-1} G`` at ``point`` with the factorisation ``factor`` of :meth:`factorise` (of this point: the
         Newton step; of an earlier one: a chord step), zero sum per x; None if the solve gives no finite step."""
-        order, nx, ny = self.order, self.nx, self.ny
+        order, nx, ny = self.rows_in_order, self.nx, self.ny
         rhs = -point.gradient[order].reshape(-1)
         if factor[0] == "bordered":
             _, R, Y, C = factor
@@ -237,8 +240,10 @@ class BandedNewton:
         else:
             step, info = lapack.dpbtrs(factor[1], rhs, lower=1)
             step = step.reshape(nx, ny)
-        if info != 0 or not np.isfinite(float(step.sum())):
+        if info != 0 or not math.isfinite(float(step.sum())):
             return None
+        if type(order) is slice:
+            return step
         out = np.empty((nx, ny))
         out[order] = step
         return out
@@ -291,6 +296,6 @@ class BandedRun:
         if factor is None:
             return None
         d = self.banded.solve(factor, point)
-        if d is not None and float(np.max(np.abs(d))) <= CHORD_STEP:
+        if d is not None and float(abs(d).max()) <= CHORD_STEP:
             self.factor = factor
         return d
