@@ -74,7 +74,7 @@ class Axis:
 
     def nearest(self, v: np.ndarray) -> np.ndarray:
         """Index of the nearest node for each value of the float array ``v``, which :meth:`outside` has passed."""
-        return np.clip(np.rint((v - self.min) / self.h).astype(int), 0, self.n - 1)
+        return np.minimum(np.maximum(np.rint((v - self.min) / self.h).astype(int), 0), self.n - 1)  # (np.clip: 2x)
 
     def to_dict(self) -> dict:
         return {"min": self.min, "max": self.max, "n": int(self.n), "boundary": self.boundary}
