@@ -302,8 +302,8 @@ def test_one_component_and_identical_components_equal_single_gaussian(fld):
 @pytest.mark.parametrize("fld", ["L", "P"])
 def test_zero_template_and_training_error_against_written_out_formulas(fld):
     """No template (the zero template, whose energy skips the subtraction) against the formula with a dense K and
-    against an explicit template of zeros; the training error kept with the energy (its data nodes found once)
-    against :func:`metrics.training_error`, with and without data."""
+    against an explicit template of zeros; the training error kept with the energy (its data nodes found once) and
+    :func:`metrics.training_error` against (710) written out, with and without data."""
     from bftcore.foundations import metrics
     g = small_grid()
     K = PriorOperator(g, 1.3, 0.8, 0.05, 1.0)
@@ -318,7 +318,9 @@ def test_zero_template_and_training_error_against_written_out_formulas(fld):
     assert zeros.at(phi).value == pytest.approx(expected, rel=1e-12)
     assert np.allclose(none.at(phi).gradient, zeros.at(phi).gradient, rtol=1e-12, atol=1e-12)
     L = np.log(phi) if fld == "P" else phi
-    assert none.training_error(L) == pytest.approx(metrics.training_error(L, N), rel=1e-12)
+    written_out = -float(np.sum(N * L)) / float(N.sum())  # (710), over every node
+    assert none.training_error(L) == pytest.approx(written_out, rel=1e-12)
+    assert metrics.training_error(L, N) == pytest.approx(written_out, rel=1e-12)
     empty = cls(g, np.zeros(g.shape), Prior(K, LAM))
     assert np.isnan(empty.training_error(L)) and np.isnan(metrics.training_error(L, np.zeros(g.shape)))
 

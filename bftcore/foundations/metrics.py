@@ -12,11 +12,17 @@ from .grid import Grid
 
 def training_error(L: np.ndarray, N: np.ndarray) -> float:
     """Training error (710): ``-(1/n) sum_data L(x_d, y_d)``."""
-    n = float(N.sum())
+    index = np.flatnonzero(N > 0)
+    return training_error_at(L, index, np.ravel(N)[index])
+
+
+def training_error_at(L: np.ndarray, index: np.ndarray, counts: np.ndarray) -> float:
+    """:func:`training_error` from the data nodes found once: the flat ``index`` of the nodes with data and their
+    ``counts`` (a record of every iteration asks for it)."""
+    n = float(counts.sum())
     if n == 0:
         return float("nan")
-    data = N > 0
-    return -float(np.dot(N[data], L[data])) / n
+    return -float(np.dot(counts, np.ravel(L)[index])) / n
 
 
 def test_error(L: np.ndarray, P_true: np.ndarray, grid: Grid) -> float:

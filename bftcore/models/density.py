@@ -123,14 +123,10 @@ class DensityEnergy:
         self.data_mask = self.N > 0
         self.data_index = np.flatnonzero(self.data_mask)  # flat indices of the data nodes, and their counts
         self.data_counts = self.N.ravel()[self.data_index]
-        self.n_data = float(self.data_counts.sum())
 
     def training_error(self, L: np.ndarray) -> float:
-        """The training error (710) of ``L``, :func:`bftcore.foundations.metrics.training_error`, from the data nodes
-        found once (a record of every iteration asks for it)."""
-        if self.n_data == 0:
-            return float("nan")
-        return -float(np.dot(self.data_counts, L.take(self.data_index))) / self.n_data
+        """The training error (710) of ``L`` from the data nodes found once (a record of every iteration asks)."""
+        return metrics.training_error_at(L, self.data_index, self.data_counts)
 
     def at(self, phi: np.ndarray):
         raise NotImplementedError

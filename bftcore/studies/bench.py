@@ -223,11 +223,11 @@ def run(sizes=None, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, 
         repeat_budget_s: float = 3.0, families=("grid",), base: int = REFINED_BASE):
     """Measure every (family, size, prior) of ``families`` (:data:`FAMILIES`; ``base`` is the refined family's
     problem; ``sizes``: the sizes of every family, a dict of them per family (as :data:`QUICK_SIZES`), or None for
-    each family's :data:`DEFAULT_SIZES`): a list of row dicts (times in seconds, medians over ``repeats``; a case
-    whose first runs take over ``repeat_budget_s``, or whose L-BFGS-B run stops at its budget, is run once; in the
-    others the first runs are a warm-up and the repeats alternate bftcore's fit, its iteration to the goal and
-    L-BFGS-B run by run).
-    L-BFGS-B's budget in a case is the larger of ``lbfgs_max_s`` and twice bftcore's fit, so that a run stopped
+    each family's :data:`DEFAULT_SIZES`): a list of row dicts (times in seconds, medians over ``repeats``; of the
+    three measurements, bftcore's fit, its iteration to the goal and L-BFGS-B, one whose first run takes over
+    ``repeat_budget_s``, or for L-BFGS-B stops before the goal, is run once; the others' first runs are a warm-up,
+    and their repeats are taken in turn, run by run).
+    L-BFGS-B's budget in a case is the larger of ``lbfgs_max_s`` and twice bftcore's first fit, so that a run stopped
     before the goal still says which solver is faster (ratio > 2): with 10 s alone, 256 x 256 l6 (bftcore 37 s)
     printed "> 0.27", which says nothing; L-BFGS-B had not reached the goal there after 600 s (one run,
     2026-11-27).  The sparse-direct floor is measured up to ``floor_max_nodes`` (its LU of the bordered system
