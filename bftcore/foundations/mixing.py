@@ -36,10 +36,9 @@ def check_beta(beta, units: bool = False) -> float:
 def check_weights(weights, m: int) -> np.ndarray:
     """The one rule for mixture weights p_j: m finite numbers >= 0, not all zero; returned normalised to sum 1.
     ``None`` means equal weights."""
-    if weights is None and m >= 1:  # equal weights need no checks (the same numbers as below)
-        p = np.full(m, 1.0 / m)
-        return p / p.sum()
     p = np.full(m, 1.0 / m) if weights is None else np.asarray(weights, dtype=float)
+    if weights is None and m >= 1:  # equal weights pass the checks below: skip them (a fit's every build asks)
+        return p / p.sum()
     if p.shape != (m,) or np.any(~np.isfinite(p)) or np.any(p < 0) or not p.sum() > 0:
         raise ValueError(f"mixture weights p_j must be {m} finite numbers >= 0 (one per template), not all zero; "
                          f"got {p.tolist() if p.ndim else weights!r}")
