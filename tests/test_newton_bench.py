@@ -182,3 +182,32 @@ def test_bench_cli_refuses_bad_arguments(argv, capsys):
         main(argv)
     assert e.value.code == 2
     assert "error" in capsys.readouterr().err
+
+
+def test_newton_run_from_a_given_start():
+    """``newton_run(start=...)`` (scripts/newton_starts.py): started near the solution, the same iteration reaches
+    the same minimum in fewer steps than from the kernel start; a start far from it still reaches it."""
+    cfg = bench.bench_config((24, 24), "l6")
+    with using(UNLIMITED):
+        L_star = api.run(cfg).field
+        _, e_kernel, cg_kernel, b_kernel = bench.newton_run(cfg)
+        _, e_near, cg_near, b_near = bench.newton_run(cfg, start=lambda p, L0: L_star + 1e-4 * (L0 - L_star))
+        _, e_far, _, _ = bench.newton_run(cfg, start=lambda p, L0: L0 + 3.0 * np.sin(np.arange(L0.shape[1])))
+    assert e_near == pytest.approx(e_kernel, rel=1e-10) and e_far == pytest.approx(e_kernel, rel=1e-8)
+    assert len(cg_near) + b_near < len(cg_kernel) + b_kernel
+
+
+def test_newton_starts_script_prints_its_table(capsys):
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "scripts" / "newton_starts.py"
+    spec = importlib.util.spec_from_file_location("newton_starts", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    mod.main(["--sizes", "12", "--repeats", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["size", "start", "steps"] and len(lines) == 1 + len(mod.starts(np.zeros(1)))
+    energies = {float(line.split()[-2]) for line in lines[1:]}
+    assert max(energies) - min(energies) <= 1e-8 * max(abs(e) for e in energies)
+    with pytest.raises(SystemExit):
+        mod.main(["--repeats", "0"])

@@ -164,11 +164,11 @@ class SparseDirectMatrix(NewtonMatrix):
         return sol[:n].reshape(nx, ny), "newton", ()
 
 
-def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[int], int]:
+def newton_run(config: dict, matrix=NewtonMatrix, start=None) -> tuple[float, float, list[int], int]:
     """One Newton run of ``config`` with the learning matrix class ``matrix`` (the stopping rule of the
-    configuration, the kernel start): ``(seconds of the iteration, final energy, CG iterations of each step solved
-    by CG, steps solved by the energy's banded solve)`` (the banded steps of a small grid, exact or chord steps,
-    :mod:`bftcore.models.banded_newton`)."""
+    configuration; the kernel start, or ``start(problem, kernel_start) -> L0``): ``(seconds of the iteration, final
+    energy, CG iterations of each step solved by CG, steps solved by the energy's banded solve)`` (the banded steps
+    of a small grid, exact or chord steps, :mod:`bftcore.models.banded_newton`)."""
     problem = build_density(config)
     so_ = problem.config["solver"]
     E = problem.energy
@@ -186,6 +186,8 @@ def newton_run(config: dict, matrix=NewtonMatrix) -> tuple[float, float, list[in
         return out
     newton.direction = counted
     phi0 = initial_field(problem)
+    if start is not None:
+        phi0 = initial_field(problem, start(problem, phi0))  # an array: normalised as a warm start is
     t0 = time.perf_counter()
     energy = np.nan
     for rec in iterate(E, phi0, step=step,

@@ -1,0 +1,62 @@
+"""How much of a Newton fit is the start's fault (issue 31): ``python scripts/newton_starts.py [--sizes 64,128]
+[--prior l6] [--family grid] [--repeats 3]`` runs the benchmark's problem (``python -m bftcore bench``) with the
+solver as it is, from the kernel start and from starts built out of the converged solution L*:
+
+* ``mix a``: ``L* + a (L0 - L*)``, a fraction a of the way from the solution back to the kernel start L0;
+* ``tails of L*``: L* where the kernel start lies more than 10 below its column's maximum, L0 elsewhere;
+* ``bulk of L*``: L* where L* lies within 10 of its column's maximum, L0 elsewhere.
+
+(every start normalised per x as a warm start is).  It prints the Newton steps, the CG iterations, the final energy
+and the seconds of the iteration (median of ``--repeats``).  No start and no globalisation can do better than
+``mix 1e-4``, which starts at the answer to four digits: that row is the floor the linear algebra of the steps that
+remain sets, whatever brings the iteration there.  A benchmark prints a table; nothing here asserts on time.
+"""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from bftcore.foundations.limits import UNLIMITED, using
+from bftcore.models.fitting import run
+from bftcore.studies.bench import FAMILIES, PRIORS, bench_config, newton_run, parse_size
+
+
+def starts(L_star: np.ndarray) -> dict:
+    """name -> ``start(problem, L0)`` for :func:`bftcore.studies.bench.newton_run`."""
+    out = {"kernel start": None}
+    for a in (1e-4, 1e-2, 0.3):
+        out[f"mix {a:g}"] = lambda p, L0, a=a: L_star + a * (L0 - L_star)
+    out["tails of L*"] = lambda p, L0: np.where(L0 < L0.max(axis=1, keepdims=True) - 10.0, L_star, L0)
+    out["bulk of L*"] = lambda p, L0: np.where(L_star < L_star.max(axis=1, keepdims=True) - 10.0, L0, L_star)
+    return out
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="64,128", help="comma-separated sizes, n or NXxNY (default 64,128)")
+    ap.add_argument("--prior", default="l6", choices=PRIORS)
+    ap.add_argument("--family", default="grid", choices=FAMILIES)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
+    try:
+        sizes = [parse_size(s) for s in args.sizes.split(",")]
+    except ValueError as e:
+        ap.error(str(e))
+    print(f"{'size':>9} {'start':<14} {'steps':>5} {'CG':>6} {'energy':>18} {'seconds':>8}")
+    with using(UNLIMITED):
+        for size in sizes:
+            cfg = bench_config(size, args.prior, args.family)
+            L_star = run(cfg).field
+            for name, start in starts(L_star).items():
+                runs = [newton_run(cfg, start=start) for _ in range(args.repeats)]
+                _, energy, cg, banded = runs[0]
+                seconds = float(np.median([r[0] for r in runs]))
+                print(f"{size[0]:>4}x{size[1]:<4} {name:<14} {len(cg) + banded:>5} {sum(cg):>6} {energy:>18.10f} "
+                      f"{seconds:>8.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
