@@ -1,7 +1,9 @@
 """The Newton preconditioner's candidates side by side (issue 31): ``python scripts/preconditioner_candidates.py
-[--sizes 64,128] [--repeats 3]`` prints, for the benchmark's l6 problems (``python -m bftcore bench``), the cost of
-solving one Newton system at the converged field to a relative residual of 1e-8 by preconditioned CG: the
-preconditioner's build time, the CG iterations, the solve time and their sum (medians of ``--repeats``).
+[--sizes 64,128] [--repeats 3] [--only WORDS]`` prints, for the benchmark's l6 problems (``python -m bftcore
+bench``), the cost of solving one Newton system at the converged field to a relative residual of 1e-8 by
+preconditioned CG: the preconditioner's build time, the CG iterations, the solve time and their sum (medians of
+``--repeats``).  ``--newton 4,8`` prints whole Newton runs instead: the solver as it is, and with the two-level
+candidate (knots every 4 or 8 nodes, cubic) built anew at every step.
 
 Candidates (each keeps the normalisation's constraint, the tangent space ``sum_y P hy d = 0`` per x):
 
@@ -16,6 +18,12 @@ Candidates (each keeps the normalisation's constraint, the tangent space ``sum_y
   eigenvectors of K_Y (the constant first), solved exactly there by a banded Cholesky (x-major order, dense m x m
   blocks, half-bandwidth (reach + 1) m - 1), and on the other y modes one banded x system per mode with the data term
   replaced by its diagonal in those modes (:class:`YModeGalerkin`); exact at m = ny;
+* ``two-level cC pP``: the strong separable form as the smoother and a coarse grid (:class:`SplineTwoLevel`):
+  B-splines of degree P with knots every C nodes on each axis (periodic where the axis is), the Hessian (160)
+  projected onto their tensor products (Galerkin, ``Zc = Z^T H Z`` with H's per-x constants lifted) and factorised
+  densely, combined multiplicatively and symmetrically (balancing: ``Q + (I - Q H) S (I - H Q)``, ``Q = Z Zc^-1
+  Z^T``, S the separable form; two Hessian products and two coarse solves per application); exact when the coarse
+  space is everything (C = 1, P = 0);
 * ``pyamg SA``: algebraic multigrid (pyamg's smoothed aggregation, one V-cycle) on ``M``, the Schur complement of the
   separable form; only when pyamg is installed (``pip install pyamg``: it is not a dependency of bftcore).
 
@@ -35,8 +43,9 @@ import scipy.sparse as sp
 from bftcore import api
 from bftcore.foundations.limits import UNLIMITED, blas_threads, using
 from bftcore.foundations.linalg import saddle_lu
+from bftcore.foundations.solvers import NewtonMatrix
 from bftcore.models.density import SeparablePreconditioner
-from bftcore.studies.bench import bench_config
+from bftcore.studies.bench import bench_config, newton_run
 
 
 def converged_point(n: int):
@@ -151,6 +160,71 @@ class YModeGalerkin:
         return z - z.mean(axis=1, keepdims=True)
 
 
+def spline_basis(n: int, c: int, p: int, periodic: bool) -> sp.csr_matrix:
+    """``n x m`` matrix of the B-splines of degree ``p`` with knots every ``c`` nodes, sampled at the n nodes and
+    scaled to a peak of 1 (``p = 0, c = 1``: the identity); periodic ones wrap around (``m = n // c``), the others
+    are cut at the ends (``m = (n - 1) // c + 1``, every node covered)."""
+    kern = np.ones(c)
+    for _ in range(p):
+        kern = np.convolve(kern, np.ones(c))
+    kern /= kern.max()
+    width, half = len(kern), (len(kern) - 1) / 2.0
+    m = n // c if periodic else (n - 1) // c + 1
+    idx = np.rint(np.arange(m)[:, None] * c - half).astype(int) + np.arange(width)[None, :]
+    vals = np.broadcast_to(kern, idx.shape)
+    cols = np.broadcast_to(np.arange(m)[:, None], idx.shape)
+    if periodic:
+        idx = idx % n
+        keep = np.ones(idx.shape, dtype=bool)
+    else:
+        keep = (idx >= 0) & (idx < n)
+    return sp.csr_matrix((vals[keep], (idx[keep], cols[keep])), shape=(n, m))
+
+
+class SplineTwoLevel:
+    """The two-level candidate (module docstring) at ``point``: coarse knots every ``c`` nodes, B-splines of
+    degree ``p``.  ``Zc = Z^T J^T M J Z`` is assembled from sparse products (``J Z = Z - U W``, ``W = V^T Z``, U the
+    per-x constants), with ``Z^T U U^T Z`` added (scaled to Zc's diagonal) for the per-x constants that H does not
+    see (the B-splines of each periodic axis sum to a constant, so Zc alone is singular there)."""
+
+    def __init__(self, point, c: int, p: int):
+        E = point.energy
+        g, pr = E.grid, E.prior
+        nx, ny = g.shape
+        n = g.size
+        self.smoother = SeparablePreconditioner(point, True, {})
+        V = point.P * g.hy
+        D = np.maximum(point.lagrange_multiplier, 0.0)[:, None] * V
+        M = (pr.lam * g.cell * pr.K.matrix + sp.diags(D.ravel())).tocsr()
+        self.Bx = spline_basis(nx, c, p, g.x.boundary == "periodic")
+        self.By = spline_basis(ny, c, p, g.y.boundary == "periodic")
+        Z = sp.kron(self.Bx, self.By, format="csr")
+        col = np.arange(n) // ny
+        U = sp.csr_matrix((np.ones(n), (np.arange(n), col)), shape=(n, nx))
+        W = (sp.csr_matrix((V.ravel(), (np.arange(n), col)), shape=(n, nx)).T @ Z).toarray()
+        MZ = M @ Z
+        T = (U.T @ MZ).toarray()
+        Zc = (Z.T @ MZ).toarray() - T.T @ W - W.T @ T + W.T @ (U.T @ M @ U).toarray() @ W
+        Zc = 0.5 * (Zc + Zc.T)
+        UZ = (U.T @ Z).toarray()
+        Zc += (float(np.mean(np.diag(Zc))) / ny) * (UZ.T @ UZ)
+        self.F = sla.cho_factor(Zc)
+        self.point, self.shape, self.coarse = point, (nx, ny), (self.Bx.shape[1], self.By.shape[1])
+
+    def coarse_solve(self, r):
+        """``Q r = Z Zc^-1 Z^T r`` (Z = Bx (x) By, applied axis by axis)."""
+        rc = self.Bx.T @ (self.By.T @ np.asarray(r).reshape(self.shape).T).T
+        cc = sla.cho_solve(self.F, rc.ravel()).reshape(self.coarse)
+        return self.Bx @ (self.By @ cc.T).T
+
+    def __call__(self, r):
+        def H(v):
+            return self.point.hessp(v, convexified=True)
+        z1 = self.coarse_solve(r)
+        z2 = self.smoother(r - H(z1))
+        return z1 + z2 - self.coarse_solve(H(z2))
+
+
 def candidates(point):
     """``[(name, build)]``: ``build()`` returns the preconditioner."""
     E = point.energy
@@ -177,6 +251,8 @@ def candidates(point):
 
     out = [(f"separable q{q:g}", lambda q=q: SeparableAt(point, q)) for q in (0.25, 0.1, 0.05)]
     out += [(f"y-mode Galerkin m={m}", lambda m=m: YModeGalerkin(point, m)) for m in (16, 32, 48)]
+    out += [(f"two-level c{c} p{p}", lambda c=c, p=p: SplineTwoLevel(point, c, p))
+            for c in (4, 8, 16) for p in (3, 5) if (g.shape[0] // c) * (g.shape[1] // c) <= 4096]
     out += [("SuperLU + exact Schur", lu_exact), ("SuperLU + separable Schur", lu_separable)]
     try:
         import pyamg
@@ -192,6 +268,50 @@ def candidates(point):
     return out
 
 
+class TwoLevelNewton(NewtonMatrix):
+    """The solver's Newton learning matrix with :class:`SplineTwoLevel` (knots every :attr:`c` nodes, degree
+    :attr:`p`) as the preconditioner of every step, built anew at each (its coarse matrix follows the point):
+    the ``--newton`` rows.  ``builds`` and ``build_s`` count its builds and their seconds."""
+
+    c, p = 8, 3
+
+    def __init__(self, energy, mass2: float, cg_maxiter: int):
+        super().__init__(energy, mass2, cg_maxiter)
+        self.builds, self.build_s = 0, 0.0
+
+        def newton_preconditioner(point, previous=None, strong=False, cache=None):
+            t0 = time.perf_counter()
+            out = SplineTwoLevel(point, self.c, self.p)
+            self.builds += 1
+            self.build_s += time.perf_counter() - t0
+            return out
+        energy.newton_preconditioner = newton_preconditioner  # this energy object only, for this run
+
+
+def newton_rows(n: int, spacings, p: int, repeats: int) -> None:
+    """Print whole Newton runs of the benchmark's n x n l6 problem: the solver as it is, then with the two-level
+    preconditioner at every step for each coarse spacing (medians of ``repeats``; steps, CG and energy of the
+    first)."""
+    cfg = bench_config((n, n), "l6")
+    for c in (None, *spacings):
+        rows = []
+        for _ in range(repeats):
+            built: list = []
+
+            class Matrix(TwoLevelNewton):
+                def __init__(self, *a, c=c):
+                    super().__init__(*a)
+                    self.c, self.p = c, p
+                    built.append(self)
+            t, e, cg, banded = newton_run(cfg, NewtonMatrix if c is None else Matrix)
+            rows.append((t, e, len(cg) + banded, sum(cg), built[0].build_s if built else 0.0))
+        t = float(np.median([r[0] for r in rows]))
+        b = float(np.median([r[4] for r in rows]))
+        name = "separable (the solver)" if c is None else f"two-level c{c} p{p}"
+        _, e, steps, cg, _ = rows[0]
+        print(f"{f'{n}x{n}':>8} {name:<28} {steps:6d} {cg:6d} {e:18.10f} {t:9.2f} {b:9.2f}", flush=True)
+
+
 def _sizes(text: str) -> list[int]:
     """``"64,128"`` as [64, 128]; argparse reports a bad list with what is accepted."""
     try:
@@ -201,6 +321,16 @@ def _sizes(text: str) -> list[int]:
     if not all(8 <= n <= 256 for n in sizes):
         raise argparse.ArgumentTypeError(f"{text!r}: every n must be between 8 and 256")
     return sizes
+
+
+def _spacings(text: str) -> list[int]:
+    try:
+        out = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from None
+    if not all(2 <= c <= 64 for c in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: every knot spacing must be between 2 and 64")
+    return out
 
 
 def _repeats(text: str) -> int:
@@ -214,8 +344,20 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", type=_sizes, default=[64, 128], help="comma-separated n (n x n grids, 8 to 256; "
                     "default 64,128)")
     ap.add_argument("--repeats", type=_repeats, default=3, help="runs per case, the median is printed (default 3)")
+    ap.add_argument("--newton", type=_spacings, default=None, metavar="C,C", help="instead: whole Newton runs of "
+                    "the bench's l6 problems, the solver as it is and with the two-level candidate (knots every C "
+                    "nodes, cubic) at every step")
+    ap.add_argument("--only", default="", help="comma-separated words: only the candidates whose name contains "
+                    "one of them (e.g. separable,two-level)")
     args = ap.parse_args(argv)
     blas_threads()
+    if args.newton is not None:
+        print(f"whole Newton runs, grid family l6; medians of {args.repeats}; seconds")
+        print(f"{'size':>8} {'preconditioner':<28} {'steps':>6} {'CG':>6} {'energy':>18} {'total':>9} {'builds':>9}")
+        with using(UNLIMITED):
+            for n in args.sizes:
+                newton_rows(n, args.newton, 3, args.repeats)
+        return 0
     print(f"one Newton system at the converged field, CG to 1e-8; medians of {args.repeats}; times in ms")
     print(f"{'size':>8} {'candidate':<28} {'build':>9} {'CG':>6} {'solve':>9} {'total':>9}")
     with using(UNLIMITED):
@@ -225,7 +367,10 @@ def main(argv=None) -> int:
             x = rng.standard_normal(point.P.shape)
             x -= np.sum(point.P * point.energy.grid.hy * x, axis=1, keepdims=True)
             b = point.hessp(x, convexified=True)
+            words = [w for w in args.only.split(",") if w]
             for name, build in candidates(point):
+                if words and not any(w in name for w in words):
+                    continue
                 rows = []
                 for _ in range(args.repeats):
                     t0 = time.perf_counter()
