@@ -7,9 +7,9 @@ solver as it is, from the kernel start and from starts built out of the converge
 * ``bulk of L*``: L* where L* lies within 10 of its column's maximum, L0 elsewhere.
 
 (every start normalised per x as a warm start is).  It prints the Newton steps, the CG iterations, the final energy
-and the seconds of the iteration (median of ``--repeats``).  No start and no globalisation can do better than
-``mix 1e-4``, which starts at the answer to four digits: that row is the floor the linear algebra of the steps that
-remain sets, whatever brings the iteration there.  A benchmark prints a table; nothing here asserts on time.
+and the seconds of the iteration (median of ``--repeats``).  ``mix 1e-4`` starts at the answer to four digits:
+what it still costs is the linear algebra of the last steps, which no realistic start or globalisation removes.  A
+benchmark prints a table; nothing here asserts on time.
 """
 from __future__ import annotations
 

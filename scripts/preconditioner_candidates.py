@@ -312,25 +312,23 @@ def newton_rows(n: int, spacings, p: int, repeats: int) -> None:
         print(f"{f'{n}x{n}':>8} {name:<28} {steps:6d} {cg:6d} {e:18.10f} {t:9.2f} {b:9.2f}", flush=True)
 
 
-def _sizes(text: str) -> list[int]:
+def _whole_numbers(text: str, lo: int, hi: int, what: str) -> list[int]:
     """``"64,128"`` as [64, 128]; argparse reports a bad list with what is accepted."""
-    try:
-        sizes = [int(s) for s in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from None
-    if not all(8 <= n <= 256 for n in sizes):
-        raise argparse.ArgumentTypeError(f"{text!r}: every n must be between 8 and 256")
-    return sizes
-
-
-def _spacings(text: str) -> list[int]:
     try:
         out = [int(s) for s in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers") from None
-    if not all(2 <= c <= 64 for c in out):
-        raise argparse.ArgumentTypeError(f"{text!r}: every knot spacing must be between 2 and 64")
+    if not all(lo <= v <= hi for v in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: every {what} must be between {lo} and {hi}")
     return out
+
+
+def _sizes(text: str) -> list[int]:
+    return _whole_numbers(text, 8, 256, "n")
+
+
+def _spacings(text: str) -> list[int]:
+    return _whole_numbers(text, 2, 64, "knot spacing")
 
 
 def _repeats(text: str) -> int:
