@@ -269,20 +269,17 @@ def candidates(point):
 
 
 class TwoLevelNewton(NewtonMatrix):
-    """The solver's Newton learning matrix with :class:`SplineTwoLevel` (knots every :attr:`c` nodes, degree
-    :attr:`p`) as the preconditioner of every step, built anew at each (its coarse matrix follows the point):
-    the ``--newton`` rows.  ``builds`` and ``build_s`` count its builds and their seconds."""
+    """The solver's Newton learning matrix with :class:`SplineTwoLevel` (knots every ``c`` nodes, degree ``p``) as
+    the preconditioner of every step, built anew at each (its coarse matrix follows the point): the ``--newton``
+    rows.  ``build_s`` sums the seconds of its builds."""
 
-    c, p = 8, 3
-
-    def __init__(self, energy, mass2: float, cg_maxiter: int):
+    def __init__(self, energy, mass2: float, cg_maxiter: int, c: int = 8, p: int = 3):
         super().__init__(energy, mass2, cg_maxiter)
-        self.builds, self.build_s = 0, 0.0
+        self.build_s = 0.0
 
         def newton_preconditioner(point, previous=None, strong=False, cache=None):
             t0 = time.perf_counter()
-            out = SplineTwoLevel(point, self.c, self.p)
-            self.builds += 1
+            out = SplineTwoLevel(point, c, p)
             self.build_s += time.perf_counter() - t0
             return out
         energy.newton_preconditioner = newton_preconditioner  # this energy object only, for this run
@@ -296,15 +293,14 @@ def newton_rows(n: int, spacings, p: int, repeats: int) -> None:
     for c in (None, *spacings):
         rows = []
         for _ in range(repeats):
-            built: list = []
+            made: list = []  # the run's matrix, for its build time
 
-            class Matrix(TwoLevelNewton):
-                def __init__(self, *a, c=c):
-                    super().__init__(*a)
-                    self.c, self.p = c, p
-                    built.append(self)
-            t, e, cg, banded = newton_run(cfg, NewtonMatrix if c is None else Matrix)
-            rows.append((t, e, len(cg) + banded, sum(cg), built[0].build_s if built else 0.0))
+            def matrix(energy, mass2, cg_maxiter, c=c):
+                made.append(NewtonMatrix(energy, mass2, cg_maxiter) if c is None
+                            else TwoLevelNewton(energy, mass2, cg_maxiter, c, p))
+                return made[-1]
+            t, e, cg, banded = newton_run(cfg, matrix)
+            rows.append((t, e, len(cg) + banded, sum(cg), getattr(made[0], "build_s", 0.0)))
         t = float(np.median([r[0] for r in rows]))
         b = float(np.median([r[4] for r in rows]))
         name = "separable (the solver)" if c is None else f"two-level c{c} p{p}"
