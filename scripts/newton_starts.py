@@ -4,31 +4,73 @@ solver as it is, from the kernel start and from starts built out of the converge
 
 * ``mix a``: ``L* + a (L0 - L*)``, a fraction a of the way from the solution back to the kernel start L0;
 * ``tails of L*``: L* where the kernel start lies more than 10 below its column's maximum, L0 elsewhere;
-* ``bulk of L*``: L* where L* lies within 10 of its column's maximum, L0 elsewhere.
+* ``bulk of L*``: L* where L* lies within 10 of its column's maximum, L0 elsewhere;
+* ``coarse m``: a realistic start, the same document (its domain, data and priors) solved on an m x m grid (m = n/2
+  and n/4: the refined family's relation between grids), prolonged by cubic splines (periodic along a periodic
+  axis, clamped otherwise; :func:`prolong`), the start of a multilevel (coarse-to-fine) solve.
 
-(every start normalised per x as a warm start is).  It prints the Newton steps, the CG iterations, the final energy
-and the seconds of the iteration (median of ``--repeats``).  ``mix 1e-4`` starts at the answer to four digits:
+(every start normalised per x as a warm start is).  It prints the Newton steps, the CG iterations, the final energy,
+the seconds of the iteration and, for the coarse starts, the seconds of the coarse solve that made the start (median
+of ``--repeats``).  ``mix 1e-4`` starts at the answer to four digits:
 what it still costs is the linear algebra of the last steps, which no realistic start or globalisation removes.  A
 benchmark prints a table; nothing here asserts on time.
 """
 from __future__ import annotations
 
 import argparse
+import copy
+import time
 
 import numpy as np
+from scipy.interpolate import CubicSpline
 
 from bftcore.foundations.limits import UNLIMITED, using
 from bftcore.models.fitting import run
 from bftcore.studies.bench import FAMILIES, PRIORS, bench_config, newton_run, parse_size
 
 
-def starts(L_star: np.ndarray) -> dict:
-    """name -> ``start(problem, L0)`` for :func:`bftcore.studies.bench.newton_run`."""
+def prolong(L: np.ndarray, shape: tuple[int, int], periodic: tuple[bool, bool]) -> np.ndarray:
+    """A field on a coarser grid of the same domain onto ``shape``, axis by axis by cubic splines: periodic along a
+    periodic axis (nodes at k/n of the period), clamped (zero slope, as Neumann) along the others."""
+    out = np.asarray(L, dtype=float)
+    for axis, (n, per) in enumerate(zip(shape, periodic)):
+        m = out.shape[axis]
+        if per:
+            t = np.arange(m + 1) / m
+            vals = np.concatenate([out, out.take([0], axis=axis)], axis=axis)
+            out = CubicSpline(t, vals, axis=axis, bc_type="periodic")(np.arange(n) / n)
+        else:
+            out = CubicSpline(np.linspace(0.0, 1.0, m), out, axis=axis, bc_type="clamped")(np.linspace(0.0, 1.0, n))
+    return out
+
+
+def coarse_start(cfg: dict, m: int, seconds: list):
+    """``start(problem, L0)``: ``cfg`` solved on an m x m grid and prolonged; appends the coarse solve's seconds."""
+    coarse = copy.deepcopy(cfg)
+    coarse["grid"]["x"]["n"] = coarse["grid"]["y"]["n"] = m
+
+    def start(problem, L0):
+        t = time.perf_counter()
+        L = run(coarse).field
+        seconds.append(time.perf_counter() - t)
+        g = problem.grid
+        return prolong(L, g.shape, (g.x.boundary == "periodic", g.y.boundary == "periodic"))
+    return start
+
+
+def starts(L_star: np.ndarray, cfg: dict | None = None, coarse_seconds: dict | None = None) -> dict:
+    """name -> ``start(problem, L0)`` for :func:`bftcore.studies.bench.newton_run`; with ``cfg`` (a square grid of
+    at least 32 nodes a side) also the coarse starts, whose solves' seconds go to ``coarse_seconds[name]``."""
     out = {"kernel start": None}
     for a in (1e-4, 1e-2, 0.3):
         out[f"mix {a:g}"] = lambda p, L0, a=a: L_star + a * (L0 - L_star)
     out["tails of L*"] = lambda p, L0: np.where(L0 < L0.max(axis=1, keepdims=True) - 10.0, L_star, L0)
     out["bulk of L*"] = lambda p, L0: np.where(L_star < L_star.max(axis=1, keepdims=True) - 10.0, L0, L_star)
+    n = L_star.shape[0]
+    if cfg is not None and coarse_seconds is not None and L_star.shape[1] == n and n >= 32:
+        for m in (n // 2, n // 4):
+            coarse_seconds[f"coarse {m}"] = []
+            out[f"coarse {m}"] = coarse_start(cfg, m, coarse_seconds[f"coarse {m}"])
     return out
 
 
@@ -45,17 +87,19 @@ def main(argv=None) -> None:
         sizes = [parse_size(s) for s in args.sizes.split(",")]
     except ValueError as e:
         ap.error(str(e))
-    print(f"{'size':>9} {'start':<14} {'steps':>5} {'CG':>6} {'energy':>18} {'seconds':>8}")
+    print(f"{'size':>9} {'start':<14} {'steps':>5} {'CG':>6} {'energy':>18} {'seconds':>8} {'coarse s':>8}")
     with using(UNLIMITED):
         for size in sizes:
             cfg = bench_config(size, args.prior, args.family)
             L_star = run(cfg).field
-            for name, start in starts(L_star).items():
+            coarse: dict = {}
+            for name, start in starts(L_star, cfg, coarse).items():
                 runs = [newton_run(cfg, start=start) for _ in range(args.repeats)]
                 _, energy, cg, banded = runs[0]
                 seconds = float(np.median([r[0] for r in runs]))
+                made = f"{np.median(coarse[name]):>8.3f}" if coarse.get(name) else f"{'-':>8}"
                 print(f"{size[0]:>4}x{size[1]:<4} {name:<14} {len(cg) + banded:>5} {sum(cg):>6} {energy:>18.10f} "
-                      f"{seconds:>8.3f}", flush=True)
+                      f"{seconds:>8.3f} {made}", flush=True)
 
 
 if __name__ == "__main__":
