@@ -23,7 +23,8 @@ Candidates (each keeps the normalisation's constraint, the tangent space ``sum_y
   projected onto their tensor products (Galerkin, ``Zc = Z^T H Z`` with H's per-x constants lifted) and factorised
   densely, combined multiplicatively and symmetrically (balancing: ``Q + (I - Q H) S (I - H Q)``, ``Q = Z Zc^-1
   Z^T``, S the separable form; two Hessian products and two coarse solves per application); exact when the coarse
-  space is everything (C = 1, P = 0);
+  space is everything (C = 1, P = 0); ``two-level additive cC p3``: the same parts added, ``S + Q`` (no Hessian
+  product, one coarse solve per application: the cheapest combination, at the price of more iterations);
 * ``pyamg SA``: algebraic multigrid (pyamg's smoothed aggregation, one V-cycle) on ``M``, the Schur complement of the
   separable form; only when pyamg is installed (``pip install pyamg``: it is not a dependency of bftcore).
 
@@ -187,7 +188,8 @@ class SplineTwoLevel:
     per-x constants), with ``Z^T U U^T Z`` added (scaled to Zc's diagonal) for the per-x constants that H does not
     see (the B-splines of each periodic axis sum to a constant, so Zc alone is singular there)."""
 
-    def __init__(self, point, c: int, p: int):
+    def __init__(self, point, c: int, p: int, additive: bool = False):
+        self.additive = additive
         E = point.energy
         g, pr = E.grid, E.prior
         nx, ny = g.shape
@@ -218,6 +220,9 @@ class SplineTwoLevel:
         return self.Bx @ (self.By @ cc.T).T
 
     def __call__(self, r):
+        if self.additive:
+            return self.smoother(r) + self.coarse_solve(r)
+
         def H(v):
             return self.point.hessp(v, convexified=True)
         z1 = self.coarse_solve(r)
@@ -253,6 +258,8 @@ def candidates(point):
     out += [(f"y-mode Galerkin m={m}", lambda m=m: YModeGalerkin(point, m)) for m in (16, 32, 48)]
     out += [(f"two-level c{c} p{p}", lambda c=c, p=p: SplineTwoLevel(point, c, p))
             for c in (4, 8, 16) for p in (3, 5) if (g.shape[0] // c) * (g.shape[1] // c) <= 4096]
+    out += [(f"two-level additive c{c} p3", lambda c=c: SplineTwoLevel(point, c, 3, additive=True))
+            for c in (4, 8, 16) if (g.shape[0] // c) * (g.shape[1] // c) <= 4096]
     out += [("SuperLU + exact Schur", lu_exact), ("SuperLU + separable Schur", lu_separable)]
     try:
         import pyamg

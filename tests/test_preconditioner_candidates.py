@@ -50,13 +50,22 @@ def test_two_level_is_exact_with_the_whole_space_as_coarse(point16):
     assert pc.pcg_count(point16, b, P) == 1
 
 
-def test_two_level_is_symmetric(point16):
-    P = pc.SplineTwoLevel(point16, 4, 3)
+@pytest.mark.parametrize("additive", [False, True])
+def test_two_level_is_symmetric(point16, additive):
+    P = pc.SplineTwoLevel(point16, 4, 3, additive=additive)
     r1 = point16.hessp(_tangent(point16, 1), convexified=True)
     r2 = point16.hessp(_tangent(point16, 2), convexified=True)
     a, b = np.vdot(r1, P(r2)), np.vdot(r2, P(r1))
     assert a == pytest.approx(b, rel=1e-8)
     assert np.vdot(r1, P(r1)) > 0
+
+
+def test_additive_two_level_is_the_sum_of_its_parts(point16):
+    """The additive form adds the separable smoother and the coarse solve (no Hessian product)."""
+    P = pc.SplineTwoLevel(point16, 4, 3, additive=True)
+    r = point16.hessp(_tangent(point16, 3), convexified=True)
+    np.testing.assert_allclose(P(r), P.smoother(r) + P.coarse_solve(r), rtol=1e-12, atol=1e-14 * np.abs(P(r)).max())
+    assert not np.allclose(P(r), pc.SplineTwoLevel(point16, 4, 3)(r))
 
 
 def test_two_level_needs_fewer_cg_iterations_than_the_separable_form():
