@@ -215,7 +215,8 @@ class SeparablePreconditioner:
       is the exact pseudo-inverse of the Hessian on the tangent space (a test checks it).  Applied in one pass
       through the eigenbasis (:meth:`__call__`), it costs two (nx, ny) x (ny, ny) products and four x transforms
       per application (written as two ``M0^{-1}`` it took four: the whole Newton run at 128 x 128 l6 took 1.29 s
-      that way against 1.05 s, side by side), and, to build, one nx x (nx ny) product and an nx x nx Cholesky factorisation.
+      that way against 1.05 s, side by side), and, to build, one nx x (nx ny) product and an nx x nx Cholesky
+      factorisation.
       On the 128 x 128 l6 benchmark it needs about 20 times fewer CG iterations at the late Newton steps than
       the cheap form; on problems where the cheap form converges in a few iterations it only costs time, so
       :class:`bftcore.foundations.solvers.NewtonMatrix` starts cheap and switches for good once a CG solve needs more
