@@ -197,22 +197,6 @@ def test_newton_run_from_a_given_start():
     assert len(cg_near) + b_near < len(cg_kernel) + b_kernel
 
 
-def test_newton_starts_script_prints_its_table(capsys):
-    import importlib.util
-    from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "scripts" / "newton_starts.py"
-    spec = importlib.util.spec_from_file_location("newton_starts", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.main(["--sizes", "12", "--repeats", "1"])
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[:3] == ["size", "start", "steps"] and len(lines) == 1 + len(mod.starts(np.zeros(1)))
-    energies = {float(line.split()[-3]) for line in lines[1:]}
-    assert max(energies) - min(energies) <= 1e-8 * max(abs(e) for e in energies)
-    with pytest.raises(SystemExit):
-        mod.main(["--repeats", "0"])
-
-
 def _newton_starts_module():
     import importlib.util
     from pathlib import Path
@@ -221,6 +205,17 @@ def _newton_starts_module():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def test_newton_starts_script_prints_its_table(capsys):
+    mod = _newton_starts_module()
+    mod.main(["--sizes", "12", "--repeats", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["size", "start", "steps"] and len(lines) == 1 + len(mod.starts(np.zeros(1)))
+    energies = {float(line.split()[-3]) for line in lines[1:]}
+    assert max(energies) - min(energies) <= 1e-8 * max(abs(e) for e in energies)
+    with pytest.raises(SystemExit):
+        mod.main(["--repeats", "0"])
 
 
 def test_prolong_interpolates_smooth_fields_of_each_boundary():
