@@ -28,6 +28,11 @@ APP_DIR = Path(__file__).resolve().parent
 #: The projector size the layout is made for.
 VIEWPORT = {"width": 1280, "height": 720}
 CHROMIUM = os.environ.get("BFT_CHROMIUM", "/usr/bin/chromium")
+#: How long a browser test waits for a diagnosis to appear (the overfitting alarm and its lambda scan, the
+#: metastability branches, the plots that come with them): a failure deadline, not a measurement.  They appear
+#: 9-12 s after the page on this 2-core machine (2026-11-29); in one whole-suite run that day two of these waits
+#: missed a 90 s deadline and passed on the rerun (37 s for the two).
+DIAGNOSIS_WAIT_S = 180.0
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 

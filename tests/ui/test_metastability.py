@@ -3,7 +3,7 @@ run that ends on the wrong template, its jump, the branch diagram beside the hea
 jumps when beta moves past the end of its branch."""
 import pytest
 
-from app.harness import column, wait_until
+from app.harness import DIAGNOSIS_WAIT_S, column, wait_until
 
 from .test_lecture_traces import load_preset
 
@@ -33,11 +33,11 @@ def dot(page) -> float:
 
 def test_the_alarm_fires_when_the_run_ends_on_the_wrong_template_and_a_click_jumps(page):
     load_preset(page, "fig28")  # the paper's Fig 28: the run stays near t_2
-    wait_until(lambda: alarm_text(page) is not None, timeout=90)
+    wait_until(lambda: alarm_text(page) is not None, timeout=DIAGNOSIS_WAIT_S)
     text = alarm_text(page)
     assert text.startswith("metastable: a solution with energy lower by") and "(from " in text
     assert page.locator(ALARM).first.is_visible()
-    wait_until(lambda: branches_complete(page), timeout=90)
+    wait_until(lambda: branches_complete(page), timeout=DIAGNOSIS_WAIT_S)
     ys = column(page, "bft-branches", "ys")
     assert min(ys[1]) < 0.05 and max(ys[1]) > 0.95  # the t_2 branch: a_1 near 0, then it ends and jumps to t_1
     assert dot(page) < 0.05
@@ -48,14 +48,14 @@ def test_the_alarm_fires_when_the_run_ends_on_the_wrong_template_and_a_click_jum
 
 def test_no_alarm_on_the_lowest_solution(page):
     load_preset(page, "metastable_mixture")
-    wait_until(lambda: branches_complete(page), timeout=90)
+    wait_until(lambda: branches_complete(page), timeout=DIAGNOSIS_WAIT_S)
     wait_until(lambda: dot(page) > 0.99, timeout=60)
     assert alarm_text(page) is None
 
 
 def test_moving_beta_past_the_end_of_the_branch_shows_the_jump(page):
     load_preset(page, "fig28")
-    wait_until(lambda: branches_complete(page), timeout=90)
+    wait_until(lambda: branches_complete(page), timeout=DIAGNOSIS_WAIT_S)
     assert dot(page) < 0.05
     assert page.evaluate(JS_BETA, 200)  # beta = 0.3, below the fold (about 0.32) where the t_2 branch ends
     wait_until(lambda: abs(column(page, "bft-branch-dot", "beta")[0] - 0.3) < 1e-9, timeout=60)

@@ -4,7 +4,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 
-from app.harness import canvas_xy, column, wait_for_app, wait_until
+from app.harness import DIAGNOSIS_WAIT_S, canvas_xy, column, wait_for_app, wait_until
 
 from .test_dashboard import points_count
 from .test_lecture_traces import fresh, load_preset
@@ -22,7 +22,7 @@ def alarm_text(page) -> str | None:
 def test_the_alarm_fires_on_the_overfitting_link_with_a_small_lambda(browser, server):
     ctx, pg = fresh(browser, server[0] + "?preset=overfitting&lam=0.01")
     try:
-        wait_until(lambda: alarm_text(pg) is not None, timeout=90)
+        wait_until(lambda: alarm_text(pg) is not None, timeout=DIAGNOSIS_WAIT_S)
         text = alarm_text(pg)
         assert text.startswith("overfitting (true density): held-out error") and "raise lambda" in text
         assert pg.locator(ALARM).first.is_visible()
@@ -43,8 +43,8 @@ def test_the_alarm_fires_on_seven_clicked_points_at_a_small_lambda(page):
     query = dict(parse_qsl(parts.query), lam="0.01")
     page.goto(urlunsplit(parts._replace(query=urlencode(query))))
     wait_for_app(page)
-    wait_until(lambda: len(column(page, "bft-points-source", "x") or []) == 7, timeout=90)
-    wait_until(lambda: alarm_text(page) is not None, timeout=90)
+    wait_until(lambda: len(column(page, "bft-points-source", "x") or []) == 7, timeout=DIAGNOSIS_WAIT_S)
+    wait_until(lambda: alarm_text(page) is not None, timeout=DIAGNOSIS_WAIT_S)
     assert "overfitting" in alarm_text(page) and "raise lambda" in alarm_text(page)
     assert dict(parse_qsl(urlsplit(page.evaluate("() => window.location.href")).query))["lam"] == "0.01"
 
@@ -56,8 +56,8 @@ def test_no_alarm_at_the_presets_own_lambda(page, name):
     wait_until(lambda: page.locator(".bft-overfitting .bk-Canvas, .bft-overfitting canvas").count() > 0
                or page.evaluate("""() => { for (const d of Bokeh.documents) { const s =
                  d.get_model_by_name('bft-overfit-scan'); if (s) return s.data.lam.length > 0; } return false; }"""),
-               timeout=90)
+               timeout=DIAGNOSIS_WAIT_S)
     wait_until(lambda: page.evaluate("""() => { for (const d of Bokeh.documents) { const s =
                  d.get_model_by_name('bft-overfit-scan'); if (s) return s.data.lam.length > 0; } return false; }"""),
-               timeout=90)
+               timeout=DIAGNOSIS_WAIT_S)
     assert alarm_text(page) is None

@@ -5,7 +5,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from app.harness import column, wait_for_app, wait_until
+from app.harness import DIAGNOSIS_WAIT_S, column, wait_for_app, wait_until
 
 from .test_lecture_traces import fresh
 
@@ -38,7 +38,7 @@ def test_presenter_at_1280x720_hero_and_diagnosis_on_screen(browser, server):
     try:
         assert pg.viewport_size == {"width": 1280, "height": 720}
         want = PLOTS + ["overfitting-alarm"]
-        b = wait_until(lambda: (lambda b: b if all(k in b for k in want) else None)(boxes(pg, PLOTS)), timeout=90)
+        b = wait_until(lambda: (lambda b: b if all(k in b for k in want) else None)(boxes(pg, PLOTS)), timeout=DIAGNOSIS_WAIT_S)
         assert pg.evaluate("() => window.scrollY") == 0
         left, top, w, h = b["bft-canvas"]
         assert w * h >= 0.35 * 1280 * 720, (w, h)
@@ -95,7 +95,7 @@ def test_presenter_at_1920x1080(browser, server, size):
         pg.goto(server[0] + "?preset=overfitting&lam=0.01")
         wait_for_app(pg)
         want = PLOTS + ["overfitting-alarm"]
-        b = wait_until(lambda: (lambda b: b if all(k in b for k in want) else None)(boxes(pg, PLOTS)), timeout=90)
+        b = wait_until(lambda: (lambda b: b if all(k in b for k in want) else None)(boxes(pg, PLOTS)), timeout=DIAGNOSIS_WAIT_S)
         w, h = b["bft-canvas"][2:]
         assert w * h >= 0.35 * size[0] * size[1]
         for name in want:
@@ -114,7 +114,7 @@ def test_the_posterior_band_toggle_draws_on_the_hero(page):
         return len(column(page, "bft-posterior-draws", "ys") or [])
     assert band() == 0 and draws() == 0
     page.locator(".bft-uncertainty input").check()
-    wait_until(lambda: band() > 0 and draws() == 5, timeout=90)
+    wait_until(lambda: band() > 0 and draws() == 5, timeout=DIAGNOSIS_WAIT_S)
     page.locator(".bft-uncertainty input").uncheck()
     wait_until(lambda: band() == 0 and draws() == 0, timeout=30)
 
@@ -170,4 +170,4 @@ def test_the_lambda_curve_and_the_branches_are_hidden_until_they_have_something_
     assert page.evaluate(js) == {"bft-overfit-curve": False}
     from .test_lecture_traces import load_preset
     load_preset(page, "fig28")
-    wait_until(lambda: page.evaluate(js) == {"bft-overfit-curve": True, "bft-branch-plot": True}, timeout=90)
+    wait_until(lambda: page.evaluate(js) == {"bft-overfit-curve": True, "bft-branch-plot": True}, timeout=DIAGNOSIS_WAIT_S)
