@@ -7,7 +7,8 @@ solver as it is, from the kernel start and from starts built out of the converge
 * ``bulk of L*``: L* where L* lies within 10 of its column's maximum, L0 elsewhere;
 * ``coarse m``: a realistic start, the same document (its domain, data and priors) solved on an m x m grid (m = n/2
   and n/4: the refined family's relation between grids), prolonged by cubic splines (periodic along a periodic
-  axis, clamped otherwise; :func:`prolong`), the start of a multilevel (coarse-to-fine) solve.
+  axis, clamped along a Neumann one; :func:`bftcore.foundations.grid.prolong`), the start of a multilevel
+  (coarse-to-fine) solve; the solver's own ``"init": "coarse"`` is the n/4 one, nested.
 
 (every start normalised per x as a warm start is).  It prints the Newton steps, the CG iterations, the final energy,
 the seconds of the iteration and, for the coarse starts, the seconds of the coarse solve that made the start (median
@@ -22,26 +23,12 @@ import copy
 import time
 
 import numpy as np
-from scipy.interpolate import CubicSpline
 
+from bftcore.foundations.grid import prolong
 from bftcore.foundations.limits import UNLIMITED, using
+from bftcore.models.density import coarse_start as coarse_start_of
 from bftcore.models.fitting import run
 from bftcore.studies.bench import FAMILIES, PRIORS, bench_config, newton_run, parse_size
-
-
-def prolong(L: np.ndarray, shape: tuple[int, int], periodic: tuple[bool, bool]) -> np.ndarray:
-    """A field on a coarser grid of the same domain onto ``shape``, axis by axis by cubic splines: periodic along a
-    periodic axis (nodes at k/n of the period), clamped (zero slope, as Neumann) along the others."""
-    out = np.asarray(L, dtype=float)
-    for axis, (n, per) in enumerate(zip(shape, periodic)):
-        m = out.shape[axis]
-        if per:
-            t = np.arange(m + 1) / m
-            vals = np.concatenate([out, out.take([0], axis=axis)], axis=axis)
-            out = CubicSpline(t, vals, axis=axis, bc_type="periodic")(np.arange(n) / n)
-        else:
-            out = CubicSpline(np.linspace(0.0, 1.0, m), out, axis=axis, bc_type="clamped")(np.linspace(0.0, 1.0, n))
-    return out
 
 
 def coarse_start(cfg: dict, m: int, seconds: list):
@@ -54,7 +41,7 @@ def coarse_start(cfg: dict, m: int, seconds: list):
         L = run(coarse).field
         seconds.append(time.perf_counter() - t)
         g = problem.grid
-        return prolong(L, g.shape, (g.x.boundary == "periodic", g.y.boundary == "periodic"))
+        return prolong(L, g.shape, (g.x.boundary, g.y.boundary))
     return start
 
 
@@ -71,7 +58,20 @@ def starts(L_star: np.ndarray, cfg: dict | None = None, coarse_seconds: dict | N
         for m in (n // 2, n // 4):
             coarse_seconds[f"coarse {m}"] = []
             out[f"coarse {m}"] = coarse_start(cfg, m, coarse_seconds[f"coarse {m}"])
+        coarse_seconds["init coarse"] = []
+        out["init coarse"] = solver_coarse_start(coarse_seconds["init coarse"])
     return out
+
+
+def solver_coarse_start(seconds: list):
+    """``start(problem, L0)``: the solver's own ``"init": "coarse"`` (:func:`bftcore.models.density.coarse_start`,
+    nested quarters); appends its seconds."""
+    def start(problem, L0):
+        t = time.perf_counter()
+        L = coarse_start_of(problem)
+        seconds.append(time.perf_counter() - t)
+        return L
+    return start
 
 
 def main(argv=None) -> None:

@@ -111,7 +111,7 @@ def focused(draw):
                           st.builds(lambda v: {"kind": "array", "values": [v] * nx}, st.floats(-1e6, 1e6)))
     templates = draw(st.lists(kinds, min_size=1 if model == "regression" else 0, max_size=3))
     solver = {"method": draw(st.sampled_from(["newton", "massive", "gradient"])), "mass2": draw(num),
-              "init": draw(st.sampled_from(["uniform", "kernel", "empirical"]
+              "init": draw(st.sampled_from(["uniform", "kernel", "empirical", "coarse"]
                                            + [f"template:{j}" for j in range(len(templates))])),
               "init_mass2": draw(num), "max_iter": draw(st.integers(0, 12))}
     solver["min_iter"] = draw(st.integers(0, solver["max_iter"]))

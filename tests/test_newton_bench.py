@@ -197,14 +197,19 @@ def test_newton_run_from_a_given_start():
     assert len(cg_near) + b_near < len(cg_kernel) + b_kernel
 
 
-def _newton_starts_module():
+def _script(name: str):
+    """The module of ``scripts/<name>.py``."""
     import importlib.util
     from pathlib import Path
-    path = Path(__file__).resolve().parents[1] / "scripts" / "newton_starts.py"
-    spec = importlib.util.spec_from_file_location("newton_starts", path)
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _newton_starts_module():
+    return _script("newton_starts")
 
 
 def test_newton_starts_script_prints_its_table(capsys):
@@ -216,22 +221,6 @@ def test_newton_starts_script_prints_its_table(capsys):
     assert max(energies) - min(energies) <= 1e-8 * max(abs(e) for e in energies)
     with pytest.raises(SystemExit):
         mod.main(["--repeats", "0"])
-
-
-def test_prolong_interpolates_smooth_fields_of_each_boundary():
-    """The coarse start's prolongation (scripts/newton_starts.py): a smooth field, periodic along y and with zero
-    slope at the ends of x, sampled on a 16 x 16 grid and prolonged to 64 x 64 is the field sampled there (to the
-    splines' error), and the coarse nodes keep their values."""
-    mod = _newton_starts_module()
-
-    def field(nx, ny):
-        t, s = np.linspace(0.0, 1.0, nx)[:, None], (np.arange(ny) / ny)[None, :]
-        return np.cos(np.pi * t) * (1.0 + 0.5 * np.sin(2 * np.pi * s))
-    fine = mod.prolong(field(16, 16), (64, 64), (False, True))
-    assert fine.shape == (64, 64)
-    np.testing.assert_allclose(fine, field(64, 64), atol=2e-4)
-    np.testing.assert_allclose(mod.prolong(field(16, 16), (16, 16), (False, True)), field(16, 16), atol=1e-12)
-    assert np.max(np.abs(mod.prolong(field(16, 16), (64, 64), (False, False)) - field(64, 64))) > 1e-3  # not periodic
 
 
 def test_coarse_start_reaches_the_same_minimum():
@@ -248,3 +237,17 @@ def test_coarse_start_reaches_the_same_minimum():
         _, e_coarse, _, _ = bench.newton_run(cfg, start=starts["coarse 16"])
     assert e_coarse == pytest.approx(e_kernel, rel=1e-8)
     assert len(coarse["coarse 16"]) == 1 and coarse["coarse 16"][0] > 0
+
+
+def test_bench_coarse_start_prints_kernel_and_coarse_fits_of_the_same_minimum(capsys):
+    mod = _script("bench_coarse_start")
+    mod.main(["--sizes", "64", "--family", "grid", "--prior", "l6", "--repeats", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].split()[:4] == ["family", "size", "prior", "kernel"] and len(lines) == 3
+    row = lines[2].split()
+    assert row[:3] == ["grid", "64x64", "l6"]
+    assert int(row[6]) < int(row[4])  # fewer fine Newton steps from the coarse start (12 against 17, measured)
+    assert float(row[-1]) == pytest.approx(float(row[-2]), rel=1e-10)
+    for bad in (["--sizes", "8"], ["--family", "coarse"], ["--repeats", "0"], ["--sizes", "a"]):
+        with pytest.raises(SystemExit):
+            mod.main(bad)

@@ -79,7 +79,7 @@ GAUSSIAN_LOCAL = {"type": "switch", "stiffness": [1.0], "pi": [1.0]}
 MAX_LOCAL_ALTERNATIVES = 16
 SOLVER_KEYS = ("method", "mass2", "init", "init_mass2", "min_iter", "max_iter", "tol")
 AXIS_KEYS = ("min", "max", "n", "boundary")
-INITS = ("uniform", "kernel", "empirical")
+INITS = ("uniform", "kernel", "empirical", "coarse")
 #: Deepest nesting any document may have whatever the limits (a guard of the recursive checks, not a budget).
 HARD_DEPTH = 200
 
@@ -663,7 +663,7 @@ def _check_conditioning(cfg: dict, grid: Grid, lam_chosen: bool = False) -> None
                               f"prior.lambda or prior.l0, lower the higher orders, or use fewer, wider x nodes")
     if so["method"] == "massive" and not (regression and lam_chosen):
         invertible(so["mass2"], "solver.mass2")
-    if not regression and so["init"] == "kernel":
+    if not regression and so["init"] in ("kernel", "coarse"):  # "coarse" ends in a kernel start on its coarsest grid
         invertible(so["init_mass2"], "solver.init_mass2")
 
 
@@ -1090,7 +1090,23 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
                             for i, t in enumerate(templates)]
     else:
         out["templates"] = [_regression_template_check(t, f"templates[{i}]", grid) for i, t in enumerate(templates)]
+    if solver["init"] == "coarse":
+        _coarse_start_check(out)
     return Valid(copy_document(out))
+
+
+def _coarse_start_check(out: dict) -> None:
+    """``solver.init: "coarse"`` (the multilevel start, :func:`bftcore.models.density.coarse_start`) solves the same
+    document on a coarser grid: only the conditional density's plain kind has it, and only with templates that are
+    functions of the coordinates (an array is given on this grid's nodes)."""
+    name = kind_of(out).name
+    if name != "density":
+        raise ConfigError(f"solver.init \"coarse\" (a multilevel start) is for the conditional density p(y|x) "
+                          f"with a Gaussian prior, not for this document (its kind is {name}); use \"kernel\"")
+    if any(t.get("kind") == "array" for t in out["templates"]):
+        raise ConfigError("solver.init \"coarse\" solves the document on a coarser grid first, and an array template "
+                          "is given on this grid's nodes only; use \"kernel\", or give the template as a function "
+                          "(gaussian, linear, ...)")
 
 
 def _local_spec(pr: dict) -> dict:

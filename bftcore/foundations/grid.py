@@ -155,3 +155,29 @@ class Grid:
     def paper(cls, boundary_x: str = "periodic") -> "Grid":
         """The paper mesh: x = 1..10, y = 1..15, spacing 1, periodic in y."""
         return cls(Axis(1, 10, 10, boundary_x), Axis(1, 15, 15, "periodic"))
+
+
+def prolong(field: np.ndarray, shape: tuple[int, int], boundaries: tuple[str, str]) -> np.ndarray:
+    """A field on a coarser grid of the same domain carried onto ``shape`` nodes, axis by axis, by cubic splines
+    that keep each axis's boundary: periodic along a periodic axis (node k of n at k/n of the period, on either
+    grid), zero slope at the ends of a Neumann axis, and not-a-knot (no condition) at the ends of a free one.  An
+    axis of the same length is copied (the coarse nodes keep their values); an axis of one node is repeated.  The
+    multilevel start (``solver.init: "coarse"``, :func:`bftcore.models.density.coarse_start`) uses it."""
+    from scipy.interpolate import CubicSpline  # the one user of scipy.interpolate: imported when a start needs it
+
+    out = np.asarray(field, dtype=float)
+    for axis, (n, boundary) in enumerate(zip(shape, boundaries)):
+        m = out.shape[axis]
+        if m == n:
+            continue
+        if m == 1:
+            out = np.repeat(out, n, axis=axis)
+        elif boundary == "periodic":
+            vals = np.concatenate([out, out.take([0], axis=axis)], axis=axis)
+            out = CubicSpline(np.arange(m + 1) / m, vals, axis=axis, bc_type="periodic")(np.arange(n) / n)
+        else:
+            bc = "clamped" if boundary == "neumann" else "not-a-knot"
+            if m < 4 and bc == "not-a-knot":
+                bc = "natural"  # not-a-knot needs four nodes
+            out = CubicSpline(np.linspace(0.0, 1.0, m), out, axis=axis, bc_type=bc)(np.linspace(0.0, 1.0, n))
+    return out
