@@ -37,7 +37,10 @@ Y_RANGE = (1.0, 15.0)
 MODELS = {"density, prior on L": ("density", "L"), "density, prior on P": ("density", "P"),
           "regression": ("regression", None)}
 KEEP_CURRENT = "keep current"
-INITS = ["uniform", "kernel", "empirical", "template 1", "template 2", "template 3", "template 4", KEEP_CURRENT]
+#: The initialisation menu: the document's solver.init values ("coarse", the multilevel start, is the kernel start on
+#: grids under 64 nodes a side, as the dashboard's presets are; a loaded document on a larger grid keeps it).
+INITS = ["uniform", "kernel", "empirical", "coarse", "template 1", "template 2", "template 3", "template 4",
+         KEEP_CURRENT]
 #: "template N" of the initialisation menu (N up to 16, any of a file's templates) is the document's "template:N-1".
 TEMPLATE_INIT = re.compile(r"template ([1-9]|1[0-6])")
 ORDERS = ["l2", "l4", "l6"]

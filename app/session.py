@@ -173,7 +173,7 @@ def _weights_rule(val) -> None:
 def _init_rule(val) -> None:
     """The initialisation menu, plus "template N" for any of a file's templates (N up to 16)."""
     if not (val in INITS or (isinstance(val, str) and TEMPLATE_INIT.fullmatch(val))):
-        raise ValueError(f"the initialisation must be one of {', '.join(INITS[:3])}, '{KEEP_CURRENT}' or "
+        raise ValueError(f"the initialisation must be one of {', '.join(INITS[:4])}, '{KEEP_CURRENT}' or "
                          f"'template N', got {str(val)[:40]!r}")
 
 
