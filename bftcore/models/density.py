@@ -616,8 +616,8 @@ def initial_field(problem: DensityProblem, init=None) -> np.ndarray:
 #: ``solver.init: "coarse"`` (:func:`coarse_start`) coarsens every axis of at least this many nodes ...
 COARSE_MIN_NODES = 64
 #: ... to this fraction of its nodes (rounded up): 128 -> 32, 256 -> 64.  Decision, measured
-#: (docs/performance.md, "The multilevel start as an option"): a quarter costs less than a half and, from the coarse
-#: solution prolonged, the fine solve takes as many steps.
+#: (docs/performance.md, "The multilevel start as an option"): from a half the fine solve took as many steps or a few
+#: fewer, but the half's coarse solve cost more than it saved (grid family 128^2 l6: 0.67 s in all against 0.62).
 COARSE_FACTOR = 4
 
 
@@ -635,9 +635,12 @@ def coarse_start(problem: DensityProblem) -> np.ndarray:
     (fewer than :data:`COARSE_MIN_NODES` nodes along every axis) it is the kernel start.
 
     Why: a fine grid's Newton steps are as many as its problem is nonlinear; started from the coarse answer, most
-    of them are taken on a grid a sixteenth the size.  Measured (docs/performance.md): the same minimum in
-    1/3-1/2 less time from 64 x 64 to 256 x 256 on the benchmark's problems.  Not the default: a problem with
-    several local minima may end in another one than from the kernel start (the benchmark's 256 x 256 l6 does)."""
+    of them are taken on a grid a sixteenth the size.  Measured (docs/performance.md): with l6, the same minimum in
+    a third to a half less time from 64 x 64 to 256 x 256 on the benchmark's problems, but slower on the grid
+    family's 256 x 256 and on some l2 problems.  Not the default: a problem with several local minima may end in
+    another one than from the kernel start (single-level coarse starts did on the benchmark's 256 x 256 l6).  A
+    coarse solve that the gate refuses on the coarse grid, or that ends in a field that is not finite, gives way to
+    the kernel start."""
     grid = problem.grid
     shape = coarse_shape(grid.shape)
     if shape == grid.shape:
@@ -651,7 +654,10 @@ def coarse_start(problem: DensityProblem) -> np.ndarray:
     except ConfigError:  # the coarse grid cannot carry the document (a prior too stiff for it): start as usual
         return initial_field(problem, "kernel")
     history, _ = run_to_end(records(coarse))
-    return initial_field(problem, prolong(history[-1].field, grid.shape, (grid.x.boundary, grid.y.boundary)))
+    field = history[-1].field
+    if not np.all(np.isfinite(field)):
+        return initial_field(problem, "kernel")
+    return initial_field(problem, prolong(field, grid.shape, (grid.x.boundary, grid.y.boundary)))
 
 
 def prior_samples(problem: DensityProblem, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
