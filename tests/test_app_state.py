@@ -252,6 +252,19 @@ def test_document_with_repeated_and_array_templates_and_unnormalised_weights_rou
     assert s.to_config()["templates"] == [] and s.to_config()["prior"]["l6"] == 0.01
 
 
+def test_a_document_with_the_coarse_start_loads_and_round_trips():
+    """solver.init "coarse" (the multilevel start) is a document's value the menu keeps: on the dashboard's small
+    grids it is the kernel start, so the run is the kernel start's."""
+    from bftcore.api import validate_config
+    doc = {"model": "density", "data": [[2, 4], [8, 11], [5, 7]], "prior": {"l2": 1.0}, "solver": {"init": "coarse"}}
+    s = BFTSession()
+    assert s.load_config(doc), s.message
+    assert s.init == "coarse" and s.converged
+    assert validate_config(s.to_config()) == validate_config(doc)
+    kernel = api.fit({**doc, "solver": {"init": "kernel"}})
+    assert s.history[-1].energy == pytest.approx(kernel["energy"], rel=1e-12)
+
+
 def test_warm_start_export_reproduces_the_run_with_the_cli_solver():
     from bftcore.api import fit, validate_config
     s = BFTSession()
