@@ -79,6 +79,7 @@ def evidence_document(config: dict, param: str = "lambda", values=None) -> dict:
     ``"edge"`` names the end where the maximum still lies, after the extension or for ``values`` given: the
     evidence may rise beyond it, and the value is a bound, not a maximum."""
     cfg = checked(config)
+    blas_threads()  # as every run of the API; fit's choose comes here before its run (and once ran 4-10x slower)
     kind = cfg.kind
     if not kind.path_parameters:
         kind.evidence_path(cfg, param, values)  # a kind that follows no evidence says why
