@@ -17,8 +17,11 @@ The peers are installed by this script in a venv of their own (``$BFT_PEERS_VENV
    optimisers' maxima; the test MSE of λ and β chosen by evidence against scikit-learn's usual optimised GP
    (``ConstantKernel * RBF + WhiteKernel``); then that test MSE over ``--datasets`` draws of the same case, draw by
    draw, with the estimator ``BFTRegressor(lam="evidence", beta="evidence", boundary="free", l6=1)``.
-3. 64×64 density (200 points, l2 = 1): the evidence path over 30 λ values, and Laplace samples: the time of one
-   cold call drawing 10 (factorisation included) and the samples per second of one call drawing 20.
+3. 64×64 density (200 points, l2 = 1): the evidence path over 30 λ values, a fit that chooses λ by the evidence
+   (the path and its maximum refined by the slope's root), and Laplace samples: the time of one cold call drawing
+   10 (factorisation included) and the samples per second of one call drawing 20.
+4. The slope's trace tr(B^{-1} dB) at 32×32 and 64×64 (l2, l6): one LU solve per node (the route before issue 31)
+   against the complex step, with their relative difference.
 """
 from __future__ import annotations
 
@@ -33,8 +36,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from bftcore import api
+from bftcore.foundations.limits import blas_threads
 from bftcore.foundations.operators import axis_operator
 from bftcore.models import evidence, regression
 from bftcore.models.density import build_density
@@ -257,14 +262,57 @@ def speed_table(repeats: int) -> list[str]:
         t0 = time.perf_counter()
         evidence.laplace_samples(problem, L, 20, rng)
         st.append(20 / (time.perf_counter() - t0))
+    chosen = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        api.fit({**cfg, "choose": {"lambda": "evidence"}})
+        chosen.append(time.perf_counter() - t0)
     w = 72
     return [f"{'what':<{w}} {'median':>10} {'target':>10}",
+            f"{'64×64 fit with choose: lambda evidence (path and its refined maximum)':<{w}} "
+            f"{statistics.median(chosen):>9.3f}s {'-':>10}",
             f"{'64×64 evidence path, 30 λ values (whole path)':<{w}} {statistics.median(times):>9.3f}s {'< 2 s':>10}",
             f"{'64×64 Laplace samples of L: 10 samples (cold, factorisation included)':<{w}} "
             f"{statistics.median(cold):>9.3f}s {'< 1 s':>10}",
             f"{'64×64 Laplace samples of L: one call of 20, samples per second':<{w}} {statistics.median(st):>10.1f} "
             f"{'>= 10':>10}",
             f"  (best λ = {path['best']['lambda']:.4g}, log evidence {path['best']['log_evidence']:.4f})"]
+
+
+def per_node_trace(fac, dB) -> float:
+    """tr(B^{-1} dB) as the evidence's slope took it before issue 31's complex step: one LU solve per node, in
+    blocks of 256 columns (kept here as the reference the new route is measured against)."""
+    size = fac.B.shape[0]
+    trace = 0.0
+    for a in range(0, size, 256):
+        cols = np.arange(a, min(size, a + 256))
+        eye = np.zeros((size, cols.size))
+        eye[cols, np.arange(cols.size)] = 1.0
+        trace += float(np.sum(fac.solve(eye) * dB[:, cols].toarray()))
+    return trace
+
+
+def trace_table(repeats: int) -> list[str]:
+    """The slope of the log evidence needs tr(B^{-1} dB): the complex step (one complex LU) against the per-node
+    loop, at the MAP of random_problem(n) at lambda = 1, medians of ``repeats``, taken in turn."""
+    rows = [f"{'grid, prior':<14} {'per-node loop':>14} {'complex step':>13} {'ratio':>7} {'relative difference':>20}"]
+    for n, prior in ((32, "l2"), (32, "l6"), (64, "l2"), (64, "l6")):
+        cfg = api.validate_config(random_problem(n, {prior: 1.0 if prior == "l2" else 0.1}, seed=0))
+        path = evidence._PathProblem(cfg, "lambda")
+        point, fac, _ = path._map(1.0, None)
+        rng = np.random.default_rng(1)
+        dB = (fac.B @ sp.diags(rng.uniform(0.5, 2.0, fac.B.shape[0])) + fac.B).tocsc()  # B's pattern, tr known
+        loop, step = [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            a = per_node_trace(fac, dB)
+            loop.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            b = evidence.trace_by_complex_step(fac.B, dB)
+            step.append(time.perf_counter() - t0)
+        tl, ts = statistics.median(loop), statistics.median(step)
+        rows.append(f"{f'{n}×{n} {prior}':<14} {tl:>13.3f}s {ts:>12.4f}s {tl / ts:>7.0f} {abs(a - b) / abs(a):>20.1e}")
+    return rows
 
 
 def main():
@@ -274,6 +322,7 @@ def main():
     ap.add_argument("--datasets", type=int, default=20, help="regression data sets in the test MSE comparison")
     ap.add_argument("--quick", action="store_true", help="n = 100 only, 2 data sets (5 in the regression)")
     a = ap.parse_args()
+    blas_threads()  # as every run of the API (one BLAS thread: a busy machine's threads made complex LUs 100x slower)
     ns = (100,) if a.quick else (100, 500)
     samples = 2 if a.quick else a.samples
     print("1. 1-D bimodal density, 200 nodes of [-4, 4]: KL(truth || estimate), lower is better")
@@ -285,6 +334,8 @@ def main():
     print("\n".join(mse_table(sets)))
     print("\n3. Speed on 64×64")
     print("\n".join(speed_table(a.repeats)))
+    print("\n4. The evidence slope's trace tr(B^-1 dB): per-node LU solves against the complex step (seconds)")
+    print("\n".join(trace_table(a.repeats)))
 
 
 if __name__ == "__main__":
