@@ -566,9 +566,9 @@ def trace_by_complex_step(B: sp.csc_matrix, dB: sp.spmatrix) -> float:
 
     Why: the trace is the slope of the log-determinant along lambda, which the evidence's maximum is the root of.
     Before (issue 31), one LU solve per node; this costs one complex LU, one and a half to three real ones.  With
-    one BLAS thread (``python scripts/bench_evidence.py``, part 4): 32 x 32 l2 51 -> 3.5 ms, l6 98 -> 12 ms; 64 x 64
-    l2 1.25 s -> 20 ms, l6 2.75 -> 0.15 s, about ten slopes to a maximum; the same trace to 1e-16 - 3e-15 (against
-    that loop and a dense solve)."""
+    one BLAS thread, the machine otherwise idle (``python scripts/bench_evidence.py``, part 4): 32 x 32 l2 43 -> 3.4
+    ms, l6 86 -> 12 ms; 64 x 64 l2 0.88 s -> 14 ms, l6 2.59 -> 0.10 s, about ten slopes to a maximum; the same trace to
+    1e-16 - 3e-15 (against that loop and a dense solve)."""
     h = 1e-20 * float(abs(B).max()) / max(float(abs(dB).max()), 1e-300)
     lu = saddle_lu((B.astype(complex) + (1j * h) * dB).tocsc())
     u = lu.U.diagonal()
