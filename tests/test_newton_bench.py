@@ -251,3 +251,33 @@ def test_bench_coarse_start_prints_kernel_and_coarse_fits_of_the_same_minimum(ca
     for bad in (["--sizes", "8"], ["--family", "coarse"], ["--repeats", "0"], ["--sizes", "a"]):
         with pytest.raises(SystemExit):
             mod.main(bad)
+
+
+def test_batch_size_fills_the_batch_time():
+    assert bench.batch_size(bench.BATCH_S * 2) == 1
+    assert bench.batch_size(bench.BATCH_S / 10) == 10
+    assert bench.batch_size(bench.BATCH_S / 9.5) == 10  # rounded up: a batch lasts at least BATCH_S
+    assert bench.batch_size(0.0) == bench.MAX_BATCH
+
+
+def test_bench_times_a_fast_case_as_the_mean_of_a_batch(monkeypatch):
+    """A case whose warm-up fit takes 1-3 ms is timed in batches: each of the repeats calls the fit batch_size
+    times and records the mean (the fit's own calls counted), and the row says how many."""
+    calls = {"fit": 0, "goal": 0, "lbfgs": 0}
+    fit, to_goal, lbfgs = bench.fit, bench.newton_to_goal, bench.lbfgs_time
+
+    def counted(name, f):
+        def g(*a, **k):
+            calls[name] += 1
+            return f(*a, **k)
+        return g
+
+    monkeypatch.setattr(bench, "fit", counted("fit", fit))
+    monkeypatch.setattr(bench, "newton_to_goal", counted("goal", to_goal))
+    monkeypatch.setattr(bench, "lbfgs_time", counted("lbfgs", lbfgs))
+    monkeypatch.setattr(bench, "BATCH_S", 0.2)  # several calls of a 12 x 12 fit on any machine
+    (row,) = bench.run(sizes=["12"], priors=("l2",), repeats=2, floor_max_nodes=0)
+    b = row["batch"]
+    assert b["fit"] > 1 and b["to_goal"] > 1 and b["lbfgs"] > 1
+    assert calls == {"fit": 1 + 2 * b["fit"], "goal": 1 + 2 * b["to_goal"], "lbfgs": 1 + 2 * b["lbfgs"]}
+    assert row["lbfgs_reached"] and 0 < row["bftcore_s"] < 0.2 and 0 < row["newton_goal_s"] < row["bftcore_s"]

@@ -214,6 +214,28 @@ def newton_to_goal(config: dict, goal: float) -> tuple[float, float, int]:
     return time.perf_counter() - t0, float(energy), int(steps)
 
 
+#: A measurement whose warm-up run took less than :data:`BATCH_S` is timed, in each repeat, as the mean of a batch of
+#: calls lasting about :data:`BATCH_S` (at most :data:`MAX_BATCH` calls), as ``timeit`` does.  Decision (2026-11-29):
+#: a fit of 16 x 16 takes 1-3 ms, and this VM's speed flips between two levels about 1.7 times apart from one
+#: millisecond to the next, so a median of 5 single calls moved a small grid's ratio by 10-15 % from run to run; a
+#: batch averages over the flips, and the three measurements still take turns batch by batch.
+BATCH_S = 0.05
+MAX_BATCH = 200
+
+
+def batch_size(first_s: float) -> int:
+    """How many calls one timed run of a measurement makes, from its warm-up run's ``first_s`` seconds."""
+    return max(1, min(MAX_BATCH, int(np.ceil(BATCH_S / max(first_s, 1e-9)))))
+
+
+def _timed_batch(call, k: int) -> tuple:
+    """``call()`` run ``k`` times: ``(mean seconds, the highest energy, the last steps or evaluations)`` for the
+    measurements that return ``(seconds, energy, count)`` (their own clocks, so that what they leave off the clock
+    stays off)."""
+    runs = [call() for _ in range(k)]
+    return float(np.mean([r[0] for r in runs])), max(r[1] for r in runs), runs[-1][2]
+
+
 def growth_exponent(nodes, seconds) -> float:
     """Slope of log time against log nodes (least squares); NaN with fewer than two sizes."""
     if len(nodes) < 2:
@@ -228,7 +250,8 @@ def run(sizes=None, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, 
     each family's :data:`DEFAULT_SIZES`): a list of row dicts (times in seconds, medians over ``repeats``; of the
     three measurements, bftcore's fit, its iteration to the goal and L-BFGS-B, one whose first run takes over
     ``repeat_budget_s``, or for L-BFGS-B stops before the goal, is run once; the others' first runs are a warm-up,
-    and their repeats are taken in turn, run by run).
+    and their repeats are taken in turn, run by run; a run of one whose warm-up took under :data:`BATCH_S` is the
+    mean of a batch of :func:`batch_size` calls, the row's ``batch``).
     L-BFGS-B's budget in a case is the larger of ``lbfgs_max_s`` and twice bftcore's first fit, so that a run stopped
     before the goal still says which solver is faster (ratio > 2): with 10 s alone, 256 x 256 l6 (bftcore 37 s)
     printed "> 0.27", which says nothing; L-BFGS-B had not reached the goal there after 600 s (one run,
@@ -258,18 +281,21 @@ def run(sizes=None, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, 
             # minutes)
             again = [times[0] <= repeat_budget_s, to_goal[0][0] <= repeat_budget_s,
                      lb[0][0] <= repeat_budget_s and lb[0][1] <= goal] if repeats > 1 else [False] * 3
+            batch = [batch_size(times[0]), batch_size(to_goal[0][0]), batch_size(lb[0][0])]
             times = [] if again[0] else times
             to_goal = [] if again[1] else to_goal
             lb = [] if again[2] else lb
             for _ in range(repeats if any(again) else 0):
                 if again[0]:
                     t = time.perf_counter()
-                    fit(cfg)
-                    times.append(time.perf_counter() - t)
+                    for _ in range(batch[0]):
+                        fit(cfg)
+                    times.append((time.perf_counter() - t) / batch[0])
                 if again[1]:
-                    to_goal.append(newton_to_goal(cfg, goal))
+                    to_goal.append(_timed_batch(lambda: newton_to_goal(cfg, goal), batch[1]))
                 if again[2]:
-                    lb.append(lbfgs_time(cfg, goal, budget))
+                    lb.append(_timed_batch(lambda: lbfgs_time(cfg, goal, budget), batch[2]))
+            batch = [k if a else 1 for k, a in zip(batch, again)]
             t_fit = float(np.median(times))
             t_goal = float(np.median([r[0] for r in to_goal]))
             t_lb = float(np.median([r[0] for r in lb]))
@@ -286,7 +312,8 @@ def run(sizes=None, priors=PRIORS, repeats: int = 3, lbfgs_max_s: float = 10.0, 
                          "floor_energy": floor[0][1] if floor else None,
                          "newton_steps": len(cg) + banded, "banded_steps": banded,
                          "cg_per_step": float(np.mean(cg)) if cg else 0.0,
-                         "cg_max": int(max(cg)) if cg else 0})
+                         "cg_max": int(max(cg)) if cg else 0,
+                         "batch": {"fit": batch[0], "to_goal": batch[1], "lbfgs": batch[2]}})
     return rows
 
 
@@ -315,7 +342,8 @@ FAMILY_TITLES = {"grid": "the paper mesh, and random_problem(n) on an n x n mesh
 def table(rows, repeats: int, lbfgs_max_s: float, base: int = REFINED_BASE) -> str:
     """The rows and the exponents as text, a block per family."""
     lines = [f"bftcore Newton benchmark: medians of {repeats} run(s) after a warm-up run, fit, to goal and L-BFGS-B "
-             f"taken in turn; times in ms; a measurement over 3 s is run once",
+             f"taken in turn; times in ms; a measurement over 3 s is run once, one under {BATCH_S * 1e3:g} ms is "
+             f"timed as the mean of a batch of calls lasting about {BATCH_S * 1e3:g} ms",
              "  fit = bftcore's whole fit (the gate, building, the start, the iteration to its own stop, the records, "
              "the document)",
              "  to goal = bftcore's Newton iteration alone, from the start L-BFGS-B takes, to L-BFGS-B's goal "
