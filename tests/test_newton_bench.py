@@ -281,3 +281,37 @@ def test_bench_times_a_fast_case_as_the_mean_of_a_batch(monkeypatch):
     assert b["fit"] > 1 and b["to_goal"] > 1 and b["lbfgs"] > 1
     assert calls == {"fit": 1 + 2 * b["fit"], "goal": 1 + 2 * b["to_goal"], "lbfgs": 1 + 2 * b["lbfgs"]}
     assert row["lbfgs_reached"] and row["bftcore_s"] > 0 and row["newton_goal_s"] > 0  # no assertion on time
+
+
+def test_column_newton_script_measures_both_starts_and_agrees_with_its_dense_newton(capsys):
+    """scripts/column_newton.py: the column's fit from both starts reaches one minimum, the uniform start in fewer
+    steps (18 against 8 at 64 nodes, measured), and the script's own dense Newton, written independently of the
+    package's energy objects, reaches the same energy (to the far side's rounding, ln P at -585)."""
+    mod = _script("column_newton")
+    mod.main(["--sizes", "64", "--points", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    fit_row = lines[2].split()
+    assert fit_row[0] == "64" and int(fit_row[2]) < int(fit_row[1])
+    assert float(fit_row[3]) == pytest.approx(float(fit_row[4]), rel=1e-9)
+    dense_row = lines[-1].split()
+    assert dense_row[:2] == ["1", "64"]
+    assert float(dense_row[3]) == pytest.approx(float(fit_row[4]), rel=1e-8)
+    assert float(dense_row[4]) == pytest.approx(float(fit_row[5]), abs=1.0)
+    for bad in (["--sizes", "8"], ["--points", "0"], ["--points", "a"]):
+        with pytest.raises(SystemExit):
+            mod.main(bad)
+
+
+def test_islands_are_runs_of_support_without_data():
+    """The island count of scripts/column_newton.py on a hand-made periodic column: the data's own run is not an
+    island, a run without data is, and a run across the wrap-around counts once."""
+    mod = _script("column_newton")
+    L = np.full(20, -100.0)
+    d = np.zeros(20)
+    L[8:11], d[9] = 0.0, 1.0  # the data's run
+    assert mod.islands(L, d) == 0
+    L[14:16] = -10.0  # an island
+    assert mod.islands(L, d) == 1
+    L[[19, 0, 1]] = -20.0  # an island across the wrap
+    assert mod.islands(L, d) == 2
+    assert mod.islands(np.zeros(20), d) == 0  # all support
