@@ -1,7 +1,8 @@
 """Where Newton's steps go in one column (issue 31, docs/performance.md, twenty-ninth session).
 
-The grid family's l6 problems take more Newton steps as the grid grows.  Their simplest form is one periodic column
-(a 1 x ny grid of unit spacing, lambda = 1, l6 = 0.1) with a few data points.  This script measures two things there:
+The grid family's l6 problems take more Newton steps as the grid grows.  An earlier session took one periodic column
+(a 1 x ny grid of unit spacing, lambda = 1, l6 = 0.1) with one data point as the simplest form of that growth.  This
+script measures two things on such columns:
 
 1. bftcore's fit of that column with one point in the middle, from the kernel start and from the uniform start:
    Newton steps, the energy, and how deep ln P falls on the far side.
