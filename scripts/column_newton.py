@@ -21,6 +21,7 @@ import sys
 
 import numpy as np
 import scipy.linalg as sla
+from scipy.special import logsumexp
 
 from bftcore.foundations.limits import UNLIMITED, using
 from bftcore.models.density import build_density
@@ -42,11 +43,6 @@ def column_config(ny: int, y_points, init: str) -> dict:
                        "tol": 1e-9}}
 
 
-def _lse(g: np.ndarray) -> float:
-    m = float(g.max())
-    return m + float(np.log(np.exp(g - m).sum()))
-
-
 def islands(L: np.ndarray, data: np.ndarray) -> int:
     """Runs of the periodic support ``L > max L - SUPPORT_DEPTH`` that hold no data node."""
     s = L > L.max() - SUPPORT_DEPTH
@@ -65,21 +61,23 @@ def dense_newton(K: np.ndarray, d: np.ndarray, max_steps: int = 400) -> tuple[in
     ones = np.full(n, 1.0 / np.sqrt(n))
 
     def energy(g):
-        return 0.5 * g @ K @ g - d @ g + total * _lse(g)
+        return 0.5 * g @ K @ g - d @ g + total * float(logsumexp(g))
 
     g, most, steps = np.zeros(n), 0, 0
     for steps in range(1, max_steps + 1):
-        p = np.exp(g - _lse(g))
+        p = np.exp(g - logsumexp(g))
         grad = K @ g - d + total * p
         H = K + total * (np.diag(p) - np.outer(p, p)) + np.outer(ones, ones)  # the constant: no change of E
         step = -sla.lu_solve(sla.lu_factor(H), grad)
         step -= step.mean()
         e0, t, slope = energy(g), 1.0, float(grad @ step)
-        while energy(g + t * step) > e0 + 1e-4 * t * slope and t > 1e-12:
+        e1 = energy(g + step)
+        while e1 > e0 + 1e-4 * t * slope and t > 1e-12:  # Armijo backtracking
             t *= 0.5
+            e1 = energy(g + t * step)
         g = g + t * step
         most = max(most, islands(g, d))
-        if np.max(np.abs(t * step)) < 1e-9 or abs(e0 - energy(g)) <= 1e-14 * abs(e0):
+        if np.max(np.abs(t * step)) < 1e-9 or abs(e0 - e1) <= 1e-14 * abs(e0):
             break
     return steps, float(energy(g)), float(g.min() - g.max()), most
 
