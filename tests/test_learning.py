@@ -146,7 +146,9 @@ def test_every_engine_gives_the_serial_document(scheduler):
 def test_a_running_cluster_reached_by_address_gives_the_serial_document_every_call():
     """:func:`running_cluster` keeps two worker processes up for several sweeps, reached as a scheduler by address
     (the route of a multi-machine cluster): the same numbers as the plain loop, call after call, chunked or not."""
-    from bftcore.foundations.distributed import running_cluster
+    import dask
+
+    from bftcore.foundations.distributed import QUIET, running_cluster
     kw = dict(sizes=[5, 30], resamples=3, lambdas=[0.25, 1.0], seed=7)
     ref = learning.learning_curve_document(figure_config("fig21"), scheduler="serial", **kw)
     ref.pop("elapsed_s"), ref.pop("scheduler")
@@ -158,6 +160,10 @@ def test_a_running_cluster_reached_by_address_gives_the_serial_document_every_ca
             got.pop("elapsed_s")
             assert json.dumps(got, sort_keys=True) == json.dumps(ref, sort_keys=True)
         assert run_tasks(abs, list(range(-100, 0)), address) == list(range(100, 0, -1))
+        # the workers it starts run with Dask's background work slowed down (distributed.QUIET): they read it
+        # from the configuration they were spawned with
+        keys = sorted(QUIET)
+        assert run_tasks(dask.config.get, keys, address) == [QUIET[k] for k in keys]
 
 
 def test_tasks_go_in_four_chunks_per_worker_thread_and_at_least_eight():

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pickle
 import queue
 import time
 from typing import Any, Callable, Iterator, Sequence
@@ -66,6 +67,18 @@ CONNECT_SECONDS = 10.0
 CLOSE_SECONDS = 2.0
 #: The schemes of a scheduler's address: Dask's TCP, and TCP under TLS.
 SCHEMES = ("tcp", "tls")
+#: Dask's background work, slowed down on the engines bftcore starts (``inprocess``, ``local:N``,
+#: :func:`running_cluster`; a scheduler given by address keeps its own configuration).  Decision (issue 31): on two
+#: cores the calling process (a LocalCluster's scheduler and nannies live there) and the workers share the cores
+#: with the fits.  Idle, Dask's defaults took 14 % of one core in all (the event loop's tick every 20 ms, the
+#: workers' statistical profiler every 10 ms, the nannies' memory monitors every 100 ms, the system monitor every
+#: 500 ms); with these, 2 %.  Over the README's learning curve on a running two-worker cluster the calling process
+#: spent 0.10 s of CPU a curve against 0.18 s (medians of 24 curves each), 0.08 s with the chunks pickled as well
+#: (:func:`_run_chunk`).  The wall time did not move beyond this machine's noise.  What is given up: Dask's profile
+#: pages (bftcore serves none of Dask's pages), and a worker over its memory limit is stopped within 1 s instead of
+#: 0.1 s (bftcore's own cost budget refuses large fits before they start).  docs/performance.md has the figures.
+QUIET = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+         "distributed.admin.system-monitor.interval": "5s", "distributed.worker.memory.monitor-interval": "1s"}
 
 
 class Cancelled(RuntimeError):
@@ -163,10 +176,12 @@ def _run_one(fn: Callable, task: Any, limits: Limits) -> Any:
         return fn(task)
 
 
-def _run_chunk(fn: Callable, chunk: list, limits: Limits) -> list:
+def _run_chunk(fn: Callable, chunk: bytes, limits: Limits) -> list:
     """Several tasks in one Dask task: a Dask task costs a few ms of scheduling (measured in process: 12.5 ms a
-    task against 4.2 ms for the same fit called directly), as much as a fit on the paper mesh."""
-    return [_run_one(fn, task, limits) for task in chunk]
+    task against 4.2 ms for the same fit called directly), as much as a fit on the paper mesh.  The chunk's tasks
+    arrive pickled into one ``bytes``: ``Client.submit`` walks its arguments looking for Dask objects
+    (``dask._task_spec.parse_input``), and walking 20 task documents was the calling process's largest frame."""
+    return [_run_one(fn, task, limits) for task in pickle.loads(chunk)]
 
 
 #: Dask tasks per worker thread: the tasks are grouped into about this many chunks per thread (at least
@@ -233,7 +248,7 @@ class _client:
         # Dask's scheduler and workers always start an HTTP server (its dashboard and routes), on 0.0.0.0:8787 when
         # no address is given: a port opened on every network each time a user asks for a learning curve.  Ours
         # listen on the loopback only, on a free port, and serve no routes.
-        quiet = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+        quiet = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": [], **QUIET}
         loopback = {"dashboard_address": "127.0.0.1:0", "worker_dashboard_address": "127.0.0.1:0"}
         with dask.config.set(quiet):
             if self.kind == "inprocess":
@@ -339,7 +354,8 @@ def _gather(engine: _client, fn, tasks, limits, progress, cancel, on_result) -> 
     # chunk holds a share of each kind (the results still come back in task order)
     chunks = [list(range(j, len(tasks), n_chunks)) for j in range(n_chunks)]
     finished: queue.Queue = queue.Queue()
-    futures = [client.submit(_run_chunk, fn, [tasks[i] for i in idx], limits, pure=False) for idx in chunks]
+    futures = [client.submit(_run_chunk, fn, pickle.dumps([tasks[i] for i in idx], pickle.HIGHEST_PROTOCOL), limits,
+                             pure=False) for idx in chunks]
     for k, f in enumerate(futures):
         f.add_done_callback(lambda _f, k=k: finished.put(k))
     out: list = [None] * len(tasks)
