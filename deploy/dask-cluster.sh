@@ -145,12 +145,14 @@ if [ -n "$TLS" ]; then
   fi
   printf '%s\n' "$TLS_CA" "$TLS_CERT" "$TLS_KEY" >"$RUN_DIR/tls.files"
 fi
+# Dask's background work slowed down as on the clusters bftcore starts itself (bftcore.foundations.distributed.QUIET)
+read -r -a QUIET <<<"$("$PY" -m bftcore.foundations.distributed)"
 DASK=("$PY" -m distributed.cli.dask_scheduler)
-nohup "${DASK[@]}" --protocol "$SCHEME" --host "$HOST" --port "$PORT" --no-dashboard \
+env "${QUIET[@]}" nohup "${DASK[@]}" --protocol "$SCHEME" --host "$HOST" --port "$PORT" --no-dashboard \
   --pid-file "$RUN_DIR/scheduler.pid" ${TLS_ARGS[@]+"${TLS_ARGS[@]}"} >"$RUN_DIR/scheduler.log" 2>&1 &
 for _ in $(seq 100); do grep -q "Scheduler at" "$RUN_DIR/scheduler.log" 2>/dev/null && break; sleep 0.1; done
 grep -q "Scheduler at" "$RUN_DIR/scheduler.log" || { stop; die "the scheduler did not start: see $RUN_DIR/scheduler.log"; }
-BFTCORE_BLAS_THREADS=1 nohup "$PY" -m distributed.cli.dask_worker "$ADDR" --nworkers "$WORKERS" --nthreads 1 \
+env "${QUIET[@]}" BFTCORE_BLAS_THREADS=1 nohup "$PY" -m distributed.cli.dask_worker "$ADDR" --nworkers "$WORKERS" --nthreads 1 \
   --no-dashboard --local-directory "$RUN_DIR" --pid-file "$RUN_DIR/worker.pid" ${TLS_ARGS[@]+"${TLS_ARGS[@]}"} \
   >"$RUN_DIR/worker.log" 2>&1 &
 for _ in $(seq 300); do

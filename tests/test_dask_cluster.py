@@ -10,10 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dask
 import pytest
 
 from app.harness import free_port
 from bftcore import api
+from bftcore.foundations.distributed import QUIET, run_tasks
 from bftcore.models.presets import figure_config
 from bftcore.studies.learning import parse_sizes
 
@@ -41,6 +43,9 @@ def test_the_script_reports_two_workers(cluster):
     address, args, env = cluster
     out = subprocess.run(args + ["--status"], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and f"{address}: 2 workers" in out.stdout
+    # its workers run with Dask's background work slowed down, as the clusters bftcore starts itself
+    keys = sorted(QUIET)
+    assert run_tasks(dask.config.get, keys, address) == [QUIET[k] for k in keys]
 
 
 def test_learning_curve_by_address_equals_serial(cluster, tmp_path):

@@ -81,6 +81,14 @@ QUIET = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.in
          "distributed.admin.system-monitor.interval": "5s", "distributed.worker.memory.monitor-interval": "1s"}
 
 
+def quiet_environment() -> str:
+    """:data:`QUIET` as Dask's environment variables (``DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL=1s ...``), one
+    line: what deploy/dask-cluster.sh gives the scheduler and workers it starts (``python -m
+    bftcore.foundations.distributed`` prints it)."""
+    return " ".join("DASK_" + key.upper().replace(".", "__").replace("-", "_") + "=" + str(value)
+                    for key, value in QUIET.items())
+
+
 class Cancelled(RuntimeError):
     """The caller cancelled the run (``cancel()`` returned True); the tasks not yet finished were dropped."""
 
@@ -389,3 +397,7 @@ def _gather(engine: _client, fn, tasks, limits, progress, cancel, on_result) -> 
         client.cancel([futures[j] for j in pending])
         raise
     return out
+
+
+if __name__ == "__main__":
+    print(quiet_environment())
