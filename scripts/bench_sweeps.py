@@ -14,7 +14,8 @@
    ``x serial`` is the serial time over the engine's: the throughput ratio.  ``same`` checks that the document
    equals the serial one.  Targets: default <= serial; two workers >= 1.7x.  Below the table: the CPU seconds the
    calling process (where a LocalCluster's scheduler and nannies run) and the two workers spent per curve on the
-   running cluster, and their CPU a second while idle (psutil; less noisy than the wall on this machine), and
+   running cluster (psutil; ``busy``: the workers' CPU over the wall times their number, the share of the curve
+   they were at work, the least noisy of these figures on this machine), their CPU a second while idle, and
    ``--concurrent K`` curves sent at once from K threads to the running cluster against K serial curves one
    after another (the throughput of a cluster shared by several users: no curve's tail leaves a worker idle).
 """
@@ -123,9 +124,11 @@ def sweep_table(repeats: int, concurrent: int = 0) -> None:
         runs = ", ".join(f"{t:.2f}" for t in times[name])
         print(f"{name:<30} {med:>9.2f} {base / med:>9.2f}  {runs:<24} {same[name]}", flush=True)
     per = [statistics.median(c[j] for c in busy) for j in range(len(procs))]
+    walls = times["running 2 workers (tcp://)"]
+    share = statistics.median(sum(c[1:]) / ((len(procs) - 1) * w) for c, w in zip(busy, walls))
     print(f"running 2 workers, CPU s a curve (medians): calling process {per[0]:.3f}, workers "
-          f"{', '.join(f'{v:.3f}' for v in per[1:])}; idle, CPU s a second: calling process {idle[0]:.3f}, "
-          f"workers {', '.join(f'{v:.3f}' for v in idle[1:])}")
+          f"{', '.join(f'{v:.3f}' for v in per[1:])} (busy {share:.3f} of the wall); idle, CPU s a second: "
+          f"calling process {idle[0]:.3f}, workers {', '.join(f'{v:.3f}' for v in idle[1:])}")
     if shared is not None:
         serial_s, cluster_s, ok = shared
         print(f"{concurrent} curves: one after another serially {statistics.median(serial_s):.2f} s, sent at once "

@@ -166,12 +166,23 @@ def test_a_running_cluster_reached_by_address_gives_the_serial_document_every_ca
         assert run_tasks(dask.config.get, keys, address) == [QUIET[k] for k in keys]
 
 
-def test_tasks_go_in_four_chunks_per_worker_thread_and_at_least_eight():
-    """Dask costs a few ms a task, so tasks travel in chunks: four per worker thread, at least 8 (the progress bar's
-    steps), never more than the tasks.  The in-process engine (one thread) reports progress once per chunk."""
-    from bftcore.foundations.distributed import chunk_count
+def test_tasks_go_in_chunks_equal_on_one_thread_and_shrinking_on_several():
+    """Dask costs a few ms a task, so tasks travel in chunks.  On one worker thread: 8 equal strided chunks (the
+    progress bar's steps), never more than the tasks.  On several: guided self-scheduling, each chunk half of what
+    is left over the threads, down to a floor, every chunk spread over the list of tasks from cheap to dear; every
+    task in exactly one chunk.  The in-process engine (one thread) reports progress once per chunk."""
+    from bftcore.foundations.distributed import chunk_count, chunk_plan
     assert [chunk_count(160, 2), chunk_count(160, 1), chunk_count(1000, 16), chunk_count(5, 2), chunk_count(0, 2)] \
         == [8, 8, 64, 5, 1]
+    assert chunk_plan(160, 1) == [list(range(j, 160, 8)) for j in range(8)]
+    plan = chunk_plan(160, 2)
+    assert [len(c) for c in plan] == [40, 30, 23, 17, 13, 10, 10, 10, 7]
+    for tasks, threads in itertools.product([1, 2, 5, 7, 160, 1000], [1, 2, 3, 16]):
+        flat = sorted(i for chunk in chunk_plan(tasks, threads) for i in chunk)
+        assert flat == list(range(tasks))
+    # the README curve lists its 160 resamples by size n, cheap to dear: every chunk of 10 or more draws from both
+    # halves of the list, its mean index within a tenth of the list's middle
+    assert all(abs(np.mean(c) - 79.5) < 16 and min(c) < 80 <= max(c) for c in plan if len(c) >= 10)
     seen = []
     assert run_tasks(abs, list(range(-100, 0)), "inprocess", progress=lambda d, t: seen.append(d)) \
         == list(range(100, 0, -1))

@@ -193,8 +193,9 @@ def _run_chunk(fn: Callable, chunk: bytes, limits: Limits) -> list:
     return [_run_one(fn, task, limits) for task in pickle.loads(chunk)]
 
 
-#: Dask tasks per worker thread: the tasks are grouped into about this many chunks per thread (at least
-#: MIN_CHUNKS), few enough to hide Dask's cost a task, enough to balance the load and to move the progress bar.
+#: Dask tasks per worker thread: on one thread the tasks are grouped into this many chunks (at least MIN_CHUNKS),
+#: few enough to hide Dask's cost a task, enough to move the progress bar; on several, the smallest chunk is a
+#: (2 CHUNKS_PER_THREAD threads)-th of the tasks (:func:`chunk_plan`, which replaced four equal chunks a thread).
 #: Decision (issue 31, measured on the README's learning curve, fig21's preset, 800 fits, a running cluster of two
 #: workers on this 2-core machine): a Dask task costs about 6 ms of the machine's CPU (the client's, the
 #: scheduler's and the worker's messages), which on two cores comes out of the workers' time.  Once the fits got
@@ -210,6 +211,41 @@ def chunk_count(tasks: int, threads: int) -> int:
     """How many Dask tasks ``tasks`` tasks are sent in on an engine of ``threads`` worker threads:
     :data:`CHUNKS_PER_THREAD` per thread, at least :data:`MIN_CHUNKS`, at most one per task (at least one)."""
     return max(1, min(tasks, max(MIN_CHUNKS, CHUNKS_PER_THREAD * threads)))
+
+
+def chunk_plan(tasks: int, threads: int) -> list[list[int]]:
+    """The task indices of each chunk, in the order they are submitted.
+
+    Sweeps list their tasks from cheap to dear (a learning curve's sizes n grow), so no chunk is a contiguous run of
+    them (contiguous chunks left the dearest for last, one worker finishing them while the others idled); every
+    chunk holds a share of each kind, and the results still come back in task order.
+
+    * One worker thread has nothing to balance: :func:`chunk_count` chunks of equal size, strided (task j goes to
+      chunk j mod the count), so that the progress bar moves in at least :data:`MIN_CHUNKS` steps.
+    * Several threads: guided self-scheduling.  Each chunk takes half of the tasks not yet planned divided among the
+      threads, ``ceil(left / (2 threads))``, and never fewer than ``ceil(tasks / (2 CHUNKS_PER_THREAD threads))``
+      (the 160 resamples of the README's curve on two workers: 40, 30, 23, 17, 13, 10, 10, 10 and 7).  The first
+      chunks are large (few of Dask's costs a task), the last small, so the workers finish together: a chunk
+      handed to a worker waits behind the one it runs (Dask queues one ahead), and with equal chunks of an eighth
+      each the other worker idled for up to one of them at the end.  The tasks are taken in the bit-reversed order
+      of their indices, so every chunk, large or small, is spread over the list from cheap to dear.
+
+    Decision (issue 31, the README's learning curve, fig21's preset, a running cluster of two workers on this 2-core
+    machine, the plans alternated curve by curve in one process, 20 rounds): the workers were busy (their CPU over
+    twice the wall) 0.898 of the curve against 0.844 with 8 equal chunks, higher in 19 of the 20 rounds; x serial
+    1.71 against 1.67 (median), 1.71 against 1.65 (pooled).  docs/performance.md has the runs."""
+    if threads <= 1 or tasks <= 1:
+        n_chunks = chunk_count(tasks, threads)
+        return [list(range(j, tasks, n_chunks)) for j in range(n_chunks)]
+    bits = (tasks - 1).bit_length()
+    order = sorted(range(tasks), key=lambda i: int(format(i, f"0{bits}b")[::-1], 2))
+    least = -(-tasks // (2 * CHUNKS_PER_THREAD * threads))
+    plan, taken = [], 0
+    while taken < tasks:
+        size = min(tasks - taken, max(least, -(-(tasks - taken) // (2 * threads))))
+        plan.append(sorted(order[taken:taken + size]))
+        taken += size
+    return plan
 
 
 def run_tasks(fn: Callable[[Any], Any], tasks: Sequence, scheduler: str | None = None,
@@ -357,11 +393,7 @@ def _gather(engine: _client, fn, tasks, limits, progress, cancel, on_result) -> 
     with a timeout so that ``cancel`` is polled while nothing finishes).  A chunk that fails by its own exception
     raises it; one that a scheduler given by address lost raises a SchedulerError naming it."""
     client = engine.client
-    n_chunks = chunk_count(len(tasks), engine.threads)
-    # strided, not contiguous: sweeps list their tasks from cheap to dear (a learning curve's sizes n grow), so
-    # contiguous chunks left the dearest for last, one worker finishing them while the others idled; every strided
-    # chunk holds a share of each kind (the results still come back in task order)
-    chunks = [list(range(j, len(tasks), n_chunks)) for j in range(n_chunks)]
+    chunks = chunk_plan(len(tasks), engine.threads)
     finished: queue.Queue = queue.Queue()
     import cloudpickle  # Dask's own pickler (comes with it): what Dask would have sent, as one bytes
     futures = [client.submit(_run_chunk, fn, cloudpickle.dumps([tasks[i] for i in idx]), limits, pure=False)
