@@ -154,14 +154,14 @@ def concurrent_curves(cfg: dict, kw: dict, address: str, k: int, repeats: int, r
     return serial_s, cluster_s, ok
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--skip-hessian", action="store_true")
     ap.add_argument("--skip-sweeps", action="store_true")
     ap.add_argument("--concurrent", type=int, default=4, metavar="K",
                     help="curves sent at once to the running cluster in the throughput row (0 or 1: no such row)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if not 0 <= args.concurrent <= 16 or args.repeats < 1:
         ap.error("--concurrent takes 0 to 16 curves and --repeats at least 1")
     if not args.skip_hessian:

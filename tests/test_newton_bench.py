@@ -302,6 +302,16 @@ def test_column_newton_script_measures_both_starts_and_agrees_with_its_dense_new
             mod.main(bad)
 
 
+@pytest.mark.parametrize("bad", [["--concurrent", "17"], ["--concurrent", "-1"], ["--concurrent", "a"],
+                                 ["--repeats", "0"]])
+def test_bench_sweeps_refuses_bad_options(bad, capsys):
+    """scripts/bench_sweeps.py refuses a count of curves at once outside 0-16 and fewer than one repeat, before it
+    starts a cluster, saying what it takes."""
+    with pytest.raises(SystemExit):
+        _script("bench_sweeps").main(bad)
+    assert "--concurrent" in capsys.readouterr().err
+
+
 def test_islands_are_runs_of_support_without_data():
     """The island count of scripts/column_newton.py on a hand-made periodic column: the data's own run is not an
     island, a run without data is, and a run across the wrap-around counts once."""
