@@ -123,7 +123,12 @@ def test_a_warm_start_from_either_shape_and_the_estimator_go_through_the_kind():
     first = api.run(cfg)
     for init in (first.field, first.L):  # the solver's own (ny,) and the document's (1, ny)
         again = api.run(cfg, init=init)
-        assert again.last.iteration <= 2 and again.last.converged
+        # one step from the answer lands on rounding; how many more the stop takes to see that depends on the
+        # rounding itself (2 on the machines before, 3 on an AMD EPYC machine on 2026-12-07: a last step with no
+        # descent at a residual of 6e-15), so the count is held against the cold start's, not to a number
+        assert again.history[1].residual < 1e-12
+        assert again.last.iteration < first.last.iteration and again.last.converged
+        assert again.last.energy == pytest.approx(first.last.energy, rel=1e-14)
     with pytest.raises(ValueError, match="warm-start field has shape"):
         api.run(cfg, init=np.zeros(7))
 

@@ -278,7 +278,10 @@ def test_cut_makes_the_left_fit_independent_of_the_right_data():
     # the hyperfield: theta's neighbours across the cut are dropped too
     hs = [ld.fit_density_hyperfield(ld.density_hyperfield(grid, d, 0.5, 0.0, 1.0, 1.0, 1.0, 0.5, cuts=[cut]),
                                     tol=1e-13) for d in (np.vstack([left, right]), left)]
-    assert np.max(np.abs(hs[0].L[cols] - hs[1].L[cols])) < 1e-10
+    # 1e-9: the two hyperfield fits agree to their rounding floor, not to their tolerance (1.2e-10 at tol 1e-13 and
+    # 1.3e-10 at 1e-14 and 1e-15, on an AMD EPYC machine, 2026-12-07; below 1e-10 on the machines before), six
+    # orders of magnitude under what the right data move without the cut
+    assert np.max(np.abs(hs[0].L[cols] - hs[1].L[cols])) < 1e-9
 
 
 # ------------------------------------------------------------------------------------------------ the document
