@@ -644,6 +644,23 @@ def test_a_valid_documents_copy_shares_nothing_with_it():
     assert doc["other"]["a"][1]["b"] == [2.0] and doc["arr"][0] == 0.0
 
 
+def test_the_gates_one_walk_over_float_pairs_equals_the_general_walk_and_shares_nothing():
+    """Float pairs are read, copied and made an array in one walk (``_float_pair_list``); the same data as tuples take
+    the general walk (``to_plain``): the valid documents are equal, and neither shares a pair with the caller's data,
+    not even a pair the caller's list holds twice."""
+    rng = np.random.default_rng(3)
+    pair = [2.0, 3.0]
+    data = rng.uniform(1.0, 10.0, (50, 2)).tolist() + [pair, pair]
+    doc = {"grid": {"x": {"min": 1, "max": 10, "n": 10}, "y": {"min": 1, "max": 10, "n": 12}}, "data": data}
+    one_walk = validate_config(doc)
+    general = validate_config({**doc, "data": tuple(map(tuple, data))})
+    assert one_walk == general and one_walk["data"] == data
+    assert not any(p is q for p in one_walk["data"] for q in data)
+    assert one_walk["data"][-1] is not one_walk["data"][-2]
+    one_walk["data"][-1][0] = 9.0
+    assert pair == [2.0, 3.0] and one_walk["data"][-2] == [2.0, 3.0]
+
+
 def _plain_by_walk(obj):
     """The general route of ``to_plain``, written out independently: every element converted on its own."""
     if isinstance(obj, (list, tuple)):
