@@ -53,8 +53,10 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def panel_server(port: int | None = None, log_path: str | None = None, extra_args=(), poll_s: float = 0.3):
-    """`panel serve` of the installed app (:data:`APP_DIR`) bound to 127.0.0.1, run from the temporary directory
-    (so it imports ``app`` and ``bftcore`` as installed, not from a working directory); yields (url, log file path,
+    """`panel serve` of the installed app (:data:`APP_DIR`) bound to 127.0.0.1, run from an empty directory of its own
+    (so it imports ``app``, ``bftcore`` and the standard library as installed: ``python -m`` puts its working
+    directory first on the path, and a stray ``grp.py`` in the shared temporary directory once broke every server
+    of a CI run); yields (url, log file path,
     by default in the temporary directory); stops the server afterwards.  Start-up is detected by polling the
     server's ``/liveness`` endpoint (``--liveness``, every ``poll_s`` seconds), which creates no session.  The
     process's start time (``time.time()`` just before it was started) is in :data:`SERVER_STARTED`."""
@@ -63,8 +65,9 @@ def panel_server(port: int | None = None, log_path: str | None = None, extra_arg
     cmd = [sys.executable, "-m", "panel", "serve", str(APP_DIR), "--port", str(port), "--address", "127.0.0.1",
            "--allow-websocket-origin", f"127.0.0.1:{port}", "--liveness", *extra_args]
     started = time.time()
+    workdir = tempfile.TemporaryDirectory(prefix="bft-panel-serve-")
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, cwd=tempfile.gettempdir(), stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=workdir.name, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/app"
     try:
         deadline = time.time() + 60
@@ -88,6 +91,8 @@ def panel_server(port: int | None = None, log_path: str | None = None, extra_arg
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait(10)
+        workdir.cleanup()
 
 
 def launch(playwright):
