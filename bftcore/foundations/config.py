@@ -194,8 +194,8 @@ def read_document(path, limits: Limits | None = None):
 #: Python's own number types (``type(v) in``: a bool, an int subclass, is not one of them here)
 _PLAIN_NUMBERS = frozenset((float, int))
 _LIST_TYPE = frozenset((list,))
-_FLOAT_TYPE = {float}
-_PAIR = {2}
+_FLOAT_TYPE = frozenset((float,))
+_PAIR = frozenset((2,))
 #: JSON's own scalar types (immutable), which :func:`to_plain` and :func:`_copy_plain` return as they are
 _PLAIN_SCALARS = frozenset((float, int, str, bool, type(None)))
 _JSON_CONTAINERS = frozenset((list, dict))
