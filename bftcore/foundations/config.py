@@ -993,7 +993,7 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
     data = _list(doc, "data", "[x, y] pairs")
     _within(len(data), limits.max_points, "a data set of {} points", "use fewer points")
     plain_x = x["min"] if x["n"] == 1 and model == "density" else None
-    fast = _float_pairs(data, plain_x, read if read is not None and data is read[0] else None)
+    fast = _float_pairs(data, plain_x, read)  # read, when not None, is data's own reading (data is read[0])
     pts = [_data_point(p, k, plain_x, model) for k, p in enumerate(data)] if fast is None else fast[0]
     try:
         grid.check_points(pts if fast is None else fast[1], x_only=model == "regression")
@@ -1120,9 +1120,9 @@ def validate_config(doc, limits: Limits | None = None) -> Valid:
         out["templates"] = [_regression_template_check(t, f"templates[{i}]", grid) for i, t in enumerate(templates)]
     if solver["init"] == "coarse":
         _coarse_start_check(out)
-    # pairs that came by the fast path are the gate's own copy (to_plain's or _float_pair_list's), shared with
-    # nothing: the rest of the document is copied
-    return Valid(copy_document(out, keep_data=fast is not None and out["data"] is fast[0]))
+    # pairs that came by the fast path (out["data"] is fast[0]) are the gate's own copy (to_plain's or
+    # _float_pair_list's), shared with nothing: the rest of the document is copied
+    return Valid(copy_document(out, keep_data=fast is not None))
 
 
 def _coarse_start_check(out: dict) -> None:
